@@ -1,0 +1,247 @@
+//! Format adapters: provider wire JSON <-> [`Conversation`].
+//!
+//! ```text
+//! bytes -> detect -> read (lossless) -> Conversation -> ... -> write (same format) -> JSON
+//! ```
+//!
+//! Three request formats are read and written: Anthropic Messages ([`anthropic`]), OpenAI Chat
+//! Completions ([`openai_chat`]) and OpenAI Responses ([`openai_responses`]). Three session logs are
+//! imported into a request conversation: Claude Code session JSONL ([`claude_code`], to
+//! Anthropic), Codex CLI rollouts ([`codex`], to Responses) and mini-swe-agent trajectories
+//! ([`trajectory`], to OpenAI Chat). [`convert()`] turns a conversation of one request format into
+//! another. [`detect`] guesses the format of unknown bytes.
+
+pub mod anthropic;
+pub mod claude_code;
+pub mod codex;
+mod convert;
+pub use convert::system_text;
+pub mod detect;
+pub mod openai_chat;
+pub mod openai_responses;
+pub mod trajectory;
+
+pub use convert::convert;
+pub use detect::{Source, load};
+
+use crate::conversation::{Conversation, Object};
+use serde_json::Value;
+
+/// A request-body format: what is read, compacted and written back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Format {
+    /// Anthropic Messages API request body (`{"system", "messages": [...]}`) or a bare array.
+    Anthropic,
+    /// OpenAI Chat Completions request body (`{"messages": [...]}`) or a bare array.
+    #[serde(rename = "openai-chat")]
+    OpenAiChat,
+    /// OpenAI Responses API request body (`{"instructions", "input": [...]}`) or a bare array.
+    #[serde(rename = "openai-responses")]
+    OpenAiResponses,
+}
+
+impl Format {
+    /// The name used on the command line and in reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Format::Anthropic => "anthropic",
+            Format::OpenAiChat => "openai-chat",
+            Format::OpenAiResponses => "openai-responses",
+        }
+    }
+
+    /// The JSON key of the message list in a request body (`messages` or `input`).
+    pub fn messages_key(self) -> &'static str {
+        match self {
+            Format::OpenAiResponses => "input",
+            _ => "messages",
+        }
+    }
+
+    /// Whether tool results carry an explicit error flag (Anthropic `is_error`), so that a result
+    /// without it is a known success.
+    pub fn has_error_flag(self) -> bool {
+        self == Format::Anthropic
+    }
+
+    /// Reads a request body (or bare message array) of this format.
+    ///
+    /// # Errors
+    /// [`FormatError`] naming the JSON path of the first malformed element.
+    pub fn read(self, body: &Value) -> Result<Conversation, FormatError> {
+        match self {
+            Format::Anthropic => anthropic::read(body),
+            Format::OpenAiChat => openai_chat::read(body),
+            Format::OpenAiResponses => openai_responses::read(body),
+        }
+    }
+
+    /// Writes a conversation as a request body of this format.
+    pub fn write(self, conversation: &Conversation) -> Value {
+        match self {
+            Format::Anthropic => anthropic::write(conversation),
+            Format::OpenAiChat => openai_chat::write(conversation),
+            Format::OpenAiResponses => openai_responses::write(conversation),
+        }
+    }
+}
+
+impl std::fmt::Display for Format {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Format {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "anthropic" => Ok(Format::Anthropic),
+            "openai-chat" | "openai" | "chat" => Ok(Format::OpenAiChat),
+            "openai-responses" | "responses" => Ok(Format::OpenAiResponses),
+            other => Err(format!(
+                "unknown format {other:?} (expected anthropic, openai-chat or openai-responses)"
+            )),
+        }
+    }
+}
+
+/// A malformed input: where (a JSON path such as `messages[3].content[1].id`, or a line number
+/// for JSONL logs) and what.
+#[derive(Debug, thiserror::Error)]
+pub enum FormatError {
+    /// The bytes are not JSON (or a JSONL line is not).
+    #[error("{location}: not valid JSON: {source}")]
+    Json {
+        /// `line N` for JSONL, `input` for a whole file.
+        location: String,
+        /// The parser's error (with line and column).
+        #[source]
+        source: serde_json::Error,
+    },
+    /// JSON of the wrong shape at a path.
+    #[error("{path}: {message}")]
+    Shape {
+        /// JSON path of the offending element.
+        path: String,
+        /// What was expected or found.
+        message: String,
+    },
+    /// The input's format could not be recognised.
+    #[error("cannot tell the format: {0}")]
+    Unrecognised(String),
+}
+
+impl FormatError {
+    pub(crate) fn shape(path: impl Into<String>, message: impl Into<String>) -> FormatError {
+        FormatError::Shape {
+            path: path.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// Splits a request body into (top-level system value, message array, other fields, bare?).
+pub(crate) fn split_body<'a>(
+    body: &'a Value,
+    messages_key: &str,
+    system_key: Option<&str>,
+) -> Result<(Option<Value>, &'a Vec<Value>, Object, bool), FormatError> {
+    match body {
+        Value::Array(items) => Ok((None, items, Object::new(), true)),
+        Value::Object(obj) => {
+            let items = match obj.get(messages_key) {
+                Some(Value::Array(items)) => items,
+                Some(_) => {
+                    return Err(FormatError::shape(messages_key, "expected an array"));
+                }
+                None => {
+                    return Err(FormatError::shape(
+                        "$",
+                        format!("request body has no \"{messages_key}\" array"),
+                    ));
+                }
+            };
+            let mut extra = Object::new();
+            let mut system = None;
+            for (k, v) in obj {
+                if k == messages_key {
+                    continue;
+                }
+                if Some(k.as_str()) == system_key {
+                    system = Some(v.clone());
+                } else {
+                    extra.insert(k.clone(), v.clone());
+                }
+            }
+            Ok((system, items, extra, false))
+        }
+        _ => Err(FormatError::shape(
+            "$",
+            "expected a request object or an array of messages",
+        )),
+    }
+}
+
+/// Assembles a request body from its parts (the inverse of [`split_body`]).
+pub(crate) fn join_body(
+    conversation: &Conversation,
+    messages_key: &str,
+    system_key: &str,
+    items: Vec<Value>,
+) -> Value {
+    if conversation.bare {
+        return Value::Array(items);
+    }
+    let mut obj = Object::new();
+    // Keep the conventional order: system first, then the rest, messages last... unless the
+    // input had its own order, which `extra` preserves for everything but these two keys.
+    for (k, v) in &conversation.extra {
+        obj.insert(k.clone(), v.clone());
+    }
+    if let Some(system) = &conversation.system {
+        obj.insert(system_key.to_string(), system.clone());
+    }
+    obj.insert(messages_key.to_string(), Value::Array(items));
+    Value::Object(obj)
+}
+
+/// Reads a required string field of an object, with its path in the error.
+pub(crate) fn req_str(obj: &Object, key: &str, path: &str) -> Result<String, FormatError> {
+    match obj.get(key) {
+        Some(Value::String(s)) => Ok(s.clone()),
+        Some(other) => Err(FormatError::shape(
+            format!("{path}.{key}"),
+            format!("expected a string, found {}", json_kind(other)),
+        )),
+        None => Err(FormatError::shape(path, format!("missing \"{key}\""))),
+    }
+}
+
+/// The JSON type name of a value, for error messages.
+pub(crate) fn json_kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// Copies an object without the given keys.
+pub(crate) fn without(obj: &Object, keys: &[&str]) -> Object {
+    obj.iter()
+        .filter(|(k, _)| !keys.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
+/// The object at `v`, or a shape error at `path`.
+pub(crate) fn as_object<'a>(v: &'a Value, path: &str) -> Result<&'a Object, FormatError> {
+    v.as_object().ok_or_else(|| {
+        FormatError::shape(path, format!("expected an object, found {}", json_kind(v)))
+    })
+}

@@ -1,0 +1,149 @@
+//! What a compaction must keep: the checks run on every strategy output, beside [`validate`].
+//!
+//! [`validate`]: super::validate
+
+use super::violation::{Violation, ViolationKind};
+use crate::conversation::{Block, Conversation, Message, Outcome, Role, ToolResult};
+use crate::format::Format;
+use std::collections::{HashMap, HashSet};
+
+/// Compares a compaction's output with its input and returns what it failed to keep:
+/// - the system prompt (and OpenAI's pinned system / developer messages) unchanged;
+/// - the newest message kept, only its tool results' content may be shorter;
+/// - every thinking / redacted_thinking / reasoning block in the output byte-identical to one of
+///   the input (their signatures cover the text);
+/// - when the input ends inside a tool loop, the assistant turn that issued the calls verbatim;
+/// - every failed call still visible as a failure: its result kept with the error flag, or its
+///   id named next to the word error/failed in the output (a digest line, a summary ledger).
+pub fn check_compaction(
+    before: &Conversation,
+    after: &Conversation,
+    format: Format,
+) -> Vec<Violation> {
+    let mut out = Vec::new();
+    let mut push = |message: Option<usize>, kind| {
+        let path = message.map_or_else(
+            || "$".to_string(),
+            |i| super::violation::path_of(format, after, i, None),
+        );
+        out.push(Violation {
+            path,
+            message,
+            block: None,
+            kind,
+        });
+    };
+    if before.system != after.system || pinned(before) != pinned(after) {
+        push(None, ViolationKind::SystemChanged);
+    }
+    if let (Some(a), Some(b)) = (before.messages.last(), after.messages.last()) {
+        if !same_but_results(a, b) {
+            push(
+                Some(after.messages.len() - 1),
+                ViolationKind::LastMessageChanged,
+            );
+        }
+    }
+    let thinking_in: HashSet<&serde_json::Value> = thinking(before).collect();
+    for (i, m) in after.messages.iter().enumerate() {
+        if m.content
+            .iter()
+            .any(|b| matches!(b, Block::Thinking(v) if !thinking_in.contains(v)))
+        {
+            push(Some(i), ViolationKind::ThinkingModified);
+        }
+    }
+    if let Some(last) = before.messages.last() {
+        if last.has_tool_results() || last.role == Role::Tool {
+            let n = before.messages.len();
+            let start = super::units::Units::of(before)
+                .exchange_at(n - 1)
+                .map(|e| e.start);
+            if let Some(start) = start {
+                let kept = before.messages[start..n - 1]
+                    .iter()
+                    .filter(|m| m.role == Role::Assistant);
+                for m in kept {
+                    if !after.messages.contains(m) {
+                        push(None, ViolationKind::OpenLoopChanged);
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    let has_flag = format.has_error_flag();
+    let results_after: HashMap<&str, &ToolResult> = after
+        .messages
+        .iter()
+        .flat_map(Message::tool_results)
+        .map(|r| (r.tool_use_id.as_str(), r))
+        .collect();
+    let mut text_after: Option<String> = None;
+    for r in before.messages.iter().flat_map(Message::tool_results) {
+        if r.outcome(has_flag) != Outcome::Error {
+            continue;
+        }
+        let id = r.tool_use_id.as_str();
+        let kept = match results_after.get(id) {
+            Some(now) => {
+                now.outcome(has_flag) == Outcome::Error
+                    || (r.is_error.is_none() && now.text() == r.text())
+            }
+            None => {
+                let text = text_after
+                    .get_or_insert_with(|| format.write(after).to_string().to_lowercase());
+                mentions_failure(text, &id.to_lowercase())
+            }
+        };
+        if !kept {
+            push(None, ViolationKind::FailureLost { id: id.into() });
+        }
+    }
+    out
+}
+
+/// True when `id` appears in `text` with "error" or "fail" on the same line.
+fn mentions_failure(text: &str, id: &str) -> bool {
+    // The text is the JSON of the output, so digest lines are separated by escaped newlines.
+    text.match_indices(id).any(|(pos, _)| {
+        let from = text[..pos].rfind("\\n").map_or(0, |p| p + 2);
+        let to = text[pos..].find("\\n").map_or(text.len(), |p| pos + p);
+        let line = &text[from..to];
+        line.contains("error") || line.contains("fail")
+    })
+}
+
+fn pinned(c: &Conversation) -> &[Message] {
+    let n = c
+        .messages
+        .iter()
+        .take_while(|m| matches!(m.role, Role::System | Role::Developer))
+        .count();
+    &c.messages[..n]
+}
+
+fn thinking(c: &Conversation) -> impl Iterator<Item = &serde_json::Value> {
+    c.messages
+        .iter()
+        .flat_map(|m| m.content.iter())
+        .filter_map(|b| match b {
+            Block::Thinking(v) => Some(v),
+            _ => None,
+        })
+}
+
+/// Same message, except that tool result content may differ (shortened).
+fn same_but_results(a: &Message, b: &Message) -> bool {
+    if a == b {
+        return true;
+    }
+    a.role == b.role
+        && a.content.len() == b.content.len()
+        && a.content.iter().zip(&b.content).all(|(x, y)| match (x, y) {
+            (Block::ToolResult(x), Block::ToolResult(y)) => {
+                x.tool_use_id == y.tool_use_id && x.is_error == y.is_error
+            }
+            _ => x == y,
+        })
+}

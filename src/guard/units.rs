@@ -1,0 +1,213 @@
+//! Units of a conversation: pinned prefix, rounds, tool exchanges and the legal cut points.
+
+use crate::conversation::{Conversation, Message, Role};
+use std::collections::HashSet;
+
+/// One tool exchange: a run of assistant messages that issues tool calls, plus the messages that
+/// carry their results. Parallel calls are one exchange. Exchanges are atomic: a strategy keeps,
+/// summarizes or drops them whole.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Exchange {
+    /// Index of the first assistant message of the run.
+    pub start: usize,
+    /// One past the last message that carries a result of this exchange.
+    pub end: usize,
+    /// The call ids issued, in order.
+    pub calls: Vec<String>,
+    /// True when some call has no result yet and the history ends inside this exchange (an agent
+    /// mid-turn, waiting for a tool).
+    pub open: bool,
+}
+
+/// A round: from one clean user message (role user, no tool_result) to the next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Round {
+    /// Index of the clean user message that starts it (or of the first unpinned message when
+    /// the history does not start with one).
+    pub start: usize,
+    /// One past its last message.
+    pub end: usize,
+}
+
+/// How a strategy may cut at an index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CutKind {
+    /// At a round start: the older messages may simply go.
+    RoundStart,
+    /// At an exchange boundary inside a round: allowed only with a user-role summary or marker
+    /// message put in front, so the kept tail still starts with a user message.
+    NeedsMarker,
+}
+
+/// A legal cut: messages `pinned..index` may be dropped or replaced; `index..` are kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cut {
+    /// The first kept message.
+    pub index: usize,
+    /// What the cut requires.
+    pub kind: CutKind,
+}
+
+/// The guard's view of a conversation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Units {
+    /// Number of leading system / developer messages (OpenAI); never dropped or edited.
+    pub pinned: usize,
+    /// Rounds, oldest first.
+    pub rounds: Vec<Round>,
+    /// Tool exchanges, oldest first.
+    pub exchanges: Vec<Exchange>,
+    /// Runs of consecutive assistant messages `(start, end)`: a Responses reasoning item stays
+    /// with the call or message after it, so no cut falls inside a run.
+    pub assistant_runs: Vec<(usize, usize)>,
+    /// Message count.
+    pub len: usize,
+}
+
+/// True when `m` starts a round: a user message without tool_result blocks.
+pub fn is_clean_user(m: &Message) -> bool {
+    m.role == Role::User && !m.has_tool_results()
+}
+
+/// True when `m` carries tool results (an OpenAI tool message or an Anthropic user message with
+/// tool_result blocks).
+fn carries_results(m: &Message) -> bool {
+    m.role == Role::Tool || (m.role == Role::User && m.has_tool_results())
+}
+
+impl Units {
+    /// Splits a conversation into units. Works on any input, valid or not: for invalid histories
+    /// the units are still well formed (validation reports the faults).
+    pub fn of(conversation: &Conversation) -> Units {
+        let msgs = &conversation.messages;
+        let n = msgs.len();
+        let pinned = msgs
+            .iter()
+            .take_while(|m| matches!(m.role, Role::System | Role::Developer))
+            .count();
+        let mut exchanges = Vec::new();
+        let mut assistant_runs = Vec::new();
+        let mut i = pinned;
+        while i < n {
+            if msgs[i].role != Role::Assistant {
+                i += 1;
+                continue;
+            }
+            let start = i;
+            while i < n && msgs[i].role == Role::Assistant {
+                i += 1;
+            }
+            assistant_runs.push((start, i));
+            let calls: Vec<String> = msgs[start..i]
+                .iter()
+                .flat_map(|m| m.tool_uses().map(|t| t.id.clone()))
+                .collect();
+            if calls.is_empty() {
+                continue;
+            }
+            let mut pending: HashSet<&str> = calls.iter().map(String::as_str).collect();
+            let mut end = i;
+            while end < n && !pending.is_empty() && carries_results(&msgs[end]) {
+                for r in msgs[end].tool_results() {
+                    pending.remove(r.tool_use_id.as_str());
+                }
+                end += 1;
+            }
+            // OpenAI: trailing tool messages that answer nothing pending still belong here.
+            while end < n && msgs[end].role == Role::Tool {
+                end += 1;
+            }
+            let open = !pending.is_empty() && end == n;
+            exchanges.push(Exchange {
+                start,
+                end,
+                calls,
+                open,
+            });
+            i = end;
+        }
+        let mut starts: Vec<usize> = (pinned..n).filter(|&k| is_clean_user(&msgs[k])).collect();
+        if starts.first() != Some(&pinned) && pinned < n {
+            starts.insert(0, pinned);
+        }
+        let rounds = starts
+            .iter()
+            .enumerate()
+            .map(|(r, &s)| Round {
+                start: s,
+                end: starts.get(r + 1).copied().unwrap_or(n),
+            })
+            .collect();
+        Units {
+            pinned,
+            rounds,
+            exchanges,
+            assistant_runs,
+            len: n,
+        }
+    }
+
+    /// The exchange that contains message `index`, if any.
+    pub fn exchange_at(&self, index: usize) -> Option<&Exchange> {
+        self.exchanges
+            .iter()
+            .find(|e| e.start <= index && index < e.end)
+    }
+
+    /// Whether a cut at `index` would split an exchange or an assistant run.
+    fn splits_unit(&self, index: usize) -> bool {
+        self.exchanges
+            .iter()
+            .any(|e| e.start < index && index < e.end)
+            || self
+                .assistant_runs
+                .iter()
+                .any(|&(s, e)| s < index && index < e)
+    }
+
+    /// Classifies a cut at `index` (first kept message), or `None` when no cut may fall there:
+    /// inside an exchange (including the open last one), inside an assistant run, inside the
+    /// pinned prefix, or at the very end (the newest message is always kept).
+    pub fn cut_at(&self, conversation: &Conversation, index: usize) -> Option<Cut> {
+        if index <= self.pinned || index >= self.len || self.splits_unit(index) {
+            return None;
+        }
+        let m = &conversation.messages[index];
+        if carries_results(m) {
+            return None;
+        }
+        let kind = if is_clean_user(m) {
+            CutKind::RoundStart
+        } else {
+            CutKind::NeedsMarker
+        };
+        Some(Cut { index, kind })
+    }
+
+    /// Every legal cut, oldest first.
+    pub fn cuts(&self, conversation: &Conversation) -> Vec<Cut> {
+        (self.pinned + 1..self.len)
+            .filter_map(|k| self.cut_at(conversation, k))
+            .collect()
+    }
+
+    /// The message ranges a strategy may treat as atomic, in order: each exchange, and each
+    /// message outside exchanges on its own (assistant runs without calls stay whole). The pinned
+    /// prefix is not included.
+    pub fn atoms(&self) -> Vec<(usize, usize)> {
+        let mut out = Vec::new();
+        let mut i = self.pinned;
+        while i < self.len {
+            let end = if let Some(e) = self.exchanges.iter().find(|e| e.start == i) {
+                e.end
+            } else if let Some(&(_, e)) = self.assistant_runs.iter().find(|&&(s, _)| s == i) {
+                e
+            } else {
+                i + 1
+            };
+            out.push((i, end.max(i + 1)));
+            i = end.max(i + 1);
+        }
+        out
+    }
+}

@@ -1,0 +1,212 @@
+//! Typed, located rule violations.
+
+use crate::conversation::Role;
+use crate::format::Format;
+use serde::Serialize;
+
+/// One broken rule, with where it is.
+///
+/// Displays as `PATH: WHAT`, e.g. `messages[3].content[1]: tool_result toolu_x has no tool_use in
+/// the previous message`. The path is in the wire format's own terms (`messages[i].content[j]`,
+/// `messages[i].tool_calls[j]`, `input[i]`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Violation {
+    /// JSON path of the offending element.
+    pub path: String,
+    /// Index of the message (or Responses item).
+    pub message: Option<usize>,
+    /// Index of the block inside the message's content, when a block is at fault.
+    pub block: Option<usize>,
+    /// What is wrong.
+    pub kind: ViolationKind,
+}
+
+/// What rule is broken. The sources: Anthropic Messages API docs (tool use, extended thinking,
+/// message ordering), OpenAI Chat Completions and Responses API docs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "rule", rename_all = "snake_case")]
+pub enum ViolationKind {
+    /// No messages at all.
+    NoMessages,
+    /// Anthropic: the first message must have role user.
+    FirstNotUser {
+        /// The role found.
+        role: Role,
+    },
+    /// A role the format does not allow (Anthropic: only user and assistant).
+    RoleNotAllowed {
+        /// The role found.
+        role: Role,
+    },
+    /// A message with no content (only the final assistant message may be empty).
+    EmptyContent,
+    /// Anthropic: a text block that is empty or only whitespace.
+    EmptyText,
+    /// A block type that may not appear in a message of this role.
+    BlockNotAllowed {
+        /// The block type.
+        block: String,
+        /// The message role.
+        role: Role,
+    },
+    /// Two calls with one id.
+    DuplicateCall {
+        /// The id.
+        id: String,
+    },
+    /// A result whose call is not where the format needs it (or nowhere).
+    OrphanResult {
+        /// The call id the result names.
+        id: String,
+        /// Where the call should have been.
+        expected: &'static str,
+    },
+    /// A second result for one call.
+    DuplicateResult {
+        /// The id.
+        id: String,
+    },
+    /// Calls without results where the format needs them.
+    MissingResults {
+        /// The unanswered call ids.
+        ids: Vec<String>,
+        /// Where the results should have been.
+        expected: &'static str,
+    },
+    /// Anthropic: a tool_result after other content in its message.
+    ResultNotFirst {
+        /// The call id.
+        id: String,
+    },
+    /// Anthropic: tool_use input that is not a JSON object.
+    InputNotObject {
+        /// The call id.
+        id: String,
+    },
+    /// OpenAI: `arguments` that is not a JSON object encoded as a string.
+    ArgumentsNotJson {
+        /// The call id.
+        id: String,
+        /// The parser's complaint.
+        reason: String,
+    },
+    /// Compaction: the system prompt changed.
+    SystemChanged,
+    /// Compaction: the newest message changed beyond shortening its tool results.
+    LastMessageChanged,
+    /// Compaction: a thinking / redacted_thinking / reasoning block was altered.
+    ThinkingModified,
+    /// Compaction: the assistant turn of the open tool loop is not kept verbatim.
+    OpenLoopChanged,
+    /// Compaction: a failed call now reads as a success, or vanished without a trace.
+    FailureLost {
+        /// The call id.
+        id: String,
+    },
+    /// Compaction: the output is larger than the input.
+    Grew {
+        /// Tokens before.
+        before: usize,
+        /// Tokens after.
+        after: usize,
+    },
+}
+
+impl std::fmt::Display for ViolationKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use ViolationKind::*;
+        match self {
+            NoMessages => write!(f, "no messages"),
+            FirstNotUser { role } => write!(f, "first message must have role user, found {role}"),
+            RoleNotAllowed { role } => write!(f, "role {role} is not allowed in this format"),
+            EmptyContent => write!(f, "message has no content"),
+            EmptyText => write!(f, "text block is empty or whitespace only"),
+            BlockNotAllowed { block, role } => write!(f, "{block} block in a {role} message"),
+            DuplicateCall { id } => write!(f, "duplicate tool_use id {id}"),
+            OrphanResult { id, expected } => {
+                write!(f, "tool_result {id} has no tool_use {expected}")
+            }
+            DuplicateResult { id } => write!(f, "duplicate tool_result for {id}"),
+            MissingResults { ids, expected } => {
+                write!(
+                    f,
+                    "tool_use {} without tool_result {expected}",
+                    ids.join(", ")
+                )
+            }
+            ResultNotFirst { id } => {
+                write!(
+                    f,
+                    "tool_result {id} comes after other content (tool_result blocks must come first)"
+                )
+            }
+            InputNotObject { id } => write!(f, "tool_use {id} input is not a JSON object"),
+            ArgumentsNotJson { id, reason } => {
+                write!(
+                    f,
+                    "tool call {id} arguments is not a JSON object string: {reason}"
+                )
+            }
+            SystemChanged => write!(f, "system prompt changed"),
+            LastMessageChanged => {
+                write!(
+                    f,
+                    "newest message changed (only its tool results may be shortened)"
+                )
+            }
+            ThinkingModified => write!(
+                f,
+                "thinking block modified (its signature would no longer match)"
+            ),
+            OpenLoopChanged => write!(
+                f,
+                "the assistant turn of the open tool loop was not kept verbatim"
+            ),
+            FailureLost { id } => write!(f, "failed call {id} no longer shows its failure"),
+            Grew { before, after } => write!(f, "output grew from {before} to {after} tokens"),
+        }
+    }
+}
+
+impl std::fmt::Display for Violation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.path, self.kind)
+    }
+}
+
+impl Serialize for Role {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+/// Renders the JSON path of message `i` / block `j` in the terms of `format`.
+pub(crate) fn path_of(
+    format: Format,
+    conv: &crate::conversation::Conversation,
+    i: usize,
+    j: Option<usize>,
+) -> String {
+    use crate::conversation::Block;
+    match (format, j) {
+        (Format::OpenAiResponses, _) => format!("input[{i}]"),
+        (_, None) => format!("messages[{i}]"),
+        (Format::Anthropic, Some(j)) => format!("messages[{i}].content[{j}]"),
+        (Format::OpenAiChat, Some(j)) => {
+            let m = &conv.messages[i];
+            if m.role == Role::Tool {
+                return format!("messages[{i}]");
+            }
+            let is_call = matches!(m.content.get(j), Some(Block::ToolUse(_)));
+            let k = m.content[..j]
+                .iter()
+                .filter(|b| matches!(b, Block::ToolUse(_)) == is_call)
+                .count();
+            if is_call {
+                format!("messages[{i}].tool_calls[{k}]")
+            } else {
+                format!("messages[{i}].content[{k}]")
+            }
+        }
+    }
+}

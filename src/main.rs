@@ -1,0 +1,191 @@
+//! The `compactor` command line.
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use compactor::format::{self, Format, Source};
+use compactor::guard::{self, ValidateOptions};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "compactor",
+    version,
+    about = "Compacts LLM agent message histories to a token budget, safely."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Check a history against the provider's rules. Exit 0 valid, 1 violations, 2 unreadable.
+    Validate {
+        /// Request body, message array or session log (`-` for stdin).
+        file: PathBuf,
+        /// The format (default: detected).
+        #[arg(long)]
+        format: Option<Format>,
+        /// Reject a history that ends with calls still waiting for results.
+        #[arg(long)]
+        strict: bool,
+        /// Claude Code logs: keep everything, not only what follows the last compaction.
+        #[arg(long)]
+        whole_log: bool,
+    },
+    /// Write a history (or imported session log) as a request body of another format.
+    Convert {
+        /// Input (`-` for stdin).
+        file: PathBuf,
+        /// Target format.
+        #[arg(long)]
+        to: Format,
+        /// Output file (default: stdout).
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+        /// The input format (default: detected).
+        #[arg(long)]
+        format: Option<Format>,
+        /// Claude Code logs: keep everything, not only what follows the last compaction.
+        #[arg(long)]
+        whole_log: bool,
+    },
+    /// Print one line per message.
+    Show {
+        /// Input (`-` for stdin).
+        file: PathBuf,
+        /// The input format (default: detected).
+        #[arg(long)]
+        format: Option<Format>,
+        /// Claude Code logs: keep everything, not only what follows the last compaction.
+        #[arg(long)]
+        whole_log: bool,
+    },
+}
+
+/// A failure with the exit status it maps to.
+enum Failure {
+    /// Exit 2: the input could not be read or parsed.
+    Unreadable(anyhow::Error),
+    /// Exit 1: the input was read but is invalid, or the command failed.
+    Invalid(anyhow::Error),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(code) => code,
+        Err(Failure::Invalid(e)) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(1)
+        }
+        Err(Failure::Unreadable(e)) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn read_input(path: &Path) -> Result<Vec<u8>, Failure> {
+    let mut bytes = Vec::new();
+    if path == Path::new("-") {
+        std::io::stdin()
+            .read_to_end(&mut bytes)
+            .context("reading stdin")
+            .map_err(Failure::Unreadable)?;
+    } else {
+        bytes = std::fs::read(path)
+            .with_context(|| format!("reading {}", path.display()))
+            .map_err(Failure::Unreadable)?;
+    }
+    Ok(bytes)
+}
+
+fn load(
+    path: &Path,
+    hint: Option<Format>,
+    whole_log: bool,
+) -> Result<format::detect::Loaded, Failure> {
+    let bytes = read_input(path)?;
+    format::load(&bytes, hint, format::detect::ImportOptions { whole_log })
+        .with_context(|| format!("{}", path.display()))
+        .map_err(Failure::Unreadable)
+}
+
+fn write_output(path: Option<&Path>, value: &serde_json::Value) -> Result<(), Failure> {
+    let mut text = serde_json::to_string_pretty(value).map_err(|e| Failure::Invalid(e.into()))?;
+    text.push('\n');
+    match path {
+        Some(p) if p != Path::new("-") => std::fs::write(p, text)
+            .with_context(|| format!("writing {}", p.display()))
+            .map_err(Failure::Invalid),
+        _ => std::io::stdout()
+            .write_all(text.as_bytes())
+            .context("writing stdout")
+            .map_err(Failure::Invalid),
+    }
+}
+
+fn run(cli: Cli) -> Result<ExitCode, Failure> {
+    match cli.command {
+        Command::Validate {
+            file,
+            format,
+            strict,
+            whole_log,
+        } => {
+            let loaded = load(&file, format, whole_log)?;
+            let options = ValidateOptions {
+                allow_open_tail: !strict,
+            };
+            let violations = guard::validate(&loaded.conversation, loaded.format, options);
+            if violations.is_empty() {
+                println!(
+                    "valid {} ({} messages)",
+                    loaded.format,
+                    loaded.conversation.messages.len()
+                );
+                return Ok(ExitCode::SUCCESS);
+            }
+            for v in &violations {
+                println!("{v}");
+            }
+            eprintln!("{} violation(s) in {}", violations.len(), file.display());
+            Ok(ExitCode::from(1))
+        }
+        Command::Convert {
+            file,
+            to,
+            output,
+            format,
+            whole_log,
+        } => {
+            let loaded = load(&file, format, whole_log)?;
+            let converted = format::convert(&loaded.conversation, loaded.format, to);
+            write_output(output.as_deref(), &to.write(&converted))?;
+            if !matches!(loaded.source, Source::Request(_)) || loaded.format != to {
+                eprintln!(
+                    "{:?} -> {to}: {} messages",
+                    loaded.source,
+                    converted.messages.len()
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Show {
+            file,
+            format,
+            whole_log,
+        } => {
+            let loaded = load(&file, format, whole_log)?;
+            let mut out = std::io::stdout().lock();
+            let text = compactor::render::conversation_lines(&loaded.conversation);
+            out.write_all(text.as_bytes())
+                .context("writing stdout")
+                .map_err(Failure::Invalid)?;
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}

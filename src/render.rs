@@ -1,0 +1,124 @@
+//! One-line renderings of messages and blocks, for humans and snapshots.
+//!
+//! The same renderer serves `compactor show`, test snapshots and the rule-made digests of the
+//! strategies, so a line like `[call Bash(cargo test)]` means the same everywhere.
+
+use crate::conversation::{Block, Conversation, Message, ToolResultContent, ToolUse};
+use serde_json::Value;
+
+/// Keys whose value best names what a call does, in order of preference.
+const SALIENT_KEYS: &[&str] = &[
+    "file_path",
+    "path",
+    "command",
+    "cmd",
+    "pattern",
+    "url",
+    "query",
+    "notebook_path",
+    "description",
+    "prompt",
+];
+
+/// `Name(argument)`: the tool name and its most telling argument, cut to `max_chars` characters.
+/// `Bash(cargo test)`, `Read(src/a.rs)`, `shell(rg "TeamSheet")`.
+pub fn call_summary(t: &ToolUse, max_chars: usize) -> String {
+    let input = t.input.to_value();
+    let arg = match &input {
+        Value::Object(obj) => SALIENT_KEYS
+            .iter()
+            .find_map(|k| obj.get(*k))
+            .or_else(|| obj.values().find(|v| v.is_string()))
+            .map(value_text)
+            .unwrap_or_default(),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    format!("{}({})", t.name, clip(&one_line(&arg), max_chars))
+}
+
+fn value_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Array(items) => {
+            // Codex shell commands: ["bash", "-lc", "rg foo"] -> the script.
+            let strs: Vec<&str> = items.iter().filter_map(Value::as_str).collect();
+            match strs.as_slice() {
+                [_, flag, script] if flag.starts_with('-') => (*script).to_string(),
+                _ => strs.join(" "),
+            }
+        }
+        other => other.to_string(),
+    }
+}
+
+/// Collapses whitespace runs (newlines included) into single spaces.
+pub fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Cuts `s` to at most `max_chars` characters, ending with `…` when cut. Character-safe.
+pub fn clip(s: &str, max_chars: usize) -> String {
+    match s.char_indices().nth(max_chars) {
+        None => s.to_string(),
+        Some((pos, _)) => format!("{}…", &s[..pos]),
+    }
+}
+
+/// A short description of one block: `text "Hello…"`, `tool_use Read(src/a.rs)`,
+/// `tool_result toolu_01 (error) 1234 chars`, `thinking`, `image`.
+pub fn block_summary(b: &Block) -> String {
+    match b {
+        Block::Text(t) => format!("text {:?}", clip(&one_line(&t.text), 40)),
+        Block::ToolUse(t) => format!("tool_use {}", call_summary(t, 40)),
+        Block::ToolResult(r) => {
+            let err = if r.is_error == Some(true) {
+                " (error)"
+            } else {
+                ""
+            };
+            let images = match &r.content {
+                Some(ToolResultContent::Blocks(bs)) => {
+                    bs.iter().filter(|b| matches!(b, Block::Image(_))).count()
+                }
+                _ => 0,
+            };
+            let img = if images > 0 {
+                format!(" +{images} image")
+            } else {
+                String::new()
+            };
+            format!(
+                "tool_result {}{err} {} chars{img}",
+                r.tool_use_id,
+                r.text().chars().count()
+            )
+        }
+        other => other.kind().to_string(),
+    }
+}
+
+/// One line for a message: `12 assistant tool_use Read(src/a.rs) · tool_use Grep(TODO)`.
+pub fn message_line(index: usize, m: &Message) -> String {
+    let blocks: Vec<String> = m.content.iter().map(block_summary).collect();
+    let body = if blocks.is_empty() {
+        "(empty)".to_string()
+    } else {
+        blocks.join(" · ")
+    };
+    format!("{index:>3} {} {body}", m.role)
+}
+
+/// The whole conversation, one line per message.
+pub fn conversation_lines(c: &Conversation) -> String {
+    let mut out = String::new();
+    if let Some(s) = &c.system {
+        let text = crate::format::system_text(s);
+        out.push_str(&format!("  - system {:?}\n", clip(&one_line(&text), 60)));
+    }
+    for (i, m) in c.messages.iter().enumerate() {
+        out.push_str(&message_line(i, m));
+        out.push('\n');
+    }
+    out
+}
