@@ -26,10 +26,18 @@
 //! assert!(guard::validate(&conversation, Format::Anthropic, Default::default()).is_empty());
 //! ```
 
+pub mod compactor;
+pub mod config;
 pub mod conversation;
 pub mod format;
 pub mod guard;
 pub mod render;
+pub mod report;
+pub mod strategy;
+pub mod tokens;
 
+pub use compactor::{CompactError, Compacted, Compactor};
 pub use conversation::{Block, Conversation, Message, Role};
 pub use format::Format;
+pub use report::{Report, Status};
+pub use strategy::{Budget, Strategy};

@@ -52,6 +52,35 @@ enum Command {
         #[arg(long)]
         whole_log: bool,
     },
+    /// Compact a history to a token budget; the output keeps the input's format.
+    Compact {
+        /// Request body, message array or session log (`-` for stdin).
+        input: PathBuf,
+        /// Output file (default: stdout).
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+        /// The input format: auto, anthropic, openai-chat, openai-responses.
+        #[arg(long, default_value = "auto")]
+        format: String,
+        /// The budget in tokens (default: from the config, context window minus reserve).
+        #[arg(long)]
+        budget: Option<usize>,
+        /// A strategy preset: a name from strategies/ (default, truncate, microcompact) or a path.
+        #[arg(long)]
+        strategy: Option<String>,
+        /// A config file (TOML), layered over the built-in defaults.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Write the JSON report here.
+        #[arg(long)]
+        report: Option<PathBuf>,
+        /// Extra instructions for a model summary.
+        #[arg(long)]
+        instructions: Option<String>,
+        /// Claude Code logs: keep everything, not only what follows the last compaction.
+        #[arg(long)]
+        whole_log: bool,
+    },
     /// Print one line per message.
     Show {
         /// Input (`-` for stdin).
@@ -172,6 +201,78 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
                     converted.messages.len()
                 );
             }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Compact {
+            input,
+            output,
+            format,
+            budget,
+            strategy,
+            config,
+            report,
+            instructions,
+            whole_log,
+        } => {
+            let hint = match format.as_str() {
+                "auto" => None,
+                f => Some(
+                    f.parse::<Format>()
+                        .map_err(|e| Failure::Unreadable(anyhow::anyhow!(e)))?,
+                ),
+            };
+            let bytes = read_input(&input)?;
+            let loaded = format::load(&bytes, hint, format::detect::ImportOptions { whole_log })
+                .with_context(|| format!("{}", input.display()))
+                .map_err(Failure::Unreadable)?;
+            let loader = compactor::config::Loader {
+                file: config,
+                preset: strategy,
+                ..Default::default()
+            };
+            let settings = loader.load().map_err(|e| Failure::Invalid(e.into()))?;
+            let engine = compactor::Compactor::from_config(settings)
+                .map_err(|e| Failure::Invalid(e.into()))?;
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .context("starting the runtime")
+                .map_err(Failure::Invalid)?;
+            let result = runtime
+                .block_on(engine.compact_with(
+                    &loaded.conversation,
+                    loaded.format,
+                    budget,
+                    instructions.as_deref(),
+                ))
+                .with_context(|| format!("{}", input.display()))
+                .map_err(Failure::Invalid)?;
+            let unchanged = matches!(result.conversation, std::borrow::Cow::Borrowed(_));
+            if unchanged && matches!(loaded.source, Source::Request(_)) {
+                // Byte for byte: the input as it came.
+                match output.as_deref() {
+                    Some(p) if p != Path::new("-") => std::fs::write(p, &bytes)
+                        .with_context(|| format!("writing {}", p.display()))
+                        .map_err(Failure::Invalid)?,
+                    _ => std::io::stdout()
+                        .write_all(&bytes)
+                        .context("writing stdout")
+                        .map_err(Failure::Invalid)?,
+                }
+            } else {
+                write_output(
+                    output.as_deref(),
+                    &loaded.format.write(&result.conversation),
+                )?;
+            }
+            if let Some(path) = report {
+                let json = serde_json::to_string_pretty(&result.report)
+                    .map_err(|e| Failure::Invalid(e.into()))?;
+                std::fs::write(&path, json + "\n")
+                    .with_context(|| format!("writing {}", path.display()))
+                    .map_err(Failure::Invalid)?;
+            }
+            eprintln!("{}", result.report.summary_line());
             Ok(ExitCode::SUCCESS)
         }
         Command::Show {

@@ -172,7 +172,7 @@ pub(crate) fn write_message(m: &Message) -> Value {
 }
 
 /// Writes one content block.
-pub(crate) fn write_block(b: &Block) -> Value {
+pub fn write_block(b: &Block) -> Value {
     let mut obj = Object::new();
     match b {
         Block::Text(t) => {

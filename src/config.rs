@@ -1,0 +1,426 @@
+//! Settings: built-in defaults -> config file -> strategy preset -> environment -> flags.
+//!
+//! Read with the `config` crate into [`RawSettings`] (every section `deny_unknown_fields`, so a
+//! misspelt key is an error naming it), then checked into [`Settings`]. No globals: two
+//! `Settings` can live side by side in one process (the A/B command runs several at once).
+
+use crate::strategy::microcompact::MicrocompactConfig;
+use crate::strategy::truncate::TruncateConfig;
+use crate::tokens::Tokenizer;
+use config::{Config, Environment, File, FileFormat};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// The built-in defaults: `config/compactor.toml`, documented key by key.
+pub const DEFAULT_CONFIG: &str = include_str!("../config/compactor.toml");
+
+/// The presets shipped in the binary (`strategies/*.toml`); files in a strategies directory
+/// take precedence, and a user adds a preset by adding a file.
+pub const BUILTIN_PRESETS: &[(&str, &str)] = &[
+    ("default", include_str!("../strategies/default.toml")),
+    ("truncate", include_str!("../strategies/truncate.toml")),
+    (
+        "microcompact",
+        include_str!("../strategies/microcompact.toml"),
+    ),
+];
+
+/// Errors while loading settings.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// A source could not be read or merged, or a key is unknown or of the wrong type.
+    #[error("configuration: {0}")]
+    Load(#[from] config::ConfigError),
+    /// A value is out of range.
+    #[error("configuration: {key}: {message}")]
+    Invalid {
+        /// The dotted key (`budget.trigger`).
+        key: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// `--strategy NAME` names no preset.
+    #[error(
+        "no strategy preset {name:?} (looked in {searched}; built in: default, truncate, microcompact)"
+    )]
+    PresetNotFound {
+        /// The name asked for.
+        name: String,
+        /// Where it was looked for.
+        searched: String,
+    },
+}
+
+/// Settings as written (all sections optional in a file; defaults come from [`DEFAULT_CONFIG`]).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSettings {
+    /// A preset's one-line description.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// `[budget]`.
+    pub budget: BudgetSettings,
+    /// `[policy]`.
+    pub policy: PolicySettings,
+    /// `[tokens]`.
+    pub tokens: TokenSettings,
+    /// `[truncate]`.
+    pub truncate: TruncateConfig,
+    /// `[microcompact]`.
+    pub microcompact: MicrocompactConfig,
+}
+
+/// `[budget]`: how many tokens the request may hold, and when and how far to compact.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct BudgetSettings {
+    /// Context window of the model, in tokens.
+    pub context_window: usize,
+    /// Tokens reserved for the model's answer.
+    pub reserve_output: usize,
+    /// Explicit budget in tokens; 0 = use `context_window - reserve_output`.
+    pub tokens: usize,
+    /// Compact when over `trigger × budget` (0 < trigger <= 1).
+    pub trigger: f64,
+    /// Compact down to `target × budget` (0 < target <= trigger).
+    pub target: f64,
+}
+
+impl BudgetSettings {
+    /// The budget in tokens: `explicit`, else `tokens`, else window minus reserve.
+    pub fn budget(&self, explicit: Option<usize>) -> usize {
+        explicit.filter(|b| *b > 0).unwrap_or(if self.tokens > 0 {
+            self.tokens
+        } else {
+            self.context_window.saturating_sub(self.reserve_output)
+        })
+    }
+}
+
+/// `[policy]`: which strategies, in which order.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicySettings {
+    /// Tier names, cheapest first: `microcompact`, `summary`, `truncate`.
+    pub tiers: Vec<String>,
+}
+
+/// `[tokens]`.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct TokenSettings {
+    /// The tokenizer.
+    pub tokenizer: Tokenizer,
+}
+
+/// Checked settings.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Settings {
+    /// The preset's name (`default`, `truncate`, a file name) for reports.
+    pub preset: String,
+    /// Its description.
+    pub description: Option<String>,
+    /// `[budget]`.
+    pub budget: BudgetSettings,
+    /// `[policy]`.
+    pub policy: PolicySettings,
+    /// `[tokens]`.
+    pub tokens: TokenSettings,
+    /// `[truncate]`.
+    pub truncate: TruncateConfig,
+    /// `[microcompact]`.
+    pub microcompact: MicrocompactConfig,
+}
+
+/// The tier names the policy knows.
+pub const KNOWN_TIERS: &[&str] = &["microcompact", "summary", "truncate"];
+
+impl Default for Settings {
+    /// The built-in defaults with the `default` preset. Infallible: the built-in files are
+    /// checked by a unit test.
+    fn default() -> Self {
+        Loader::default().load().unwrap_or_else(|_| Settings {
+            preset: "default".into(),
+            description: None,
+            budget: BudgetSettings {
+                context_window: 200_000,
+                reserve_output: 20_000,
+                tokens: 0,
+                trigger: 0.8,
+                target: 0.6,
+            },
+            policy: PolicySettings {
+                tiers: KNOWN_TIERS.iter().map(|s| s.to_string()).collect(),
+            },
+            tokens: TokenSettings {
+                tokenizer: Tokenizer::default(),
+            },
+            truncate: TruncateConfig::default(),
+            microcompact: MicrocompactConfig::default(),
+        })
+    }
+}
+
+/// Where settings come from. `Loader::default()` = built-in defaults + `default` preset + env.
+#[derive(Debug, Clone)]
+pub struct Loader {
+    /// A config file (`--config`).
+    pub file: Option<PathBuf>,
+    /// A preset name or path (`--strategy`); `None` = `default`.
+    pub preset: Option<String>,
+    /// Read `COMPACTOR__…` environment variables.
+    pub env: bool,
+    /// Directories searched for `NAME.toml` presets before the built-in ones.
+    pub preset_dirs: Vec<PathBuf>,
+}
+
+impl Default for Loader {
+    fn default() -> Self {
+        let mut preset_dirs = Vec::new();
+        if let Some(dir) = std::env::var_os("COMPACTOR_STRATEGIES") {
+            preset_dirs.push(PathBuf::from(dir));
+        }
+        preset_dirs.push(PathBuf::from("strategies"));
+        Loader {
+            file: None,
+            preset: None,
+            env: true,
+            preset_dirs,
+        }
+    }
+}
+
+impl Loader {
+    /// Merges the layers and checks the result.
+    ///
+    /// # Errors
+    /// [`ConfigError`] naming the file, key or preset at fault.
+    pub fn load(&self) -> Result<Settings, ConfigError> {
+        let mut builder =
+            Config::builder().add_source(File::from_str(DEFAULT_CONFIG, FileFormat::Toml));
+        if let Some(file) = &self.file {
+            builder = builder.add_source(File::from(file.as_path()).required(true));
+        }
+        let name = self.preset.clone().unwrap_or_else(|| "default".into());
+        let (preset_name, preset_text) = self.find_preset(&name)?;
+        builder = builder.add_source(File::from_str(&preset_text, FileFormat::Toml));
+        if self.env {
+            builder = builder.add_source(
+                Environment::with_prefix("COMPACTOR")
+                    .separator("__")
+                    .try_parsing(true)
+                    .list_separator(",")
+                    .with_list_parse_key("policy.tiers")
+                    .with_list_parse_key("microcompact.compactable_tools"),
+            );
+        }
+        let raw: RawSettings = builder.build()?.try_deserialize()?;
+        check(raw, preset_name)
+    }
+
+    fn find_preset(&self, name: &str) -> Result<(String, String), ConfigError> {
+        let looks_like_path = name.ends_with(".toml") || name.contains('/') || name.contains('\\');
+        if looks_like_path {
+            let path = Path::new(name);
+            let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Invalid {
+                key: "strategy".into(),
+                message: format!("cannot read preset {}: {e}", path.display()),
+            })?;
+            let stem = path
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_else(|| name.into());
+            return Ok((stem, text));
+        }
+        let mut searched = Vec::new();
+        let mut dirs = self.preset_dirs.clone();
+        if let Some(file) = &self.file {
+            if let Some(parent) = file.parent() {
+                dirs.push(parent.join("strategies"));
+                dirs.push(parent.join("../strategies"));
+            }
+        }
+        for dir in &dirs {
+            let path = dir.join(format!("{name}.toml"));
+            searched.push(path.display().to_string());
+            if let Ok(text) = std::fs::read_to_string(&path) {
+                return Ok((name.to_string(), text));
+            }
+        }
+        if let Some((_, text)) = BUILTIN_PRESETS.iter().find(|(n, _)| *n == name) {
+            return Ok((name.to_string(), text.to_string()));
+        }
+        Err(ConfigError::PresetNotFound {
+            name: name.into(),
+            searched: searched.join(", "),
+        })
+    }
+}
+
+fn check(raw: RawSettings, preset: String) -> Result<Settings, ConfigError> {
+    let invalid = |key: &str, message: String| ConfigError::Invalid {
+        key: key.into(),
+        message,
+    };
+    let b = &raw.budget;
+    if !(b.trigger > 0.0 && b.trigger <= 1.0) {
+        return Err(invalid(
+            "budget.trigger",
+            format!("must be in (0, 1], found {}", b.trigger),
+        ));
+    }
+    if !(b.target > 0.0 && b.target <= b.trigger) {
+        return Err(invalid(
+            "budget.target",
+            format!(
+                "must be in (0, trigger = {}], found {}",
+                b.trigger, b.target
+            ),
+        ));
+    }
+    if b.budget(None) == 0 {
+        return Err(invalid(
+            "budget.context_window",
+            "the budget (window - reserve) is 0".into(),
+        ));
+    }
+    if raw.policy.tiers.is_empty() {
+        return Err(invalid("policy.tiers", "no strategy listed".into()));
+    }
+    for t in &raw.policy.tiers {
+        if !KNOWN_TIERS.contains(&t.as_str()) {
+            return Err(invalid(
+                "policy.tiers",
+                format!("unknown strategy {t:?} (known: {})", KNOWN_TIERS.join(", ")),
+            ));
+        }
+    }
+    if !(0.0..1.0).contains(&raw.truncate.digest_share) {
+        return Err(invalid(
+            "truncate.digest_share",
+            format!("must be in [0, 1), found {}", raw.truncate.digest_share),
+        ));
+    }
+    Ok(Settings {
+        preset,
+        description: raw.description,
+        budget: raw.budget,
+        policy: raw.policy,
+        tokens: raw.tokens,
+        truncate: raw.truncate,
+        microcompact: raw.microcompact,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn loader() -> Loader {
+        Loader {
+            file: None,
+            preset: None,
+            env: false,
+            preset_dirs: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn built_in_defaults_and_presets_load() {
+        let s = loader().load().unwrap();
+        assert_eq!(s.preset, "default");
+        assert_eq!(s.budget.budget(None), 180_000);
+        assert_eq!(s.policy.tiers, vec!["microcompact", "summary", "truncate"]);
+        for (name, _) in BUILTIN_PRESETS {
+            let s = Loader {
+                preset: Some(name.to_string()),
+                ..loader()
+            }
+            .load()
+            .unwrap();
+            assert_eq!(&s.preset, name);
+        }
+        let t = Loader {
+            preset: Some("truncate".into()),
+            ..loader()
+        }
+        .load()
+        .unwrap();
+        assert_eq!(t.policy.tiers, vec!["truncate"]);
+    }
+
+    #[test]
+    fn unknown_keys_are_rejected_by_name() {
+        let dir = std::env::temp_dir().join(format!("compactor-cfg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("bad.toml");
+        std::fs::write(&file, "[truncate]\nmax_tool_result_tokenz = 5\n").unwrap();
+        let err = Loader {
+            file: Some(file),
+            ..loader()
+        }
+        .load()
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("max_tool_result_tokenz"), "{err}");
+    }
+
+    #[test]
+    fn out_of_range_values_name_their_key() {
+        let dir = std::env::temp_dir().join(format!("compactor-cfg2-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("range.toml");
+        std::fs::write(&file, "[budget]\ntrigger = 0.5\ntarget = 0.7\n").unwrap();
+        let err = Loader {
+            file: Some(file),
+            ..loader()
+        }
+        .load()
+        .unwrap_err()
+        .to_string();
+        assert_eq!(
+            err,
+            "configuration: budget.target: must be in (0, trigger = 0.5], found 0.7"
+        );
+    }
+
+    #[test]
+    fn two_settings_live_side_by_side() {
+        let a = Loader {
+            preset: Some("truncate".into()),
+            ..loader()
+        }
+        .load()
+        .unwrap();
+        let b = Loader {
+            preset: Some("microcompact".into()),
+            ..loader()
+        }
+        .load()
+        .unwrap();
+        assert_ne!(a.policy, b.policy);
+        assert_eq!(b.microcompact.keep_recent, 3);
+        assert_eq!(a.microcompact.keep_recent, 5);
+    }
+
+    #[test]
+    fn a_user_preset_file_is_found_without_rebuilding() {
+        let dir = std::env::temp_dir().join(format!("compactor-presets-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("gentle.toml"),
+            "description = \"mine\"\n[budget]\ntrigger = 0.9\n",
+        )
+        .unwrap();
+        let s = Loader {
+            preset: Some("gentle".into()),
+            preset_dirs: vec![dir],
+            ..loader()
+        }
+        .load()
+        .unwrap();
+        assert_eq!(s.preset, "gentle");
+        assert_eq!(s.budget.trigger, 0.9);
+        assert_eq!(s.description.as_deref(), Some("mine"));
+    }
+}

@@ -1,0 +1,166 @@
+//! What a compaction did, for humans (one line) and machines (JSON).
+
+use crate::guard::Violation;
+use crate::strategy::Edit;
+use serde::Serialize;
+
+/// The outcome of a compaction run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// Under the trigger, or nothing could be done: the input is returned as it was.
+    Unchanged,
+    /// Compacted and within the budget.
+    Compacted,
+    /// The best valid result is still over the budget (never longer than the input).
+    OverBudget,
+    /// Within the budget, but a tier fell back to a lesser method (e.g. summary -> truncate).
+    Degraded,
+}
+
+/// One tier's run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TierRun {
+    /// The strategy's name.
+    pub strategy: String,
+    /// Whether its output was taken.
+    pub accepted: bool,
+    /// Tokens of its output (0 when it produced none).
+    pub tokens_after: usize,
+    /// Why the guard refused its output, if it did.
+    pub violations: Vec<String>,
+    /// Its remarks.
+    pub notes: Vec<String>,
+    /// Its edits, with message indices relative to the tier's input.
+    pub edits: Vec<Edit>,
+    /// Wall time of the strategy, in milliseconds.
+    pub millis: f64,
+}
+
+/// Wall times in milliseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
+pub struct Timings {
+    /// Counting the input.
+    pub count_ms: f64,
+    /// All strategies together.
+    pub strategies_ms: f64,
+    /// All guard checks together.
+    pub guard_ms: f64,
+    /// The whole run.
+    pub total_ms: f64,
+}
+
+/// The report of one compaction.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Report {
+    /// The outcome.
+    pub status: Status,
+    /// The preset (`default`, `truncate`, ...).
+    pub strategy: String,
+    /// The wire format.
+    pub format: String,
+    /// Tokens of the input (system prompt, tools and messages).
+    pub tokens_before: usize,
+    /// Tokens of the output.
+    pub tokens_after: usize,
+    /// The budget in tokens.
+    pub budget: usize,
+    /// Compaction starts above this many tokens.
+    pub trigger: usize,
+    /// Compaction aims for this many tokens.
+    pub target: usize,
+    /// Messages in and out.
+    pub messages_before: usize,
+    /// Messages out.
+    pub messages_after: usize,
+    /// Each tier that ran, in order.
+    pub tiers: Vec<TierRun>,
+    /// Remarks (skipped tiers, unreachable target, ...).
+    pub notes: Vec<String>,
+    /// Timings.
+    pub timings: Timings,
+}
+
+impl Report {
+    /// Tiers whose output was taken, joined by `+` (`microcompact+truncate`), or `none`.
+    pub fn applied(&self) -> String {
+        let names: Vec<&str> = self
+            .tiers
+            .iter()
+            .filter(|t| t.accepted)
+            .map(|t| t.strategy.as_str())
+            .collect();
+        if names.is_empty() {
+            "none".into()
+        } else {
+            names.join("+")
+        }
+    }
+
+    /// Violations the guard found in rejected outputs.
+    pub fn rejections(&self) -> usize {
+        self.tiers
+            .iter()
+            .filter(|t| !t.violations.is_empty())
+            .count()
+    }
+
+    /// The one-line human summary:
+    /// `compacted: 182,345 -> 61,200 tokens (budget 150,000, target 90,000) by microcompact+truncate; 12 cleared, 40 messages dropped`.
+    pub fn summary_line(&self) -> String {
+        use crate::strategy::Edit::*;
+        let t = crate::strategy::thousands;
+        let (mut cleared, mut truncated, mut dropped, mut summarized) = (0, 0, 0, 0);
+        for e in self
+            .tiers
+            .iter()
+            .filter(|r| r.accepted)
+            .flat_map(|r| &r.edits)
+        {
+            match e {
+                Cleared { .. } => cleared += 1,
+                Truncated { .. } => truncated += 1,
+                Dropped { from, to, .. } => dropped += to - from,
+                Summarized { from, to, .. } => summarized += to - from,
+            }
+        }
+        let status = match self.status {
+            Status::Unchanged => "unchanged",
+            Status::Compacted => "compacted",
+            Status::OverBudget => "over_budget",
+            Status::Degraded => "degraded",
+        };
+        let mut parts = Vec::new();
+        if cleared > 0 {
+            parts.push(format!("{cleared} results cleared"));
+        }
+        if truncated > 0 {
+            parts.push(format!("{truncated} blocks truncated"));
+        }
+        if dropped > 0 {
+            parts.push(format!("{dropped} messages dropped"));
+        }
+        if summarized > 0 {
+            parts.push(format!("{summarized} messages summarized"));
+        }
+        let what = if parts.is_empty() {
+            String::new()
+        } else {
+            format!("; {}", parts.join(", "))
+        };
+        format!(
+            "{status}: {} -> {} tokens (budget {}, target {}) by {} [{}]{what}",
+            t(self.tokens_before),
+            t(self.tokens_after),
+            t(self.budget),
+            t(self.target),
+            self.applied(),
+            self.strategy,
+        )
+    }
+}
+
+/// Renders violations as strings for a report.
+pub(crate) fn violation_lines(v: &[Violation]) -> Vec<String> {
+    v.iter().map(ToString::to_string).collect()
+}

@@ -1,0 +1,163 @@
+//! Compaction strategies behind one object-safe trait.
+//!
+//! A strategy takes a conversation and a [`Budget`] and returns a [`Compaction`]: the new
+//! conversation and a typed list of [`Edit`]s. Contract:
+//! - it edits only through the guard's units ([`crate::guard::Units`]): whole exchanges are
+//!   kept, cleared, summarized or dropped; cuts only at [`crate::guard::Cut`]s;
+//! - it never edits the system prompt, pinned system messages, tool definitions, or
+//!   thinking blocks of the turns it keeps; it may shorten only the tool results of the newest
+//!   message, and keeps the assistant turn of an open tool loop verbatim;
+//! - it never mutates its input.
+//!
+//! The pipeline ([`crate::Compactor`]) runs the guard on every output and discards any output
+//! that fails, so a faulty strategy can cost savings but never a broken request.
+
+mod digest;
+pub mod microcompact;
+mod text_cut;
+pub use text_cut::thousands;
+pub mod truncate;
+
+pub use digest::{Digest, digest_line};
+
+use crate::conversation::Conversation;
+use crate::format::Format;
+use crate::tokens::TokenCounter;
+use serde::Serialize;
+
+/// Token figures a strategy works towards.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Budget {
+    /// Hard limit in tokens: what the request may hold (context window minus reserved output).
+    pub limit: usize,
+    /// Where to stop once compacting, in tokens (below `limit`, so the next turns fit without
+    /// compacting again and the prefix stays stable for prompt caching).
+    pub target: usize,
+}
+
+/// What a strategy gets besides the conversation.
+pub struct Context<'a> {
+    /// The wire format (decides provider rules and placeholder shapes).
+    pub format: Format,
+    /// The token counter (cached).
+    pub counter: &'a dyn TokenCounter,
+    /// Extra instructions from the user for a model summary (`/compact <instructions>`).
+    pub instructions: Option<&'a str>,
+}
+
+/// A strategy's result.
+#[derive(Debug, Clone)]
+pub struct Compaction {
+    /// The compacted conversation.
+    pub conversation: Conversation,
+    /// What was changed, in order.
+    pub edits: Vec<Edit>,
+    /// Remarks for the report (why a step was skipped, a fallback taken, ...).
+    pub notes: Vec<String>,
+    /// True when the strategy fell back to a lesser method (e.g. summary -> truncate).
+    pub degraded: bool,
+}
+
+impl Compaction {
+    /// A compaction that changed nothing.
+    pub fn unchanged(conversation: &Conversation, note: impl Into<String>) -> Compaction {
+        Compaction {
+            conversation: conversation.clone(),
+            edits: Vec::new(),
+            notes: vec![note.into()],
+            degraded: false,
+        }
+    }
+}
+
+/// One change, typed. Message indices refer to the strategy's *input*.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "edit", rename_all = "snake_case")]
+pub enum Edit {
+    /// A block's text shortened to head + tail with a marker.
+    Truncated {
+        /// Message index.
+        message: usize,
+        /// Block index.
+        block: usize,
+        /// What was cut: `tool_result`, `tool_use_input` or `text`.
+        what: &'static str,
+        /// Call id for tool blocks.
+        id: Option<String>,
+        /// Tokens of the block before.
+        tokens_before: usize,
+        /// Tokens of the block after.
+        tokens_after: usize,
+    },
+    /// A stale tool result's content replaced with a placeholder.
+    Cleared {
+        /// Message index.
+        message: usize,
+        /// Block index.
+        block: usize,
+        /// The call id (kept in the output).
+        id: String,
+        /// The tool's name.
+        tool: String,
+        /// Tokens removed.
+        tokens: usize,
+    },
+    /// Whole messages dropped, replaced by one marker message with a digest.
+    Dropped {
+        /// First dropped message.
+        from: usize,
+        /// One past the last dropped message.
+        to: usize,
+        /// Tool calls among them.
+        calls: usize,
+        /// Tokens removed (before the marker is added).
+        tokens: usize,
+    },
+    /// Messages replaced by a model-written summary.
+    Summarized {
+        /// First summarized message.
+        from: usize,
+        /// One past the last summarized message.
+        to: usize,
+        /// Tokens of the summarized messages.
+        tokens_before: usize,
+        /// Tokens of the summary message.
+        summary_tokens: usize,
+    },
+}
+
+/// Errors a strategy can report (the pipeline turns them into a report note and keeps going).
+#[derive(Debug, thiserror::Error)]
+pub enum StrategyError {
+    /// The strategy needs something that is not configured (e.g. an LLM for `summary`).
+    #[error("{0}")]
+    NotConfigured(String),
+    /// Anything else.
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// A compaction strategy. Object safe: config picks strategies at run time as
+/// `Box<dyn Strategy>`.
+#[async_trait::async_trait]
+pub trait Strategy: Send + Sync {
+    /// The strategy's name in reports (`truncate`, `microcompact`, `summary`).
+    fn name(&self) -> &str;
+
+    /// Compacts `conversation` towards `budget.target`. Must not mutate its input; may return an
+    /// output that is still over the target (the pipeline tries the next tier).
+    ///
+    /// # Errors
+    /// [`StrategyError`] when the strategy cannot run at all.
+    async fn compact(
+        &self,
+        conversation: &Conversation,
+        budget: Budget,
+        cx: &Context<'_>,
+    ) -> Result<Compaction, StrategyError>;
+}
+
+#[cfg(test)]
+mod tests {
+    fn _object_safe(_: &dyn super::Strategy) {}
+}

@@ -1,0 +1,122 @@
+//! Head + tail truncation of text, on character (preferably line) boundaries.
+
+use crate::tokens::TokenCounter;
+
+/// The words of every truncation marker; text that already holds one is never cut again.
+pub const TRUNCATION_MARK: &str = "tokens truncated …]";
+
+/// Formats a count with thousands separators: `12345` -> `12,345`.
+pub fn thousands(n: usize) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Shortens `text` to about `max_tokens` tokens, keeping its head and tail and putting
+/// `[… N tokens truncated …]` between them. Returns `None` when the text already fits or was
+/// truncated before. Cuts fall on character boundaries (never inside a UTF-8 sequence), and on
+/// a line break when one is near.
+pub fn cut_middle(
+    text: &str,
+    max_tokens: usize,
+    counter: &dyn TokenCounter,
+) -> Option<(String, usize, usize)> {
+    let tokens = counter.count_text(text);
+    if tokens <= max_tokens || text.contains(TRUNCATION_MARK) {
+        return None;
+    }
+    let chars = text.chars().count();
+    // Characters per token of this very text, so dense text (code, emoji) keeps fewer chars.
+    let per_token = chars as f64 / tokens.max(1) as f64;
+    let marker_tokens = 12;
+    let keep_tokens = max_tokens.saturating_sub(marker_tokens).max(2);
+    let keep_chars = ((keep_tokens as f64 * per_token) * 0.9) as usize;
+    let head_chars = keep_chars * 3 / 5;
+    let tail_chars = keep_chars - head_chars;
+    let head_end = snap_back_to_line(text, byte_at_char(text, head_chars));
+    let tail_start =
+        snap_forward_to_line(text, byte_at_char(text, chars.saturating_sub(tail_chars)));
+    if tail_start <= head_end {
+        return None;
+    }
+    let removed = counter.count_text(&text[head_end..tail_start]);
+    let out = format!(
+        "{}\n[… {} {TRUNCATION_MARK}\n{}",
+        &text[..head_end],
+        thousands(removed),
+        &text[tail_start..]
+    );
+    let after = counter.count_text(&out);
+    if after >= tokens {
+        return None;
+    }
+    Some((out, tokens, after))
+}
+
+/// Byte offset of the `n`th character (or the end).
+fn byte_at_char(text: &str, n: usize) -> usize {
+    text.char_indices().nth(n).map_or(text.len(), |(b, _)| b)
+}
+
+/// Moves a cut back to just after a line break if one lies in the last fifth before it.
+fn snap_back_to_line(text: &str, at: usize) -> usize {
+    let window = at / 5;
+    match text[..at].rfind('\n') {
+        Some(nl) if at - nl <= window.max(1) => nl + 1,
+        _ => at,
+    }
+}
+
+/// Moves a cut forward to just after a line break if one lies in the next fifth after it.
+fn snap_forward_to_line(text: &str, at: usize) -> usize {
+    let window = (text.len() - at) / 5;
+    match text[at..].find('\n') {
+        Some(off) if off <= window.max(1) => at + off + 1,
+        _ => at,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Chars;
+    impl TokenCounter for Chars {
+        fn count_text(&self, text: &str) -> usize {
+            text.chars().count()
+        }
+    }
+
+    #[test]
+    fn keeps_head_and_tail_and_names_the_cut() {
+        let text: String = (0..200).map(|i| format!("line {i}\n")).collect();
+        let (out, before, after) = cut_middle(&text, 200, &Chars).unwrap();
+        assert!(out.starts_with("line 0\n"));
+        assert!(out.ends_with("line 199\n"));
+        assert!(out.contains(TRUNCATION_MARK));
+        assert_eq!(before, text.chars().count());
+        assert!(after <= 200, "{after}");
+    }
+
+    #[test]
+    fn never_splits_a_character_and_never_cuts_twice() {
+        let text = "👩‍👩‍👧‍👦é́".repeat(300);
+        let (out, _, _) = cut_middle(&text, 100, &Chars).unwrap();
+        assert!(out.chars().count() < text.chars().count());
+        assert!(cut_middle(&out, 10, &Chars).is_none());
+    }
+
+    #[test]
+    fn thousands_groups_digits() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(12345), "12,345");
+        assert_eq!(thousands(1234567), "1,234,567");
+    }
+}

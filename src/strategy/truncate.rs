@@ -1,0 +1,395 @@
+//! `truncate`: rule truncation.
+//!
+//! 1. Cap: every tool_result, tool_use input string and long text over its cap is cut to head +
+//!    tail with a `[… N tokens truncated …]` marker (never twice).
+//! 2. Drop: the oldest whole units go, cutting only where the guard allows, and one user-role
+//!    marker message with a rule-made [`Digest`] of what went takes their place.
+//! 3. Squeeze: when even the newest turn is over the limit, the kept tool results and inputs are
+//!    capped harder, down to a floor.
+//!
+//! Never touched: pinned system messages, thinking blocks, the assistant turn of the open tool
+//! loop, the newest message (except its tool results' content).
+
+use super::digest::Digest;
+use super::text_cut::{TRUNCATION_MARK, cut_middle};
+use super::{Budget, Compaction, Context, Edit, Strategy, StrategyError};
+use crate::conversation::{Block, Conversation, Message, Role, ToolInput, ToolResultContent};
+use crate::guard::Units;
+use serde::Deserialize;
+use serde_json::Value;
+
+/// Settings of [`Truncate`]; all sizes in tokens.
+#[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TruncateConfig {
+    /// Cap on one tool_result's content.
+    pub max_tool_result_tokens: usize,
+    /// Cap on one string value inside a tool_use input.
+    pub max_tool_input_tokens: usize,
+    /// Cap on one text block (user or assistant), except in the newest message.
+    pub max_text_tokens: usize,
+    /// Share of the target the digest of dropped messages may take (0..1).
+    pub digest_share: f64,
+    /// Smallest cap the squeeze step goes down to.
+    pub min_cap_tokens: usize,
+}
+
+impl Default for TruncateConfig {
+    fn default() -> Self {
+        TruncateConfig {
+            max_tool_result_tokens: 2_000,
+            max_tool_input_tokens: 1_000,
+            max_text_tokens: 4_000,
+            digest_share: 0.1,
+            min_cap_tokens: 24,
+        }
+    }
+}
+
+/// The rule-truncation strategy.
+#[derive(Debug, Clone, Default)]
+pub struct Truncate {
+    /// Its settings.
+    pub config: TruncateConfig,
+}
+
+#[async_trait::async_trait]
+impl Strategy for Truncate {
+    fn name(&self) -> &str {
+        "truncate"
+    }
+
+    async fn compact(
+        &self,
+        conversation: &Conversation,
+        budget: Budget,
+        cx: &Context<'_>,
+    ) -> Result<Compaction, StrategyError> {
+        Ok(self.run(conversation, budget, cx))
+    }
+}
+
+/// Caps for one capping pass.
+#[derive(Debug, Clone, Copy)]
+struct Caps {
+    result: usize,
+    input: usize,
+    text: usize,
+}
+
+impl Truncate {
+    /// The synchronous core of [`Strategy::compact`].
+    pub fn run(&self, input: &Conversation, budget: Budget, cx: &Context<'_>) -> Compaction {
+        let counter = cx.counter;
+        let c = &self.config;
+        let scale = budget.target / 4;
+        let caps = Caps {
+            result: c.max_tool_result_tokens.min(scale).max(c.min_cap_tokens),
+            input: c.max_tool_input_tokens.min(scale).max(c.min_cap_tokens),
+            text: c.max_text_tokens.min(scale).max(c.min_cap_tokens),
+        };
+        let units = Units::of(input);
+        let frozen = frozen_messages(input, &units);
+        let mut conv = input.clone();
+        let mut edits = Vec::new();
+        cap_all(&mut conv, &frozen, caps, cx, &mut edits, 0);
+        let mut notes = Vec::new();
+        let mut offset_map: Vec<usize> = (0..conv.messages.len()).collect();
+
+        if counter.count_conversation(&conv) > budget.target {
+            if let Some((dropped, map)) =
+                drop_oldest(&conv, &units, budget, self.config.digest_share, cx)
+            {
+                edits.retain(
+                    |e| !matches!(e, Edit::Truncated { message, .. } if *message < dropped.from()),
+                );
+                edits.push(dropped.edit);
+                conv = dropped.conversation;
+                offset_map = map;
+            } else {
+                notes.push("no legal cut point: nothing could be dropped".to_string());
+            }
+        }
+
+        // Squeeze: halve the caps on what is kept until under the limit or at the floor.
+        let mut squeeze = caps;
+        while counter.count_conversation(&conv) > budget.limit && squeeze.result > c.min_cap_tokens
+        {
+            squeeze = Caps {
+                result: (squeeze.result / 2).max(c.min_cap_tokens),
+                input: (squeeze.input / 2).max(c.min_cap_tokens),
+                text: (squeeze.text / 2).max(c.min_cap_tokens),
+            };
+            let frozen_now = frozen_after_drop(&frozen, &offset_map);
+            let mut more = Vec::new();
+            cap_all(&mut conv, &frozen_now, squeeze, cx, &mut more, 0);
+            for mut e in more {
+                if let Edit::Truncated { message, .. } = &mut e {
+                    *message = offset_map.get(*message).copied().unwrap_or(*message);
+                }
+                edits.push(e);
+            }
+        }
+        Compaction {
+            conversation: conv,
+            edits,
+            notes,
+            degraded: false,
+        }
+    }
+}
+
+/// Which messages may not be edited: pinned system messages, and the assistant messages of the
+/// last exchange when the history ends inside it (the open tool loop). The newest message is
+/// handled separately: only its tool results may shrink.
+fn frozen_messages(c: &Conversation, units: &Units) -> Vec<bool> {
+    let n = c.messages.len();
+    let mut frozen = vec![false; n];
+    for f in frozen.iter_mut().take(units.pinned) {
+        *f = true;
+    }
+    if let Some(last) = units.exchanges.last() {
+        if last.end == n {
+            for i in last.start..n {
+                if c.messages[i].role == Role::Assistant {
+                    frozen[i] = true;
+                }
+            }
+        }
+    }
+    frozen
+}
+
+fn frozen_after_drop(frozen: &[bool], map: &[usize]) -> Vec<bool> {
+    map.iter()
+        .map(|&orig| orig == usize::MAX || frozen.get(orig).copied().unwrap_or(false))
+        .collect()
+}
+
+/// Caps every editable block of `conv`; `base` is added to message indices in the edits.
+fn cap_all(
+    conv: &mut Conversation,
+    frozen: &[bool],
+    caps: Caps,
+    cx: &Context<'_>,
+    edits: &mut Vec<Edit>,
+    base: usize,
+) {
+    let n = conv.messages.len();
+    for (i, m) in conv.messages.iter_mut().enumerate() {
+        if frozen.get(i).copied().unwrap_or(false) {
+            continue;
+        }
+        let newest = i + 1 == n;
+        for (j, b) in m.content.iter_mut().enumerate() {
+            let edit = match b {
+                Block::ToolResult(r) => {
+                    cap_result(&mut r.content, caps.result, cx).map(|(before, after)| {
+                        ("tool_result", Some(r.tool_use_id.clone()), before, after)
+                    })
+                }
+                Block::ToolUse(t) if !newest => cap_input(&mut t.input, caps.input, cx)
+                    .map(|(before, after)| ("tool_use_input", Some(t.id.clone()), before, after)),
+                Block::Text(t) if !newest => {
+                    cut_middle(&t.text, caps.text, cx.counter).map(|(s, before, after)| {
+                        t.text = s;
+                        ("text", None, before, after)
+                    })
+                }
+                _ => None,
+            };
+            if let Some((what, id, tokens_before, tokens_after)) = edit {
+                edits.push(Edit::Truncated {
+                    message: base + i,
+                    block: j,
+                    what,
+                    id,
+                    tokens_before,
+                    tokens_after,
+                });
+            }
+        }
+    }
+}
+
+fn cap_result(
+    content: &mut Option<ToolResultContent>,
+    cap: usize,
+    cx: &Context<'_>,
+) -> Option<(usize, usize)> {
+    match content {
+        Some(ToolResultContent::Text(s)) => {
+            cut_middle(s, cap, cx.counter).map(|(out, before, after)| {
+                *s = out;
+                (before, after)
+            })
+        }
+        Some(ToolResultContent::Blocks(bs)) => {
+            let (mut before, mut after, mut changed) = (0, 0, false);
+            for b in bs.iter_mut() {
+                if let Block::Text(t) = b {
+                    if let Some((out, b0, a0)) = cut_middle(&t.text, cap, cx.counter) {
+                        t.text = out;
+                        before += b0;
+                        after += a0;
+                        changed = true;
+                    }
+                }
+            }
+            changed.then_some((before, after))
+        }
+        None => None,
+    }
+}
+
+/// Caps the string values inside a tool call's input; the input stays a JSON object (and an
+/// OpenAI `arguments` string stays valid JSON).
+fn cap_input(input: &mut ToolInput, cap: usize, cx: &Context<'_>) -> Option<(usize, usize)> {
+    let mut totals = (0, 0);
+    let changed = match input {
+        ToolInput::Json(v) => cap_strings(v, cap, cx, &mut totals),
+        ToolInput::Arguments(s) => match serde_json::from_str::<Value>(s) {
+            Ok(mut v) if v.is_object() => {
+                let changed = cap_strings(&mut v, cap, cx, &mut totals);
+                if changed {
+                    *s = v.to_string();
+                }
+                changed
+            }
+            _ => false,
+        },
+        ToolInput::Freeform(s) => match cut_middle(s, cap, cx.counter) {
+            Some((out, b, a)) => {
+                *s = out;
+                totals = (b, a);
+                true
+            }
+            None => false,
+        },
+    };
+    changed.then_some(totals)
+}
+
+fn cap_strings(v: &mut Value, cap: usize, cx: &Context<'_>, totals: &mut (usize, usize)) -> bool {
+    match v {
+        Value::String(s) => match cut_middle(s, cap, cx.counter) {
+            Some((out, b, a)) => {
+                *s = out;
+                totals.0 += b;
+                totals.1 += a;
+                true
+            }
+            None => false,
+        },
+        Value::Array(items) => items
+            .iter_mut()
+            .fold(false, |acc, x| cap_strings(x, cap, cx, totals) | acc),
+        Value::Object(obj) => obj
+            .values_mut()
+            .fold(false, |acc, x| cap_strings(x, cap, cx, totals) | acc),
+        _ => false,
+    }
+}
+
+/// The result of dropping the oldest units.
+struct Dropped {
+    conversation: Conversation,
+    edit: Edit,
+}
+
+impl Dropped {
+    fn from(&self) -> usize {
+        match self.edit {
+            Edit::Dropped { to, .. } => to,
+            _ => 0,
+        }
+    }
+}
+
+/// Drops `pinned..k` for the earliest legal cut `k` that brings the conversation under the
+/// target (or the latest legal cut when none does), putting a marker message with a digest of
+/// the dropped messages in their place. Returns the new conversation and, for each of its
+/// messages, the index it had in `conv` (`usize::MAX` for the marker).
+fn drop_oldest(
+    conv: &Conversation,
+    units: &Units,
+    budget: Budget,
+    digest_share: f64,
+    cx: &Context<'_>,
+) -> Option<(Dropped, Vec<usize>)> {
+    let counter = cx.counter;
+    let units_now = Units::of(conv);
+    debug_assert_eq!(units_now.len, units.len);
+    let cuts = units_now.cuts(conv);
+    if cuts.is_empty() {
+        return None;
+    }
+    let n = conv.messages.len();
+    let per_msg: Vec<usize> = conv
+        .messages
+        .iter()
+        .map(|m| counter.count_message(m))
+        .collect();
+    let mut suffix = vec![0usize; n + 1];
+    for i in (0..n).rev() {
+        suffix[i] = suffix[i + 1] + per_msg[i];
+    }
+    let fixed = counter.count_conversation(&Conversation {
+        messages: conv.messages[..units_now.pinned].to_vec(),
+        ..conv.clone()
+    });
+    let digest_cap = ((budget.target as f64) * digest_share) as usize;
+    let has_flag = cx.format.has_error_flag();
+    let build = |k: usize, room: usize| -> Conversation {
+        let dropped = &conv.messages[units_now.pinned..k];
+        let dropped_tokens: usize = per_msg[units_now.pinned..k].iter().sum();
+        let digest = Digest::build(dropped, has_flag, room, counter);
+        let marker = Message::text(
+            Role::User,
+            digest.marker_text(k - units_now.pinned, dropped_tokens),
+        );
+        let mut messages = conv.messages[..units_now.pinned].to_vec();
+        messages.push(marker);
+        messages.extend_from_slice(&conv.messages[k..]);
+        Conversation {
+            messages,
+            ..conv.clone()
+        }
+    };
+    let mut chosen = None;
+    for cut in &cuts {
+        let base = fixed + suffix[cut.index] + 40;
+        if base + digest_cap.min(budget.target / 10 + 1) > budget.target
+            && cut.index != cuts[cuts.len() - 1].index
+        {
+            continue;
+        }
+        let room = budget.target.saturating_sub(base).min(digest_cap.max(32));
+        let candidate = build(cut.index, room);
+        if counter.count_conversation(&candidate) <= budget.target
+            || cut.index == cuts[cuts.len() - 1].index
+        {
+            chosen = Some((cut.index, cut.kind, candidate));
+            break;
+        }
+    }
+    let (k, _kind, conversation) = chosen?;
+    let dropped = &conv.messages[units_now.pinned..k];
+    let calls = dropped.iter().map(|m| m.tool_uses().count()).sum();
+    let tokens = per_msg[units_now.pinned..k].iter().sum();
+    let mut map: Vec<usize> = (0..units_now.pinned).collect();
+    map.push(usize::MAX);
+    map.extend(k..n);
+    let edit = Edit::Dropped {
+        from: units_now.pinned,
+        to: k,
+        calls,
+        tokens,
+    };
+    Some((Dropped { conversation, edit }, map))
+}
+
+/// True when a text holds a truncation marker of ours.
+pub fn is_truncated(text: &str) -> bool {
+    text.contains(TRUNCATION_MARK)
+}
