@@ -13,6 +13,7 @@ use crate::config::{ConfigError, Settings};
 use crate::conversation::Conversation;
 use crate::format::Format;
 use crate::guard::{self, ValidateOptions, Violation};
+use crate::memory::{Memory, PrefixHashes};
 use crate::report::{Report, Status, TierRun, Timings, violation_lines};
 use crate::strategy::microcompact::Microcompact;
 use crate::strategy::truncate::Truncate;
@@ -47,6 +48,7 @@ pub struct Compactor {
     counter: Arc<dyn TokenCounter>,
     tiers: Vec<Box<dyn Strategy>>,
     skipped: Vec<String>,
+    memory: Memory,
 }
 
 impl Compactor {
@@ -81,6 +83,7 @@ impl Compactor {
             counter,
             tiers,
             skipped,
+            memory: Memory::default(),
         })
     }
 
@@ -95,6 +98,7 @@ impl Compactor {
             counter,
             tiers,
             skipped: Vec::new(),
+            memory: Memory::default(),
         }
     }
 
@@ -176,6 +180,7 @@ impl Compactor {
             messages_before: input.messages.len(),
             messages_after: input.messages.len(),
             tiers: Vec::new(),
+            continued_from: None,
             notes: Vec::new(),
             timings,
         };
@@ -197,6 +202,37 @@ impl Compactor {
         };
         let mut current: Option<Conversation> = None;
         let mut tokens_now = tokens_before;
+        // Hysteresis across calls: continue from the remembered compaction of this history's
+        // prefix, so the compacted prefix (and the provider's prompt cache) stays the same.
+        let hashes = PrefixHashes::of(input, budget.limit as u64);
+        if let Some((len, mut candidate)) = self.memory.recall(&hashes) {
+            candidate.messages.extend_from_slice(&input.messages[len..]);
+            let t0 = Instant::now();
+            let mut violations = guard::validate(&candidate, format, options);
+            violations.extend(guard::check_compaction(input, &candidate, format));
+            report.timings.guard_ms += ms(t0);
+            let tokens = self.counter.count_conversation(&candidate);
+            if violations.is_empty() && tokens < tokens_before {
+                report.notes.push(format!(
+                    "continued from the remembered compaction of the first {len} messages ({} new)",
+                    input.messages.len() - len
+                ));
+                tokens_now = tokens;
+                report.continued_from = Some(len);
+                if tokens <= trigger {
+                    self.memory.remember(&hashes, &candidate);
+                    report.tokens_after = tokens;
+                    report.status = Status::Compacted;
+                    report.messages_after = candidate.messages.len();
+                    report.timings.total_ms = ms(started);
+                    return Ok(Compacted {
+                        conversation: Cow::Owned(candidate),
+                        report,
+                    });
+                }
+                current = Some(candidate);
+            }
+        }
         let mut degraded = false;
         for tier in &self.tiers {
             let base = current.as_ref().unwrap_or(input);
@@ -280,7 +316,10 @@ impl Compactor {
         }
         report.timings.total_ms = ms(started);
         let conversation = match current {
-            Some(c) => Cow::Owned(c),
+            Some(c) => {
+                self.memory.remember(&hashes, &c);
+                Cow::Owned(c)
+            }
             None => Cow::Borrowed(input),
         };
         report.messages_after = conversation.messages.len();

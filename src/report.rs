@@ -75,6 +75,9 @@ pub struct Report {
     pub messages_after: usize,
     /// Each tier that ran, in order.
     pub tiers: Vec<TierRun>,
+    /// Messages of the history prefix whose remembered compaction this run continued from
+    /// (hysteresis across calls), if any.
+    pub continued_from: Option<usize>,
     /// Remarks (skipped tiers, unreachable target, ...).
     pub notes: Vec<String>,
     /// Timings.

@@ -74,6 +74,21 @@ fn result_line(r: &ToolResult, tool: Option<&str>, has_error_flag: bool) -> Stri
     };
     let tool = tool.map(|t| format!(" {t}")).unwrap_or_default();
     let text = one_line(&r.text());
+    if text.starts_with(crate::strategy::microcompact::CLEARED_PREFIX) {
+        return format!("[result {}{tool}{tag}: cleared]", r.tool_use_id);
+    }
+    if tag == " (error)" && text.chars().count() > RESULT_CHARS {
+        // A failure says why at the end (panics, exit codes, the last compiler error).
+        let tail: String = text
+            .chars()
+            .rev()
+            .take(RESULT_CHARS)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect();
+        return format!("[result {}{tool}{tag}: …{tail}]", r.tool_use_id);
+    }
     if text.is_empty() {
         format!("[result {}{tool}{tag}]", r.tool_use_id)
     } else {
