@@ -93,10 +93,11 @@ impl Report {
             .filter(|t| t.accepted)
             .map(|t| t.strategy.as_str())
             .collect();
-        if names.is_empty() {
-            "none".into()
-        } else {
-            names.join("+")
+        match (names.is_empty(), self.continued_from) {
+            (true, Some(_)) => "remembered".into(),
+            (true, None) => "none".into(),
+            (false, Some(_)) => format!("remembered+{}", names.join("+")),
+            (false, None) => names.join("+"),
         }
     }
 
