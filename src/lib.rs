@@ -30,6 +30,7 @@ pub mod conversation;
 pub mod format;
 pub mod guard;
 pub mod render;
+pub mod tokens;
 
 pub use conversation::{Block, Conversation, Message, Role};
 pub use format::Format;
