@@ -4,6 +4,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use compactor::format::{self, Format, Source};
 use compactor::guard::{self, ValidateOptions};
+use compactor::tokens::{Breakdown, CachedCounter, TiktokenCounter, Tokenizer};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -77,6 +78,24 @@ enum Command {
         /// Extra instructions for a model summary.
         #[arg(long)]
         instructions: Option<String>,
+        /// Claude Code logs: keep everything, not only what follows the last compaction.
+        #[arg(long)]
+        whole_log: bool,
+    },
+    /// Count the tokens of a history: the total, then by role, block type and tool, and the
+    /// largest blocks.
+    Count {
+        /// Input (`-` for stdin).
+        file: PathBuf,
+        /// The input format (default: detected).
+        #[arg(long)]
+        format: Option<Format>,
+        /// The BPE vocabulary: o200k_base (default) or cl100k_base.
+        #[arg(long, default_value = "o200k_base")]
+        tokenizer: Tokenizer,
+        /// Print the breakdown as JSON.
+        #[arg(long)]
+        json: bool,
         /// Claude Code logs: keep everything, not only what follows the last compaction.
         #[arg(long)]
         whole_log: bool,
@@ -273,6 +292,37 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
                     .map_err(Failure::Invalid)?;
             }
             eprintln!("{}", result.report.summary_line());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Count {
+            file,
+            format,
+            tokenizer,
+            json,
+            whole_log,
+        } => {
+            let loaded = load(&file, format, whole_log)?;
+            let counter = CachedCounter::new(TiktokenCounter::new(tokenizer));
+            let breakdown = Breakdown::new(&counter, &loaded.conversation, loaded.format);
+            if json {
+                let value = serde_json::json!({
+                    "format": loaded.format,
+                    "tokenizer": tokenizer,
+                    "breakdown": breakdown,
+                });
+                write_output(None, &value)?;
+            } else {
+                let text = format!(
+                    "{} ({}, {tokenizer})\n{breakdown}",
+                    file.display(),
+                    loaded.format
+                );
+                std::io::stdout()
+                    .lock()
+                    .write_all(text.as_bytes())
+                    .context("writing stdout")
+                    .map_err(Failure::Invalid)?;
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Show {

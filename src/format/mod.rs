@@ -245,3 +245,41 @@ pub(crate) fn as_object<'a>(v: &'a Value, path: &str) -> Result<&'a Object, Form
         FormatError::shape(path, format!("expected an object, found {}", json_kind(v)))
     })
 }
+
+/// The JSON path of message `i` (and of its block `j`) in the terms of `format`:
+/// `messages[i].content[j]` (Anthropic), `messages[i].tool_calls[k]` / `messages[i].content[k]`
+/// (OpenAI Chat, where calls and content parts are separate arrays; a tool message is one
+/// element), `input[i]` (Responses, one item per message).
+pub(crate) fn block_path(
+    format: Format,
+    conv: &Conversation,
+    i: usize,
+    j: Option<usize>,
+) -> String {
+    use crate::conversation::{Block, Role};
+    match (format, j) {
+        (Format::OpenAiResponses, _) => format!("input[{i}]"),
+        (_, None) => format!("messages[{i}]"),
+        (Format::Anthropic, Some(j)) => format!("messages[{i}].content[{j}]"),
+        (Format::OpenAiChat, Some(j)) => {
+            let Some(m) = conv.messages.get(i) else {
+                return format!("messages[{i}]");
+            };
+            if m.role == Role::Tool {
+                return format!("messages[{i}]");
+            }
+            let is_call = matches!(m.content.get(j), Some(Block::ToolUse(_)));
+            let k = m
+                .content
+                .iter()
+                .take(j)
+                .filter(|b| matches!(b, Block::ToolUse(_)) == is_call)
+                .count();
+            if is_call {
+                format!("messages[{i}].tool_calls[{k}]")
+            } else {
+                format!("messages[{i}].content[{k}]")
+            }
+        }
+    }
+}

@@ -1,0 +1,412 @@
+//! Token counting: the hot path of every compaction decision.
+//!
+//! ```text
+//! Conversation -> CachedCounter (per-block count cache, xxh3 content hash)
+//!                   -> TokenCounter::count_block (rules below)
+//!                        -> count_text (tiktoken-rs BPE: o200k_base | cl100k_base)
+//! ```
+//!
+//! All counts are **tokens** of the chosen BPE; they approximate, not reproduce, what a provider
+//! bills (Anthropic's tokenizer is not public). The rules per block, each with its source:
+//!
+//! | block | counted as |
+//! |---|---|
+//! | text | its text |
+//! | tool_use | tool name + input as compact JSON (`Arguments` / `Freeform` strings as they are) |
+//! | tool_result | its text, or its nested blocks, recursively |
+//! | thinking | the `thinking` text / reasoning `summary` texts; encrypted payloads estimated ([`encrypted_estimate`]) |
+//! | image | Anthropic's `width × height / 750` rule after resizing ([`image::image_tokens`]) |
+//! | document | its text when it has a text source, a per-page estimate for PDFs ([`image::document_tokens`]) |
+//! | other | its JSON serialization |
+//!
+//! Each message adds [`MESSAGE_OVERHEAD`] tokens; the system prompt and the tool definitions
+//! count too ([`TokenCounter::count_system`], [`TokenCounter::count_tools`]).
+
+mod breakdown;
+mod cache;
+pub mod image;
+
+pub use breakdown::{BlockEntry, Breakdown, ToolEntry};
+pub use cache::{CacheStats, CachedCounter, DEFAULT_CACHE_CAPACITY};
+
+use crate::conversation::{Block, Conversation, Message, ToolInput, ToolResultContent};
+use serde_json::Value;
+use tiktoken_rs::CoreBPE;
+
+/// Tokens added per message for the role and the message delimiters, whatever its content.
+///
+/// Source: OpenAI cookbook "How to count tokens with tiktoken" (`num_tokens_from_messages`:
+/// `tokens_per_message = 3` for the gpt-3.5-turbo-0613 / gpt-4 family). Anthropic does not
+/// document its framing; the same constant is used for every format. No per-block overhead is
+/// added.
+pub const MESSAGE_OVERHEAD: usize = 3;
+
+/// Which BPE vocabulary [`TiktokenCounter`] encodes with.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize,
+)]
+pub enum Tokenizer {
+    /// `o200k_base` (GPT-4o and later). The default.
+    #[default]
+    #[serde(rename = "o200k_base")]
+    O200kBase,
+    /// `cl100k_base` (GPT-4, GPT-3.5-turbo).
+    #[serde(rename = "cl100k_base")]
+    Cl100kBase,
+}
+
+impl Tokenizer {
+    /// The vocabulary's name: `o200k_base` or `cl100k_base`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Tokenizer::O200kBase => "o200k_base",
+            Tokenizer::Cl100kBase => "cl100k_base",
+        }
+    }
+}
+
+impl std::fmt::Display for Tokenizer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Tokenizer {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "o200k_base" => Ok(Tokenizer::O200kBase),
+            "cl100k_base" => Ok(Tokenizer::Cl100kBase),
+            other => Err(format!(
+                "unknown tokenizer {other:?} (expected o200k_base or cl100k_base)"
+            )),
+        }
+    }
+}
+
+/// Counts tokens. Object safe and `Send + Sync`, so one counter (usually a [`CachedCounter`])
+/// can be shared by strategies, the policy and the server as `Arc<dyn TokenCounter>`.
+///
+/// Implementors provide [`count_text`](TokenCounter::count_text); the provided methods apply
+/// the per-block rules of the [module docs](self) on top of it. A wrapper such as
+/// [`CachedCounter`] overrides [`count_block`](TokenCounter::count_block) (and the system / tools
+/// methods) to avoid counting the same content twice; every other method goes through those.
+pub trait TokenCounter: Send + Sync {
+    /// Tokens in `text` (plain BPE encoding, special-token markers counted as ordinary text).
+    fn count_text(&self, text: &str) -> usize;
+
+    /// Tokens in one content block (see the rules in the [module docs](self)).
+    fn count_block(&self, block: &Block) -> usize {
+        block_tokens(self, block)
+    }
+
+    /// Tokens in one message: [`MESSAGE_OVERHEAD`] plus its blocks.
+    fn count_message(&self, message: &Message) -> usize {
+        MESSAGE_OVERHEAD
+            + message
+                .content
+                .iter()
+                .map(|b| self.count_block(b))
+                .sum::<usize>()
+    }
+
+    /// Tokens in the top-level system prompt (Anthropic `system`, Responses `instructions`): a
+    /// string as is; an array of blocks block by block (text blocks by their `text`, others as
+    /// JSON). Zero when absent.
+    fn count_system(&self, system: Option<&Value>) -> usize {
+        match system {
+            None | Some(Value::Null) => 0,
+            Some(Value::String(s)) => self.count_text(s),
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|b| match b.get("text").and_then(Value::as_str) {
+                    Some(t) => self.count_text(t),
+                    None => json_tokens(self, b),
+                })
+                .sum(),
+            Some(other) => json_tokens(self, other),
+        }
+    }
+
+    /// Tokens in the tool definitions (`tools`), as their compact JSON serialization. Zero when
+    /// absent. Providers render tool schemas in their own (undocumented) way; JSON is a close,
+    /// slightly high estimate.
+    fn count_tools(&self, tools: Option<&Value>) -> usize {
+        match tools {
+            None | Some(Value::Null) => 0,
+            Some(v) => json_tokens(self, v),
+        }
+    }
+
+    /// Tokens of the whole request: system prompt + tool definitions + every message.
+    fn count_conversation(&self, conversation: &Conversation) -> usize {
+        self.count_system(conversation.system.as_ref())
+            + self.count_tools(conversation.tools())
+            + conversation
+                .messages
+                .iter()
+                .map(|m| self.count_message(m))
+                .sum::<usize>()
+    }
+}
+
+/// The default counter: tiktoken-rs BPE, built once per process and shared (tiktoken-rs
+/// singletons), encoding with `encode_ordinary` (no special-token parsing).
+#[derive(Clone)]
+pub struct TiktokenCounter {
+    tokenizer: Tokenizer,
+    bpe: &'static CoreBPE,
+}
+
+impl TiktokenCounter {
+    /// A counter for `tokenizer`. The first call per vocabulary builds the BPE (tens of
+    /// milliseconds); later calls are free.
+    pub fn new(tokenizer: Tokenizer) -> TiktokenCounter {
+        let bpe = match tokenizer {
+            Tokenizer::O200kBase => tiktoken_rs::o200k_base_singleton(),
+            Tokenizer::Cl100kBase => tiktoken_rs::cl100k_base_singleton(),
+        };
+        TiktokenCounter { tokenizer, bpe }
+    }
+
+    /// The vocabulary in use.
+    pub fn tokenizer(&self) -> Tokenizer {
+        self.tokenizer
+    }
+}
+
+impl Default for TiktokenCounter {
+    /// An `o200k_base` counter.
+    fn default() -> Self {
+        TiktokenCounter::new(Tokenizer::default())
+    }
+}
+
+impl std::fmt::Debug for TiktokenCounter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TiktokenCounter")
+            .field("tokenizer", &self.tokenizer)
+            .finish()
+    }
+}
+
+impl TokenCounter for TiktokenCounter {
+    fn count_text(&self, text: &str) -> usize {
+        if text.is_empty() {
+            return 0;
+        }
+        self.bpe.encode_ordinary(text).len()
+    }
+}
+
+impl<T: TokenCounter + ?Sized> TokenCounter for std::sync::Arc<T> {
+    fn count_text(&self, text: &str) -> usize {
+        (**self).count_text(text)
+    }
+    fn count_block(&self, block: &Block) -> usize {
+        (**self).count_block(block)
+    }
+    fn count_message(&self, message: &Message) -> usize {
+        (**self).count_message(message)
+    }
+    fn count_system(&self, system: Option<&Value>) -> usize {
+        (**self).count_system(system)
+    }
+    fn count_tools(&self, tools: Option<&Value>) -> usize {
+        (**self).count_tools(tools)
+    }
+    fn count_conversation(&self, conversation: &Conversation) -> usize {
+        (**self).count_conversation(conversation)
+    }
+}
+
+/// Tokens of a JSON value's compact serialization.
+fn json_tokens<C: TokenCounter + ?Sized>(counter: &C, v: &Value) -> usize {
+    counter.count_text(&v.to_string())
+}
+
+/// The per-block rules, shared by [`TokenCounter::count_block`] and wrappers that call it on a
+/// cache miss. Nested blocks (tool_result content) go through `counter.count_block`, so a
+/// caching counter caches them too.
+pub(crate) fn block_tokens<C: TokenCounter + ?Sized>(counter: &C, block: &Block) -> usize {
+    match block {
+        Block::Text(t) => counter.count_text(&t.text),
+        Block::ToolUse(t) => {
+            counter.count_text(&t.name)
+                + match &t.input {
+                    ToolInput::Json(v) => json_tokens(counter, v),
+                    ToolInput::Arguments(s) | ToolInput::Freeform(s) => counter.count_text(s),
+                }
+        }
+        Block::ToolResult(r) => match &r.content {
+            None => 0,
+            Some(ToolResultContent::Text(s)) => counter.count_text(s),
+            Some(ToolResultContent::Blocks(bs)) => bs.iter().map(|b| counter.count_block(b)).sum(),
+        },
+        Block::Thinking(v) => thinking_tokens(counter, v),
+        Block::Image(v) => image::image_tokens(v),
+        Block::Document(v) => image::document_tokens(v, &|s| counter.count_text(s)),
+        Block::Other(v) => json_tokens(counter, v),
+    }
+}
+
+/// Thinking / reasoning blocks.
+///
+/// - Anthropic `thinking`: the `thinking` text. The `signature` is not counted: it is an opaque
+///   verification token, not model-visible text (Anthropic "Building with extended thinking":
+///   the full thinking is encrypted into the signature only so the API can verify it).
+/// - Anthropic `redacted_thinking`: the encrypted `data` is decrypted by the API and shown to the
+///   model, so it counts, as [`encrypted_estimate`] of its length.
+/// - OpenAI Responses `reasoning`: the `summary[].text` texts plus [`encrypted_estimate`] of
+///   `encrypted_content`.
+///
+/// This is an upper bound for Anthropic: its "Context windows" doc says thinking blocks of
+/// previous assistant turns are stripped from the context window
+/// (`context_window = (input_tokens - previous_thinking_tokens) + current_turn_tokens`), except
+/// in the assistant turn of a still-open tool-use loop. A per-block count cannot know which turn
+/// is current, so it counts every thinking block; over-counting never breaks a budget.
+fn thinking_tokens<C: TokenCounter + ?Sized>(counter: &C, v: &Value) -> usize {
+    let mut n = 0;
+    if let Some(t) = v.get("thinking").and_then(Value::as_str) {
+        n += counter.count_text(t);
+    }
+    if let Some(Value::Array(parts)) = v.get("summary") {
+        for p in parts {
+            if let Some(t) = p.get("text").and_then(Value::as_str) {
+                n += counter.count_text(t);
+            }
+        }
+    }
+    for key in ["data", "encrypted_content"] {
+        if let Some(d) = v.get(key).and_then(Value::as_str) {
+            n += encrypted_estimate(d.len());
+        }
+    }
+    n
+}
+
+/// Estimated tokens of an encrypted reasoning payload of `base64_len` base64 characters: the
+/// ciphertext is `3/4` of that in bytes, roughly the plaintext size, and English text runs about
+/// 4 bytes per token (OpenAI's "a token is ~4 characters" rule of thumb). So `len × 3 / 16`,
+/// rounded up. Neither provider documents this; it is a size-proportional guess.
+pub fn encrypted_estimate(base64_len: usize) -> usize {
+    (base64_len * 3).div_ceil(16)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conversation::{Object, Role, ToolResult, ToolUse};
+    use serde_json::json;
+
+    fn o200k() -> TiktokenCounter {
+        TiktokenCounter::new(Tokenizer::O200kBase)
+    }
+
+    fn _object_safe(_: &dyn TokenCounter) {}
+
+    #[test]
+    fn hello_world_is_two_tokens_in_both_vocabularies() {
+        assert_eq!(o200k().count_text("hello world"), 2);
+        assert_eq!(
+            TiktokenCounter::new(Tokenizer::Cl100kBase).count_text("hello world"),
+            2
+        );
+        assert_eq!(o200k().count_text(""), 0);
+    }
+
+    #[test]
+    fn special_token_markers_are_ordinary_text() {
+        // encode_ordinary: "<|endoftext|>" is split into ordinary pieces, never one special token.
+        assert!(o200k().count_text("<|endoftext|>") > 1);
+    }
+
+    #[test]
+    fn tokenizer_names_parse_and_deserialize() {
+        assert_eq!(
+            "cl100k_base".parse::<Tokenizer>(),
+            Ok(Tokenizer::Cl100kBase)
+        );
+        assert!("gpt2".parse::<Tokenizer>().is_err());
+        let t: Tokenizer = serde_json::from_value(json!("o200k_base")).unwrap();
+        assert_eq!(t, Tokenizer::O200kBase);
+    }
+
+    #[test]
+    fn tool_use_counts_name_and_json_input() {
+        let c = o200k();
+        let input = json!({"command": "ls"});
+        let b = Block::ToolUse(ToolUse {
+            id: "toolu_1".into(),
+            name: "Bash".into(),
+            input: ToolInput::Json(input.clone()),
+            extra: Object::new(),
+        });
+        let expected = c.count_text("Bash") + c.count_text(r#"{"command":"ls"}"#);
+        assert_eq!(c.count_block(&b), expected);
+        let args = Block::ToolUse(ToolUse {
+            id: "call_1".into(),
+            name: "Bash".into(),
+            input: ToolInput::Arguments(r#"{"command": "ls"}"#.into()),
+            extra: Object::new(),
+        });
+        assert_eq!(
+            c.count_block(&args),
+            c.count_text("Bash") + c.count_text(r#"{"command": "ls"}"#)
+        );
+    }
+
+    #[test]
+    fn tool_result_counts_nested_blocks() {
+        let c = o200k();
+        let r = Block::ToolResult(ToolResult {
+            tool_use_id: "t".into(),
+            content: Some(ToolResultContent::Blocks(vec![
+                Block::text("hello world"),
+                Block::text("hello world"),
+            ])),
+            is_error: None,
+            extra: Object::new(),
+        });
+        assert_eq!(c.count_block(&r), 4);
+    }
+
+    #[test]
+    fn thinking_counts_text_not_signature_and_estimates_redacted_data() {
+        let c = o200k();
+        let t = Block::Thinking(
+            json!({"type": "thinking", "thinking": "hello world", "signature": "EqQBCkYIBxgCKkBq"}),
+        );
+        assert_eq!(c.count_block(&t), 2);
+        let r = Block::Thinking(json!({"type": "redacted_thinking", "data": "A".repeat(160)}));
+        assert_eq!(c.count_block(&r), 30);
+        let reasoning = Block::Thinking(
+            json!({"type": "reasoning", "summary": [{"type": "summary_text", "text": "hello world"}], "encrypted_content": "gAAA"}),
+        );
+        assert_eq!(c.count_block(&reasoning), 2 + 1);
+    }
+
+    #[test]
+    fn message_and_conversation_add_overhead_system_and_tools() {
+        let c = o200k();
+        let conv = Conversation {
+            system: Some(json!("hello world")),
+            messages: vec![Message::text(Role::User, "hello world")],
+            extra: serde_json::from_value(json!({"tools": [{"name": "x"}]})).unwrap(),
+            bare: false,
+        };
+        let tools = c.count_text(r#"[{"name":"x"}]"#);
+        assert_eq!(c.count_message(&conv.messages[0]), MESSAGE_OVERHEAD + 2);
+        assert_eq!(
+            c.count_conversation(&conv),
+            2 + tools + MESSAGE_OVERHEAD + 2
+        );
+        let blocks = json!([{"type": "text", "text": "hello world"}, {"type": "text", "text": "hello world"}]);
+        assert_eq!(c.count_system(Some(&blocks)), 4);
+    }
+}
+
+/// The counter a pipeline uses: tiktoken with `tokenizer`, behind the per-block cache.
+pub fn counter_for(tokenizer: Tokenizer) -> std::sync::Arc<dyn TokenCounter> {
+    std::sync::Arc::new(CachedCounter::new(TiktokenCounter::new(tokenizer)))
+}
