@@ -7,7 +7,7 @@
 //! the candidate, and it is compacted again only once it crosses the trigger (hysteresis).
 
 use crate::conversation::{Block, Conversation, Message, ToolInput, ToolResultContent};
-use serde_json::Value;
+use crate::tokens::{hash_str, hash_value};
 use std::collections::VecDeque;
 use std::hash::Hasher;
 use std::sync::Mutex;
@@ -46,7 +46,7 @@ impl PrefixHashes {
             hash_value(&mut h, s);
         }
         for (k, v) in &c.extra {
-            write_str(&mut h, k);
+            hash_str(&mut h, k);
             hash_value(&mut h, v);
         }
         let mut prefix = Vec::with_capacity(c.messages.len() + 1);
@@ -91,16 +91,11 @@ impl Memory {
     }
 }
 
-fn write_str(h: &mut Xxh3, s: &str) {
-    h.write_usize(s.len());
-    h.write(s.as_bytes());
-}
-
 fn hash_message(h: &mut Xxh3, m: &Message) {
     h.write(m.role.as_str().as_bytes());
     h.write_u8(m.form as u8);
     for (k, v) in &m.extra {
-        write_str(h, k);
+        hash_str(h, k);
         hash_value(h, v);
     }
     for b in &m.content {
@@ -113,59 +108,34 @@ fn hash_block(h: &mut Xxh3, b: &Block) {
     match b {
         Block::Text(t) => {
             h.write_u8(1);
-            write_str(h, &t.text);
+            hash_str(h, &t.text);
             for (k, v) in &t.extra {
-                write_str(h, k);
+                hash_str(h, k);
                 hash_value(h, v);
             }
         }
         Block::ToolUse(t) => {
             h.write_u8(2);
-            write_str(h, &t.id);
-            write_str(h, &t.name);
+            hash_str(h, &t.id);
+            hash_str(h, &t.name);
             match &t.input {
                 ToolInput::Json(v) => hash_value(h, v),
-                ToolInput::Arguments(s) | ToolInput::Freeform(s) => write_str(h, s),
+                ToolInput::Arguments(s) | ToolInput::Freeform(s) => hash_str(h, s),
             }
         }
         Block::ToolResult(r) => {
             h.write_u8(3);
-            write_str(h, &r.tool_use_id);
+            hash_str(h, &r.tool_use_id);
             h.write_u8(r.is_error.map_or(2, u8::from));
             match &r.content {
                 None => h.write_u8(0),
-                Some(ToolResultContent::Text(s)) => write_str(h, s),
+                Some(ToolResultContent::Text(s)) => hash_str(h, s),
                 Some(ToolResultContent::Blocks(bs)) => bs.iter().for_each(|b| hash_block(h, b)),
             }
         }
         Block::Thinking(v) | Block::Image(v) | Block::Document(v) | Block::Other(v) => {
             h.write_u8(4);
             hash_value(h, v);
-        }
-    }
-}
-
-fn hash_value(h: &mut Xxh3, v: &Value) {
-    match v {
-        Value::Null => h.write_u8(0),
-        Value::Bool(b) => h.write_u8(if *b { 1 } else { 2 }),
-        Value::Number(n) => h.write(n.to_string().as_bytes()),
-        Value::String(s) => {
-            h.write_u8(3);
-            write_str(h, s);
-        }
-        Value::Array(items) => {
-            h.write_u8(4);
-            items.iter().for_each(|x| hash_value(h, x));
-            h.write_usize(items.len());
-        }
-        Value::Object(obj) => {
-            h.write_u8(5);
-            for (k, x) in obj {
-                write_str(h, k);
-                hash_value(h, x);
-            }
-            h.write_usize(obj.len());
         }
     }
 }

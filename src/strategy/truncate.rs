@@ -334,10 +334,9 @@ fn drop_oldest(
     for i in (0..n).rev() {
         suffix[i] = suffix[i + 1] + per_msg[i];
     }
-    let fixed = counter.count_conversation(&Conversation {
-        messages: conv.messages[..units_now.pinned].to_vec(),
-        ..conv.clone()
-    });
+    let fixed = counter.count_system(conv.system.as_ref())
+        + counter.count_tools(conv.tools())
+        + per_msg[..units_now.pinned].iter().sum::<usize>();
     let digest_cap = ((budget.target as f64) * digest_share) as usize;
     let has_flag = cx.format.has_error_flag();
     let build = |k: usize, room: usize| -> Conversation {
@@ -352,8 +351,10 @@ fn drop_oldest(
         messages.push(marker);
         messages.extend_from_slice(&conv.messages[k..]);
         Conversation {
+            system: conv.system.clone(),
             messages,
-            ..conv.clone()
+            extra: conv.extra.clone(),
+            bare: conv.bare,
         }
     };
     let mut chosen = None;

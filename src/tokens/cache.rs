@@ -140,7 +140,7 @@ impl<C: TokenCounter> TokenCounter for CachedCounter<C> {
     }
 }
 
-fn hash_str(h: &mut Xxh3, s: &str) {
+pub(crate) fn hash_str(h: &mut Xxh3, s: &str) {
     h.update(&(s.len() as u64).to_le_bytes());
     h.update(s.as_bytes());
 }
@@ -208,7 +208,7 @@ fn hash_block(h: &mut Xxh3, block: &Block) {
 }
 
 /// Feeds a JSON tree into `h` without serializing it (keys in order, as the counter sees them).
-fn hash_value(h: &mut Xxh3, v: &Value) {
+pub(crate) fn hash_value(h: &mut Xxh3, v: &Value) {
     match v {
         Value::Null => h.update(b"n"),
         Value::Bool(b) => h.update(if *b { b"t" } else { b"f" }),

@@ -28,6 +28,7 @@ pub mod image;
 
 pub use breakdown::{BlockEntry, Breakdown, ToolEntry};
 pub use cache::{CacheStats, CachedCounter, DEFAULT_CACHE_CAPACITY};
+pub(crate) use cache::{hash_str, hash_value};
 
 use crate::conversation::{Block, Conversation, Message, ToolInput, ToolResultContent};
 use serde_json::Value;
