@@ -1,0 +1,5 @@
+//! The integration tests: one binary, one module per area.
+#[path = "all/agreement.rs"]
+mod agreement;
+#[path = "all/corpus.rs"]
+mod corpus;

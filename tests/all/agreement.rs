@@ -1,0 +1,134 @@
+//! `compactor validate` agrees with the independent checker (../shared/tools/check_request.py) on
+//! every corpus file converted to a request body and on every case in ../shared/cases.
+
+use super::corpus::{CASES, CORPUS, LOGS, cassette_requests};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const CHECKER: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../shared/tools/check_request.py"
+);
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_compactor"))
+}
+
+fn out_dir() -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("agreement");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Exit status of `compactor validate` (0 valid, 1 invalid).
+fn compactor_verdict(file: &Path, format: &str, allow_open_tail: bool) -> i32 {
+    let mut cmd = bin();
+    cmd.arg("validate").arg(file).args(["--format", format]);
+    if !allow_open_tail {
+        cmd.arg("--strict");
+    }
+    let out = cmd.output().unwrap();
+    out.status.code().unwrap()
+}
+
+/// Exit status of the checker (0 valid, 1 invalid).
+fn checker_verdict(file: &Path, format: &str, allow_open_tail: bool) -> i32 {
+    let mut cmd = Command::new("python3");
+    cmd.arg(CHECKER).arg(file).args(["--format", format]);
+    if allow_open_tail {
+        cmd.arg("--allow-open-tail");
+    }
+    let out = cmd.output().unwrap();
+    out.status.code().unwrap()
+}
+
+/// Checks that both judges give the same verdict, and that it is `expected` (0 / 1).
+fn agree(file: &Path, format: &str, allow_open_tail: bool, expected: i32) -> String {
+    let ours = compactor_verdict(file, format, allow_open_tail);
+    let theirs = checker_verdict(file, format, allow_open_tail);
+    assert_eq!(
+        ours,
+        theirs,
+        "{} as {format}: compactor {ours}, checker {theirs}",
+        file.display()
+    );
+    assert_eq!(ours, expected, "{} as {format}", file.display());
+    format!("{} {format}: {ours}", file.display())
+}
+
+fn convert(input: &Path, to: &str, out: &Path) {
+    let status = bin()
+        .arg("convert")
+        .arg(input)
+        .args(["--to", to, "-o"])
+        .arg(out)
+        .output()
+        .unwrap();
+    assert!(
+        status.status.success(),
+        "convert {} --to {to}: {}",
+        input.display(),
+        String::from_utf8_lossy(&status.stderr)
+    );
+}
+
+fn native(file: &str) -> &'static str {
+    if file.starts_with("codex_") {
+        "openai-responses"
+    } else if file.ends_with(".traj.json") {
+        "openai-chat"
+    } else {
+        "anthropic"
+    }
+}
+
+#[test]
+fn validate_agrees_with_the_checker_on_every_converted_corpus_file() {
+    let dir = out_dir();
+    let mut inputs: Vec<(PathBuf, String, &str)> = LOGS
+        .iter()
+        .map(|f| (Path::new(CORPUS).join(f), f.to_string(), native(f)))
+        .collect();
+    for (i, body) in cassette_requests().iter().enumerate() {
+        let path = dir.join(format!("cassette_request_{i}.json"));
+        std::fs::write(&path, serde_json::to_string(body).unwrap()).unwrap();
+        inputs.push((path, format!("cassette_request_{i}"), "anthropic"));
+    }
+    let mut seen = Vec::new();
+    for (input, name, native) in &inputs {
+        let mut targets = vec!["anthropic", "openai-chat"];
+        if !targets.contains(native) {
+            targets.push(native);
+        }
+        for to in targets {
+            let out = dir.join(format!("{name}.{to}.json"));
+            convert(input, to, &out);
+            // Session logs may end in an interrupted turn; both judges accept an open tail.
+            seen.push(agree(&out, to, true, 0));
+        }
+    }
+    assert_eq!(seen.len(), 2 * 12 + 1);
+}
+
+#[test]
+fn validate_agrees_with_the_checker_on_every_case() {
+    let dir = out_dir();
+    let mut names = Vec::new();
+    for entry in std::fs::read_dir(CASES).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().and_then(|e| e.to_str()) != Some("json") {
+            continue;
+        }
+        let name = path.file_stem().unwrap().to_str().unwrap().to_string();
+        let case: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let format = case["format"].as_str().unwrap();
+        let open_tail = case["allow_open_tail"] == Value::Bool(true);
+        let request = dir.join(format!("case_{name}.json"));
+        std::fs::write(&request, serde_json::to_string(&case["request"]).unwrap()).unwrap();
+        let invalid = name.starts_with("a09") || name.starts_with("a10");
+        agree(&request, format, open_tail, i32::from(invalid));
+        names.push(name);
+    }
+    assert_eq!(names.len(), 13);
+}
