@@ -358,6 +358,8 @@ impl ToolResult {
             || head.starts_with("error")
             || head.contains("failed in sandbox")
             || head.contains("[request interrupted")
+            // compactor's own placeholder for a cleared failed result (microcompact)
+            || head.starts_with("[compactor: cleared failed")
         {
             return Outcome::Error;
         }

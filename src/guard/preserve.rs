@@ -73,11 +73,14 @@ pub fn check_compaction(
         }
     }
     let has_flag = format.has_error_flag();
-    let results_after: HashMap<&str, &ToolResult> = after
+    let results_after: HashMap<&str, (usize, &ToolResult)> = after
         .messages
         .iter()
-        .flat_map(Message::tool_results)
-        .map(|r| (r.tool_use_id.as_str(), r))
+        .enumerate()
+        .flat_map(|(i, m)| {
+            m.tool_results()
+                .map(move |r| (r.tool_use_id.as_str(), (i, r)))
+        })
         .collect();
     let mut text_after: Option<String> = None;
     for r in before.messages.iter().flat_map(Message::tool_results) {
@@ -85,19 +88,20 @@ pub fn check_compaction(
             continue;
         }
         let id = r.tool_use_id.as_str();
-        let kept = match results_after.get(id) {
-            Some(now) => {
+        let (at, kept) = match results_after.get(id) {
+            Some((i, now)) => (
+                Some(*i),
                 now.outcome(has_flag) == Outcome::Error
-                    || (r.is_error.is_none() && now.text() == r.text())
-            }
+                    || (r.is_error.is_none() && now.text() == r.text()),
+            ),
             None => {
                 let text = text_after
                     .get_or_insert_with(|| format.write(after).to_string().to_lowercase());
-                mentions_failure(text, &id.to_lowercase())
+                (None, mentions_failure(text, &id.to_lowercase()))
             }
         };
         if !kept {
-            push(None, ViolationKind::FailureLost { id: id.into() });
+            push(at, ViolationKind::FailureLost { id: id.into() });
         }
     }
     out
