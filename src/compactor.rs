@@ -15,6 +15,7 @@ use crate::format::Format;
 use crate::guard::{self, ValidateOptions, Violation};
 use crate::report::{Report, Status, TierRun, Timings, violation_lines};
 use crate::strategy::microcompact::Microcompact;
+use crate::strategy::summary::{DEFAULT_PROMPT, Summary};
 use crate::strategy::truncate::Truncate;
 use crate::strategy::{Budget, Context, Strategy};
 use crate::tokens::TokenCounter;
@@ -51,7 +52,7 @@ pub struct Compactor {
 
 impl Compactor {
     /// Builds the pipeline the settings describe: the tokenizer, and one strategy per tier.
-    /// `summary` needs an LLM; without one it is skipped and the report says so.
+    /// `summary` needs an LLM (`[llm]`); without one it is skipped and the report says so.
     ///
     /// # Errors
     /// [`ConfigError`] for a tier that cannot be built.
@@ -67,7 +68,22 @@ impl Compactor {
                 "microcompact" => tiers.push(Box::new(Microcompact {
                     config: settings.microcompact.clone(),
                 })),
-                "summary" => skipped.push("summary tier skipped: no LLM configured".to_string()),
+                "summary" => match &settings.llm {
+                    None => skipped.push("summary tier skipped: no LLM configured".to_string()),
+                    Some(llm) => {
+                        let summarizer =
+                            crate::llm::from_config(llm).map_err(|e| ConfigError::Invalid {
+                                key: "llm".into(),
+                                message: e.to_string(),
+                            })?;
+                        tiers.push(Box::new(Summary::new(
+                            summarizer,
+                            settings.summary.clone(),
+                            summary_prompt(&settings.summary.prompt_file)?,
+                            settings.truncate.clone(),
+                        )));
+                    }
+                },
                 other => {
                     return Err(ConfigError::Invalid {
                         key: "policy.tiers".into(),
@@ -289,6 +305,17 @@ impl Compactor {
             report,
         })
     }
+}
+
+/// The summary prompt: the file named by `summary.prompt_file`, else the built-in one.
+fn summary_prompt(file: &str) -> Result<String, ConfigError> {
+    if file.trim().is_empty() {
+        return Ok(DEFAULT_PROMPT.to_string());
+    }
+    std::fs::read_to_string(file).map_err(|e| ConfigError::Invalid {
+        key: "summary.prompt_file".into(),
+        message: format!("cannot read {file}: {e}"),
+    })
 }
 
 fn ms(since: Instant) -> f64 {

@@ -1,0 +1,2 @@
+mod summary;
+mod support;
