@@ -45,10 +45,14 @@ fn session(rounds: usize) -> Value {
         messages.push(json!({"role": "user", "content": format!("Request number {r}: please look at module {r}.")}));
         let mut content = Vec::new();
         if r == 0 {
-            content.push(json!({"type": "thinking", "thinking": SECRET_THINKING, "signature": "c2ln"}));
+            content.push(
+                json!({"type": "thinking", "thinking": SECRET_THINKING, "signature": "c2ln"}),
+            );
         }
-        content.push(json!({"type": "tool_use", "id": format!("toolu_{r}"), "name": "Bash",
-                            "input": {"command": format!("cat src/mod{r}.rs")}}));
+        content.push(
+            json!({"type": "tool_use", "id": format!("toolu_{r}"), "name": "Bash",
+                            "input": {"command": format!("cat src/mod{r}.rs")}}),
+        );
         messages.push(json!({"role": "assistant", "content": content}));
         let mut result = json!({"type": "tool_result", "tool_use_id": format!("toolu_{r}"),
                                 "content": format!("line of output for module {r} ").repeat(30)});
@@ -77,7 +81,10 @@ fn half(engine: &Compactor, c: &Conversation) -> usize {
 }
 
 fn assert_valid(c: &Conversation, input: &Conversation, format: Format) {
-    let open = guard::Units::of(input).exchanges.last().is_some_and(|e| e.open);
+    let open = guard::Units::of(input)
+        .exchanges
+        .last()
+        .is_some_and(|e| e.open);
     let v = guard::validate(
         c,
         format,
@@ -119,7 +126,12 @@ async fn summary_request_carries_transcript_and_instructions_without_thinking_or
         )
         .await
         .unwrap();
-    assert_eq!(out.report.status, Status::Compacted, "{}", notes(&out.report));
+    assert_eq!(
+        out.report.status,
+        Status::Compacted,
+        "{}",
+        notes(&out.report)
+    );
     let requests = server.requests();
     assert_eq!(requests.len(), 1);
     let r = &requests[0];
@@ -129,11 +141,23 @@ async fn summary_request_carries_transcript_and_instructions_without_thinking_or
     assert_eq!(r.body["model"], "fake-model");
     let system = r.system_text();
     assert!(system.contains("Requests and constraints"), "{system}");
-    assert!(system.contains("Keep every file path.\nFocus on module 3."), "{system}");
+    assert!(
+        system.contains("Keep every file path.\nFocus on module 3."),
+        "{system}"
+    );
     let user = r.user_text();
-    assert!(user.contains("User: Request number 0: please look at module 0."), "{user}");
-    assert!(user.contains("[call toolu_0 Bash(cat src/mod0.rs)]"), "{user}");
-    assert!(user.contains("[result toolu_1 Bash (error): error: cat: src/mod1.rs"), "{user}");
+    assert!(
+        user.contains("User: Request number 0: please look at module 0."),
+        "{user}"
+    );
+    assert!(
+        user.contains("[call toolu_0 Bash(cat src/mod0.rs)]"),
+        "{user}"
+    );
+    assert!(
+        user.contains("[result toolu_1 Bash (error): error: cat: src/mod1.rs"),
+        "{user}"
+    );
     assert!(user.contains("Assistant: Module 0 looked at."), "{user}");
     let body = r.body.to_string();
     assert!(!body.contains(SECRET_THINKING));
@@ -145,18 +169,33 @@ async fn summary_request_carries_transcript_and_instructions_without_thinking_or
     let text = first_text(c);
     assert!(text.starts_with(SUMMARY_PREFIX), "{text}");
     assert!(text.contains(DEFAULT_SUMMARY));
-    assert!(text.contains("- failed: [call toolu_1 Bash(cat src/mod1.rs)] -> [result toolu_1 Bash (error):"), "{text}");
-    assert!(text.contains("- ran: toolu_0 Bash(cat src/mod0.rs) -> ok"), "{text}");
+    assert!(
+        text.contains(
+            "- failed: [call toolu_1 Bash(cat src/mod1.rs)] -> [result toolu_1 Bash (error):"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("- ran: toolu_0 Bash(cat src/mod0.rs) -> ok"),
+        "{text}"
+    );
     assert_eq!(c.messages.last(), input.messages.last());
-    assert!(!Format::Anthropic.write(c).to_string().contains(SECRET_THINKING));
+    assert!(
+        !Format::Anthropic
+            .write(c)
+            .to_string()
+            .contains(SECRET_THINKING)
+    );
 }
 
 #[tokio::test]
 async fn openai_provider_sends_chat_completions_with_a_bearer_key() {
     let server = FakeLlm::start(vec![Reply::Text("ok summary".into())]).await;
-    let client =
-        compactor::llm::openai::OpenAiClient::new(llm(&server, Provider::Openai), Some("sk-test".into()))
-            .unwrap();
+    let client = compactor::llm::openai::OpenAiClient::new(
+        llm(&server, Provider::Openai),
+        Some("sk-test".into()),
+    )
+    .unwrap();
     let request = SummaryRequest {
         system: "sys".into(),
         user: "material".into(),
@@ -212,7 +251,12 @@ async fn retries_on_429_and_503_honouring_retry_after() {
         .await
         .unwrap();
     assert_eq!(server.count(), 3);
-    assert_eq!(out.report.status, Status::Compacted, "{}", notes(&out.report));
+    assert_eq!(
+        out.report.status,
+        Status::Compacted,
+        "{}",
+        notes(&out.report)
+    );
     assert!(first_text(&out.conversation).contains(DEFAULT_SUMMARY));
 }
 
@@ -228,8 +272,17 @@ async fn retries_are_bounded_then_truncate_takes_over() {
         .await
         .unwrap();
     assert_eq!(server.count(), 2);
-    assert_eq!(out.report.status, Status::Degraded, "{}", notes(&out.report));
-    assert!(notes(&out.report).contains("HTTP 503"), "{}", notes(&out.report));
+    assert_eq!(
+        out.report.status,
+        Status::Degraded,
+        "{}",
+        notes(&out.report)
+    );
+    assert!(
+        notes(&out.report).contains("HTTP 503"),
+        "{}",
+        notes(&out.report)
+    );
     assert_valid(&out.conversation, &input, Format::Anthropic);
 }
 
@@ -247,12 +300,18 @@ async fn falls_back(reply: Reply, reason: &str, timeout_secs: f64, max_summary_t
         .await
         .unwrap();
     assert_eq!(server.count(), 1);
-    assert_eq!(out.report.status, Status::Degraded, "{}", notes(&out.report));
+    assert_eq!(
+        out.report.status,
+        Status::Degraded,
+        "{}",
+        notes(&out.report)
+    );
     let summary_tier = &out.report.tiers[0];
     assert_eq!(summary_tier.strategy, "summary");
     assert!(summary_tier.accepted);
     assert!(
-        summary_tier.notes[0].starts_with("summary failed (") && summary_tier.notes[0].contains(reason),
+        summary_tier.notes[0].starts_with("summary failed (")
+            && summary_tier.notes[0].contains(reason),
         "{:?}",
         summary_tier.notes
     );
@@ -299,12 +358,18 @@ async fn the_circuit_breaker_stops_calling_after_repeated_failures() {
     let input = read(&session(8));
     let budget = Some(half(&engine, &input));
     for _ in 0..2 {
-        let out = engine.compact(&input, Format::Anthropic, budget).await.unwrap();
+        let out = engine
+            .compact(&input, Format::Anthropic, budget)
+            .await
+            .unwrap();
         assert_eq!(out.report.status, Status::Degraded);
     }
     assert_eq!(server.count(), 2);
     for _ in 0..3 {
-        let out = engine.compact(&input, Format::Anthropic, budget).await.unwrap();
+        let out = engine
+            .compact(&input, Format::Anthropic, budget)
+            .await
+            .unwrap();
         assert_eq!(out.report.status, Status::Degraded);
         assert!(notes(&out.report).contains("circuit open after 2 consecutive failures"));
         assert_valid(&out.conversation, &input, Format::Anthropic);
@@ -318,8 +383,14 @@ async fn the_same_history_twice_is_summarized_once() {
     let engine = Compactor::from_config(settings(llm(&server, Provider::Anthropic))).unwrap();
     let input = read(&session(8));
     let budget = Some(half(&engine, &input));
-    let first = engine.compact(&input, Format::Anthropic, budget).await.unwrap();
-    let second = engine.compact(&input, Format::Anthropic, budget).await.unwrap();
+    let first = engine
+        .compact(&input, Format::Anthropic, budget)
+        .await
+        .unwrap();
+    let second = engine
+        .compact(&input, Format::Anthropic, budget)
+        .await
+        .unwrap();
     assert_eq!(server.count(), 1);
     assert_eq!(first.conversation, second.conversation);
     assert!(notes(&second.report).contains("summary: cache hit, no model call"));
@@ -346,11 +417,19 @@ async fn an_earlier_summary_is_updated_with_the_new_messages_only() {
         .compact(&grown, Format::Anthropic, Some(half(&engine, &grown)))
         .await
         .unwrap();
-    assert_eq!(out.report.status, Status::Compacted, "{}", notes(&out.report));
+    assert_eq!(
+        out.report.status,
+        Status::Compacted,
+        "{}",
+        notes(&out.report)
+    );
     let requests = server.requests();
     assert_eq!(requests.len(), 2);
     let user = requests[1].user_text();
-    assert!(user.contains("<earlier_summary>\nFIRST SUMMARY: modules 0-5 read.\n</earlier_summary>"), "{user}");
+    assert!(
+        user.contains("<earlier_summary>\nFIRST SUMMARY: modules 0-5 read.\n</earlier_summary>"),
+        "{user}"
+    );
     assert!(!user.contains("Request number 0:"), "{user}");
     assert!(!user.contains("Ledger (made by code"), "{user}");
     assert!(user.contains("Request number 8:"), "{user}");
@@ -358,7 +437,10 @@ async fn an_earlier_summary_is_updated_with_the_new_messages_only() {
     assert!(text.starts_with(SUMMARY_PREFIX));
     assert!(text.contains(DEFAULT_SUMMARY));
     // The failure of the first span is carried forward by the ledger.
-    assert!(text.contains("- failed: [call toolu_1 Bash(cat src/mod1.rs)]"), "{text}");
+    assert!(
+        text.contains("- failed: [call toolu_1 Bash(cat src/mod1.rs)]"),
+        "{text}"
+    );
     assert_valid(&out.conversation, &grown, Format::Anthropic);
 }
 
@@ -375,17 +457,33 @@ async fn a_transcript_over_the_window_is_summarized_in_chunks_then_merged() {
         .compact(&input, Format::Anthropic, Some(half(&engine, &input)))
         .await
         .unwrap();
-    assert_eq!(out.report.status, Status::Compacted, "{}", notes(&out.report));
+    assert_eq!(
+        out.report.status,
+        Status::Compacted,
+        "{}",
+        notes(&out.report)
+    );
     let requests = server.requests();
     let n = requests.len() - 1;
     assert!(n >= 2, "{n} chunks");
     for (i, r) in requests[..n].iter().enumerate() {
         let user = r.user_text();
-        assert!(user.contains(&format!("part {} of {n} of a transcript", i + 1)), "{user}");
-        assert!(engine.counter().count_text(&user) + engine.counter().count_text(&r.system_text()) + 300 <= 2_600);
+        assert!(
+            user.contains(&format!("part {} of {n} of a transcript", i + 1)),
+            "{user}"
+        );
+        assert!(
+            engine.counter().count_text(&user)
+                + engine.counter().count_text(&r.system_text())
+                + 300
+                <= 2_600
+        );
     }
     let merge = requests[n].user_text();
-    assert!(merge.starts_with(&format!("Here are {n} partial summaries")), "{merge}");
+    assert!(
+        merge.starts_with(&format!("Here are {n} partial summaries")),
+        "{merge}"
+    );
     assert!(merge.contains(&format!("<part {n}>\n{DEFAULT_SUMMARY}\n</part {n}>")));
     assert_valid(&out.conversation, &input, Format::Anthropic);
 }
@@ -401,7 +499,11 @@ async fn without_an_llm_the_summary_tier_is_skipped_with_a_note() {
         .compact(&input, Format::Anthropic, Some(half(&engine, &input)))
         .await
         .unwrap();
-    assert!(out.report.notes.contains(&"summary tier skipped: no LLM configured".to_string()));
+    assert!(
+        out.report
+            .notes
+            .contains(&"summary tier skipped: no LLM configured".to_string())
+    );
     assert_eq!(out.report.tiers.len(), 1);
     assert_eq!(out.report.tiers[0].strategy, "truncate");
 }
@@ -446,8 +548,16 @@ async fn compact_and_check(
 ) -> Report {
     let out = engine.compact(input, format, Some(budget)).await.unwrap();
     assert_valid(&out.conversation, input, format);
-    let open = guard::Units::of(input).exchanges.last().is_some_and(|e| e.open);
-    check_request(name, &format.write(&out.conversation), &format.write(input), open);
+    let open = guard::Units::of(input)
+        .exchanges
+        .last()
+        .is_some_and(|e| e.open);
+    check_request(
+        name,
+        &format.write(&out.conversation),
+        &format.write(input),
+        open,
+    );
     out.report
 }
 
@@ -460,14 +570,19 @@ async fn every_corpus_session_compacts_to_a_valid_request_with_summary() {
     let mut paths: Vec<PathBuf> = std::fs::read_dir(shared().join("corpus"))
         .unwrap()
         .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "jsonl" || e == "json" || e == "yaml"))
+        .filter(|p| {
+            p.extension()
+                .is_some_and(|e| e == "jsonl" || e == "json" || e == "yaml")
+        })
         .collect();
     paths.sort();
     let mut ran = 0;
     for path in &paths {
         let name = path.file_name().unwrap().to_string_lossy().to_string();
         if name.ends_with(".yaml") {
-            println!("skip {name}: a YAML cassette of recorded API calls, not a session compactor reads");
+            println!(
+                "skip {name}: a YAML cassette of recorded API calls, not a session compactor reads"
+            );
             continue;
         }
         let bytes = std::fs::read(path).unwrap();
@@ -480,8 +595,12 @@ async fn every_corpus_session_compacts_to_a_valid_request_with_summary() {
             Err(e) => panic!("{name}: {e}"),
         };
         let budget = half(&engine, &loaded.conversation);
-        let report = compact_and_check(&engine, &name, &loaded.conversation, loaded.format, budget).await;
-        println!("{name}: {:?} {} -> {} tokens", report.status, report.tokens_before, report.tokens_after);
+        let report =
+            compact_and_check(&engine, &name, &loaded.conversation, loaded.format, budget).await;
+        println!(
+            "{name}: {:?} {} -> {} tokens",
+            report.status, report.tokens_before, report.tokens_after
+        );
         ran += 1;
     }
     println!("corpus: {ran} of {} files compacted", paths.len());
@@ -506,14 +625,24 @@ async fn every_shared_case_request_compacts_to_a_valid_request_with_summary() {
         let input = format.read(&case["request"]).unwrap();
         let budget = case["budget"].as_u64().unwrap() as usize;
         if case["expect"].get("error").is_some() {
-            assert!(engine.compact(&input, format, Some(budget)).await.is_err(), "{name}");
+            assert!(
+                engine.compact(&input, format, Some(budget)).await.is_err(),
+                "{name}"
+            );
             continue;
         }
         let report = compact_and_check(&engine, &name, &input, format, budget).await;
-        if report.tiers.first().is_some_and(|t| t.strategy == "summary" && t.accepted) {
+        if report
+            .tiers
+            .first()
+            .is_some_and(|t| t.strategy == "summary" && t.accepted)
+        {
             summarized += 1;
         }
-        println!("{name}: {:?} {} -> {} tokens", report.status, report.tokens_before, report.tokens_after);
+        println!(
+            "{name}: {:?} {} -> {} tokens",
+            report.status, report.tokens_before, report.tokens_after
+        );
     }
     println!("cases: {summarized} of {} summarized", paths.len());
     let _ = Message::text;

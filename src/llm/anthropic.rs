@@ -1,6 +1,6 @@
 //! Anthropic Messages API client: `POST {base_url}/v1/messages`.
 
-use super::{LlmConfig, LlmError, SummaryRequest, Summarizer, http_client, post_json, snippet};
+use super::{LlmConfig, LlmError, Summarizer, SummaryRequest, http_client, post_json, snippet};
 use serde_json::{Value, json};
 
 /// The `anthropic-version` header sent with every request.
@@ -59,7 +59,14 @@ impl Summarizer for AnthropicClient {
         if let Some(k) = &self.key {
             headers.push(("x-api-key", k.as_str()));
         }
-        let text = post_json(&self.http, &self.config, &url, &headers, &self.body(request)).await?;
+        let text = post_json(
+            &self.http,
+            &self.config,
+            &url,
+            &headers,
+            &self.body(request),
+        )
+        .await?;
         let decode = |message: &str| LlmError::Decode {
             url: url.clone(),
             message: message.into(),

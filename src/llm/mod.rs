@@ -161,10 +161,13 @@ mod defaults {
 impl LlmConfig {
     /// The base URL in force, without a trailing slash.
     pub fn base(&self) -> String {
-        let url = self.base_url.clone().unwrap_or_else(|| match self.provider {
-            Provider::Anthropic => "https://api.anthropic.com".into(),
-            Provider::Openai => "https://api.openai.com".into(),
-        });
+        let url = self
+            .base_url
+            .clone()
+            .unwrap_or_else(|| match self.provider {
+                Provider::Anthropic => "https://api.anthropic.com".into(),
+                Provider::Openai => "https://api.openai.com".into(),
+            });
         url.trim_end_matches('/').to_string()
     }
 
@@ -244,8 +247,14 @@ pub(crate) async fn post_json(
                 body: snippet(&text),
             });
         }
-        let backoff = retry_after.unwrap_or_else(|| Duration::from_millis(500u64 << attempt.min(6)));
-        tracing::warn!(status = status.as_u16(), attempt, ?backoff, "summarizer: retrying");
+        let backoff =
+            retry_after.unwrap_or_else(|| Duration::from_millis(500u64 << attempt.min(6)));
+        tracing::warn!(
+            status = status.as_u16(),
+            attempt,
+            ?backoff,
+            "summarizer: retrying"
+        );
         tokio::time::sleep(backoff).await;
         attempt += 1;
     }
@@ -319,7 +328,9 @@ mod tests {
         let err = from_config(&c).err().map(|e| e.to_string());
         assert_eq!(
             err.as_deref(),
-            Some("environment variable COMPACTOR_TEST_SURELY_UNSET_KEY (llm.api_key_env) is not set")
+            Some(
+                "environment variable COMPACTOR_TEST_SURELY_UNSET_KEY (llm.api_key_env) is not set"
+            )
         );
     }
 }

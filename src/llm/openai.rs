@@ -1,7 +1,7 @@
 //! OpenAI Chat Completions client: `POST {base_url}/v1/chat/completions`. Also speaks to
 //! compatible servers (llama.cpp's `llama-server`, Ollama, vLLM) through `base_url`.
 
-use super::{LlmConfig, LlmError, SummaryRequest, Summarizer, http_client, post_json, snippet};
+use super::{LlmConfig, LlmError, Summarizer, SummaryRequest, http_client, post_json, snippet};
 use serde_json::{Value, json};
 
 /// A summarizer on an OpenAI-compatible Chat Completions endpoint.
@@ -62,7 +62,14 @@ impl Summarizer for OpenAiClient {
         if let Some(a) = &auth {
             headers.push(("authorization", a.as_str()));
         }
-        let text = post_json(&self.http, &self.config, &url, &headers, &self.body(request)).await?;
+        let text = post_json(
+            &self.http,
+            &self.config,
+            &url,
+            &headers,
+            &self.body(request),
+        )
+        .await?;
         let decode = |message: &str| LlmError::Decode {
             url: url.clone(),
             message: message.into(),

@@ -218,7 +218,10 @@ pub fn ledger(messages: &[Message], has_error_flag: bool) -> Vec<String> {
         .collect();
     let results: HashMap<&str, (&Message, &crate::conversation::ToolResult)> = messages
         .iter()
-        .flat_map(|m| m.tool_results().map(move |r| (r.tool_use_id.as_str(), (m, r))))
+        .flat_map(|m| {
+            m.tool_results()
+                .map(move |r| (r.tool_use_id.as_str(), (m, r)))
+        })
         .collect();
     let mut lines: Vec<String> = Vec::new();
     let mut push = |l: String| {
@@ -260,9 +263,13 @@ pub fn ledger(messages: &[Message], has_error_flag: bool) -> Vec<String> {
                 let cancelled = ["interrupt", "cancel", "abort"]
                     .iter()
                     .any(|w| text.contains(w));
-                let result_line =
-                    digest_line(m.role, &Block::ToolResult((*r).clone()), &tools, has_error_flag)
-                        .unwrap_or_default();
+                let result_line = digest_line(
+                    m.role,
+                    &Block::ToolResult((*r).clone()),
+                    &tools,
+                    has_error_flag,
+                )
+                .unwrap_or_default();
                 let label = if cancelled {
                     "cancelled (failed)"
                 } else {
@@ -351,7 +358,9 @@ fn merge_ledgers(earlier: &[&str], new: Vec<String>) -> Vec<String> {
         true
     });
     if omitted > 0 {
-        all.push(format!("- ({omitted} older successful commands not listed)"));
+        all.push(format!(
+            "- ({omitted} older successful commands not listed)"
+        ));
     }
     all
 }
@@ -486,8 +495,10 @@ impl Summary {
         tracing::warn!(%reason, "summary failed: falling back to truncate");
         let mut c = self.fallback.run(conversation, budget, cx);
         c.degraded = true;
-        c.notes
-            .insert(0, format!("summary failed ({reason}): fell back to truncate"));
+        c.notes.insert(
+            0,
+            format!("summary failed ({reason}): fell back to truncate"),
+        );
         c
     }
 
@@ -860,7 +871,9 @@ mod tests {
     #[test]
     fn chunks_stay_within_room_on_line_boundaries() {
         let counter = counter_for(Tokenizer::default());
-        let text: String = (0..50).map(|i| format!("User: line {i} {}\n", "x".repeat(40))).collect();
+        let text: String = (0..50)
+            .map(|i| format!("User: line {i} {}\n", "x".repeat(40)))
+            .collect();
         let chunks = chunk(&text, 60, counter.as_ref());
         assert!(chunks.len() > 1);
         for c in &chunks {

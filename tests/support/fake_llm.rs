@@ -42,7 +42,10 @@ pub struct Recorded {
 impl Recorded {
     /// The material sent: the user message's text (both APIs).
     pub fn user_text(&self) -> String {
-        let msgs = self.body["messages"].as_array().cloned().unwrap_or_default();
+        let msgs = self.body["messages"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
         msgs.iter()
             .filter(|m| m["role"] == "user")
             .map(|m| m["content"].as_str().unwrap_or_default().to_string())
@@ -55,7 +58,10 @@ impl Recorded {
         if let Some(s) = self.body["system"].as_str() {
             return s.to_string();
         }
-        let msgs = self.body["messages"].as_array().cloned().unwrap_or_default();
+        let msgs = self.body["messages"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
         msgs.iter()
             .filter(|m| m["role"] == "system")
             .map(|m| m["content"].as_str().unwrap_or_default().to_string())
@@ -125,7 +131,12 @@ async fn handle(
         path: path.clone(),
         headers: headers
             .iter()
-            .map(|(k, v)| (k.as_str().to_lowercase(), v.to_str().unwrap_or("").to_string()))
+            .map(|(k, v)| {
+                (
+                    k.as_str().to_lowercase(),
+                    v.to_str().unwrap_or("").to_string(),
+                )
+            })
             .collect(),
         body: serde_json::from_slice(&body).unwrap_or(Value::Null),
     };
