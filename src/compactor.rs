@@ -16,6 +16,7 @@ use crate::guard::{self, ValidateOptions, Violation};
 use crate::memory::{Memory, PrefixHashes};
 use crate::report::{Report, Status, TierRun, Timings, violation_lines};
 use crate::strategy::microcompact::Microcompact;
+use crate::strategy::summary::{DEFAULT_PROMPT, Summary};
 use crate::strategy::truncate::Truncate;
 use crate::strategy::{Budget, Context, Strategy};
 use crate::tokens::TokenCounter;
@@ -53,7 +54,7 @@ pub struct Compactor {
 
 impl Compactor {
     /// Builds the pipeline the settings describe: the tokenizer, and one strategy per tier.
-    /// `summary` needs an LLM; without one it is skipped and the report says so.
+    /// `summary` needs an LLM (`[llm]`); without one it is skipped and the report says so.
     ///
     /// # Errors
     /// [`ConfigError`] for a tier that cannot be built.
@@ -69,7 +70,22 @@ impl Compactor {
                 "microcompact" => tiers.push(Box::new(Microcompact {
                     config: settings.microcompact.clone(),
                 })),
-                "summary" => skipped.push("summary tier skipped: no LLM configured".to_string()),
+                "summary" => match &settings.llm {
+                    None => skipped.push("summary tier skipped: no LLM configured".to_string()),
+                    Some(llm) => {
+                        let summarizer =
+                            crate::llm::from_config(llm).map_err(|e| ConfigError::Invalid {
+                                key: "llm".into(),
+                                message: e.to_string(),
+                            })?;
+                        tiers.push(Box::new(Summary::new(
+                            summarizer,
+                            settings.summary.clone(),
+                            summary_prompt(&settings.summary.prompt_file)?,
+                            settings.truncate.clone(),
+                        )));
+                    }
+                },
                 other => {
                     return Err(ConfigError::Invalid {
                         key: "policy.tiers".into(),
@@ -205,7 +221,9 @@ impl Compactor {
         // Hysteresis across calls: continue from the remembered compaction of this history's
         // prefix, so the compacted prefix (and the provider's prompt cache) stays the same.
         let hashes = PrefixHashes::of(input, budget.limit as u64);
-        if let Some((len, mut candidate)) = self.memory.recall(&hashes) {
+        let remember = self.settings.policy.remember;
+        if let Some((len, mut candidate)) = remember.then(|| self.memory.recall(&hashes)).flatten()
+        {
             candidate.messages.extend_from_slice(&input.messages[len..]);
             let t0 = Instant::now();
             let mut violations = guard::validate(&candidate, format, options);
@@ -221,6 +239,7 @@ impl Compactor {
                 report.continued_from = Some(len);
                 if tokens <= trigger {
                     self.memory.remember(&hashes, &candidate);
+
                     report.tokens_after = tokens;
                     report.status = Status::Compacted;
                     report.messages_after = candidate.messages.len();
@@ -317,7 +336,9 @@ impl Compactor {
         report.timings.total_ms = ms(started);
         let conversation = match current {
             Some(c) => {
-                self.memory.remember(&hashes, &c);
+                if remember {
+                    self.memory.remember(&hashes, &c);
+                }
                 Cow::Owned(c)
             }
             None => Cow::Borrowed(input),
@@ -328,6 +349,17 @@ impl Compactor {
             report,
         })
     }
+}
+
+/// The summary prompt: the file named by `summary.prompt_file`, else the built-in one.
+fn summary_prompt(file: &str) -> Result<String, ConfigError> {
+    if file.trim().is_empty() {
+        return Ok(DEFAULT_PROMPT.to_string());
+    }
+    std::fs::read_to_string(file).map_err(|e| ConfigError::Invalid {
+        key: "summary.prompt_file".into(),
+        message: format!("cannot read {file}: {e}"),
+    })
 }
 
 fn ms(since: Instant) -> f64 {

@@ -4,7 +4,9 @@
 //! misspelt key is an error naming it), then checked into [`Settings`]. No globals: two
 //! `Settings` can live side by side in one process (the A/B command runs several at once).
 
+use crate::llm::LlmConfig;
 use crate::strategy::microcompact::MicrocompactConfig;
+use crate::strategy::summary::SummaryConfig;
 use crate::strategy::truncate::TruncateConfig;
 use crate::tokens::Tokenizer;
 use config::{Config, Environment, File, FileFormat};
@@ -23,6 +25,7 @@ pub const BUILTIN_PRESETS: &[(&str, &str)] = &[
         "microcompact",
         include_str!("../strategies/microcompact.toml"),
     ),
+    ("summary", include_str!("../strategies/summary.toml")),
 ];
 
 /// Errors while loading settings.
@@ -41,7 +44,7 @@ pub enum ConfigError {
     },
     /// `--strategy NAME` names no preset.
     #[error(
-        "no strategy preset {name:?} (looked in {searched}; built in: default, truncate, microcompact)"
+        "no strategy preset {name:?} (looked in {searched}; built in: default, truncate, microcompact, summary)"
     )]
     PresetNotFound {
         /// The name asked for.
@@ -68,6 +71,12 @@ pub struct RawSettings {
     pub truncate: TruncateConfig,
     /// `[microcompact]`.
     pub microcompact: MicrocompactConfig,
+    /// `[summary]`.
+    #[serde(default)]
+    pub summary: SummaryConfig,
+    /// `[llm]`: absent = no LLM (the `summary` tier is skipped).
+    #[serde(default)]
+    pub llm: Option<LlmConfig>,
 }
 
 /// `[budget]`: how many tokens the request may hold, and when and how far to compact.
@@ -103,6 +112,14 @@ impl BudgetSettings {
 pub struct PolicySettings {
     /// Tier names, cheapest first: `microcompact`, `summary`, `truncate`.
     pub tiers: Vec<String>,
+    /// Remember recent compactions and continue from them when a later input extends the same
+    /// history (keeps the compacted prefix stable for prompt caching).
+    #[serde(default = "yes")]
+    pub remember: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// `[tokens]`.
@@ -130,6 +147,10 @@ pub struct Settings {
     pub truncate: TruncateConfig,
     /// `[microcompact]`.
     pub microcompact: MicrocompactConfig,
+    /// `[summary]`.
+    pub summary: SummaryConfig,
+    /// `[llm]`, when configured.
+    pub llm: Option<LlmConfig>,
 }
 
 /// The tier names the policy knows.
@@ -151,12 +172,15 @@ impl Default for Settings {
             },
             policy: PolicySettings {
                 tiers: KNOWN_TIERS.iter().map(|s| s.to_string()).collect(),
+                remember: true,
             },
             tokens: TokenSettings {
                 tokenizer: Tokenizer::default(),
             },
             truncate: TruncateConfig::default(),
             microcompact: MicrocompactConfig::default(),
+            summary: SummaryConfig::default(),
+            llm: None,
         })
     }
 }
@@ -301,6 +325,42 @@ fn check(raw: RawSettings, preset: String) -> Result<Settings, ConfigError> {
             format!("must be in [0, 1), found {}", raw.truncate.digest_share),
         ));
     }
+    let sm = &raw.summary;
+    if !(0.0..1.0).contains(&sm.keep_recent_share) {
+        return Err(invalid(
+            "summary.keep_recent_share",
+            format!("must be in [0, 1), found {}", sm.keep_recent_share),
+        ));
+    }
+    if sm.max_summary_tokens == 0 {
+        return Err(invalid("summary.max_summary_tokens", "must be > 0".into()));
+    }
+    if !(sm.cooldown_secs >= 0.0 && sm.cooldown_secs.is_finite()) {
+        return Err(invalid(
+            "summary.cooldown_secs",
+            format!("must be >= 0, found {}", sm.cooldown_secs),
+        ));
+    }
+    if let Some(llm) = &raw.llm {
+        if llm.model.trim().is_empty() {
+            return Err(invalid("llm.model", "must not be empty".into()));
+        }
+        if !(llm.timeout_secs > 0.0 && llm.timeout_secs.is_finite()) {
+            return Err(invalid(
+                "llm.timeout_secs",
+                format!("must be > 0, found {}", llm.timeout_secs),
+            ));
+        }
+        if llm.context_window <= sm.max_summary_tokens {
+            return Err(invalid(
+                "llm.context_window",
+                format!(
+                    "must be larger than summary.max_summary_tokens ({}), found {}",
+                    sm.max_summary_tokens, llm.context_window
+                ),
+            ));
+        }
+    }
     Ok(Settings {
         preset,
         description: raw.description,
@@ -309,6 +369,8 @@ fn check(raw: RawSettings, preset: String) -> Result<Settings, ConfigError> {
         tokens: raw.tokens,
         truncate: raw.truncate,
         microcompact: raw.microcompact,
+        summary: raw.summary,
+        llm: raw.llm,
     })
 }
 

@@ -31,6 +31,7 @@ pub mod config;
 pub mod conversation;
 pub mod format;
 pub mod guard;
+pub mod llm;
 pub mod memory;
 pub mod render;
 pub mod report;

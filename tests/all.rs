@@ -5,3 +5,7 @@ mod agreement;
 mod compaction;
 #[path = "all/corpus.rs"]
 mod corpus;
+#[path = "all/summary.rs"]
+mod summary;
+#[path = "all/support/mod.rs"]
+mod support;

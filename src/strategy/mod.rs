@@ -14,6 +14,7 @@
 
 mod digest;
 pub mod microcompact;
+pub mod summary;
 mod text_cut;
 pub use text_cut::thousands;
 pub mod truncate;

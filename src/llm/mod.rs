@@ -1,0 +1,336 @@
+//! The model behind the `summary` strategy: one small object-safe trait and two HTTP clients.
+//!
+//! ```text
+//! summary strategy -> Summarizer::complete(SummaryRequest) -> anthropic.rs  POST {base}/v1/messages
+//!                                                          -> openai.rs     POST {base}/v1/chat/completions
+//!                     (timeout per attempt; bounded retries on 429/5xx honouring retry-after)
+//! ```
+//!
+//! The strategy decides *what* to send (a pure planner); this module only sends it. The API key is
+//! read once from the environment variable named in the config and is never logged (`Debug` of
+//! the clients prints it redacted). A local server (llama.cpp's `llama-server`, Ollama, vLLM) may
+//! need no key at all.
+
+pub mod anthropic;
+pub mod openai;
+
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// One completion request: a system prompt and one user message, answered with plain text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SummaryRequest {
+    /// The instructions (the summary prompt).
+    pub system: String,
+    /// The material: a transcript, partial summaries, or an old summary plus new messages.
+    pub user: String,
+    /// Upper limit on the answer, in tokens.
+    pub max_output_tokens: usize,
+}
+
+/// A model that writes summaries. Object safe: config picks the provider at run time and the
+/// strategy holds an `Arc<dyn Summarizer>`.
+///
+/// Contract: `complete` sends one request (retrying transient failures within its own bounds)
+/// and returns the model's text, or an [`LlmError`]; it never returns an empty string as success.
+#[async_trait::async_trait]
+pub trait Summarizer: Send + Sync {
+    /// The model name (part of the summary cache key).
+    fn model(&self) -> &str;
+
+    /// The model's context window in tokens: prompt plus answer must fit.
+    fn context_window(&self) -> usize;
+
+    /// Sends `request` and returns the answer's text.
+    ///
+    /// # Errors
+    /// [`LlmError`] on transport failures, timeouts, HTTP errors left after retries, answers of
+    /// an unexpected shape and empty answers.
+    async fn complete(&self, request: &SummaryRequest) -> Result<String, LlmError>;
+}
+
+/// Errors at the LLM boundary.
+#[derive(Debug, thiserror::Error)]
+pub enum LlmError {
+    /// The server answered with an error status (after the retries, for 429/5xx).
+    #[error("HTTP {status} from {url}: {body}")]
+    Status {
+        /// The HTTP status code.
+        status: u16,
+        /// The endpoint.
+        url: String,
+        /// The start of the response body.
+        body: String,
+    },
+    /// No answer within the timeout.
+    #[error("no answer from {url} within {timeout:?}")]
+    Timeout {
+        /// The endpoint.
+        url: String,
+        /// The timeout in force.
+        timeout: Duration,
+    },
+    /// Connection or protocol failure.
+    #[error("request to {url} failed: {source}")]
+    Transport {
+        /// The endpoint.
+        url: String,
+        /// The client's error.
+        #[source]
+        source: reqwest::Error,
+    },
+    /// The answer is not of the documented shape.
+    #[error("unexpected answer from {url}: {message}: {body}")]
+    Decode {
+        /// The endpoint.
+        url: String,
+        /// What was wrong.
+        message: String,
+        /// The start of the response body.
+        body: String,
+    },
+    /// The model answered with no text.
+    #[error("empty answer from {url}")]
+    Empty {
+        /// The endpoint.
+        url: String,
+    },
+    /// The configured API key variable is not set.
+    #[error("environment variable {0} (llm.api_key_env) is not set")]
+    MissingKey(String),
+    /// The HTTP client could not be built.
+    #[error("cannot build the HTTP client: {0}")]
+    Client(#[source] reqwest::Error),
+}
+
+/// Which API the configured endpoint speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Provider {
+    /// Anthropic Messages API.
+    Anthropic,
+    /// OpenAI Chat Completions, or any compatible server.
+    Openai,
+}
+
+/// `[llm]`: the summarizer's endpoint. Absent from the config means no LLM (the `summary` tier is
+/// skipped).
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct LlmConfig {
+    /// `anthropic` or `openai`.
+    pub provider: Provider,
+    /// Server root without `/v1` (default: the provider's public API).
+    #[serde(default)]
+    pub base_url: Option<String>,
+    /// The model name sent in each request.
+    pub model: String,
+    /// Name of the environment variable holding the API key; unset = send no key.
+    #[serde(default)]
+    pub api_key_env: Option<String>,
+    /// Upper limit on one answer, in tokens.
+    #[serde(default = "defaults::max_output_tokens")]
+    pub max_output_tokens: usize,
+    /// Timeout of one attempt, in seconds.
+    #[serde(default = "defaults::timeout_secs")]
+    pub timeout_secs: f64,
+    /// Retries after a 429 or 5xx answer.
+    #[serde(default = "defaults::retries")]
+    pub retries: u32,
+    /// The summarizer model's context window, in tokens (prompt + answer).
+    #[serde(default = "defaults::context_window")]
+    pub context_window: usize,
+}
+
+mod defaults {
+    pub fn max_output_tokens() -> usize {
+        2_048
+    }
+    pub fn timeout_secs() -> f64 {
+        120.0
+    }
+    pub fn retries() -> u32 {
+        2
+    }
+    pub fn context_window() -> usize {
+        128_000
+    }
+}
+
+impl LlmConfig {
+    /// The base URL in force, without a trailing slash.
+    pub fn base(&self) -> String {
+        let url = self
+            .base_url
+            .clone()
+            .unwrap_or_else(|| match self.provider {
+                Provider::Anthropic => "https://api.anthropic.com".into(),
+                Provider::Openai => "https://api.openai.com".into(),
+            });
+        url.trim_end_matches('/').to_string()
+    }
+
+    /// The timeout of one attempt.
+    pub fn timeout(&self) -> Duration {
+        Duration::from_secs_f64(self.timeout_secs.max(0.001))
+    }
+}
+
+/// Builds the client the config names, reading the API key from `api_key_env`.
+///
+/// # Errors
+/// [`LlmError::MissingKey`] when the named variable is not set; [`LlmError::Client`] when the
+/// HTTP client cannot be built.
+pub fn from_config(config: &LlmConfig) -> Result<Arc<dyn Summarizer>, LlmError> {
+    let key = match &config.api_key_env {
+        Some(var) if !var.is_empty() => match std::env::var(var) {
+            Ok(k) => Some(k),
+            Err(_) => return Err(LlmError::MissingKey(var.clone())),
+        },
+        _ => None,
+    };
+    Ok(match config.provider {
+        Provider::Anthropic => Arc::new(anthropic::AnthropicClient::new(config.clone(), key)?),
+        Provider::Openai => Arc::new(openai::OpenAiClient::new(config.clone(), key)?),
+    })
+}
+
+/// The first 500 characters of a body, for error messages.
+pub(crate) fn snippet(body: &str) -> String {
+    crate::render::clip(body.trim(), 500)
+}
+
+/// Longest wait honoured from a `retry-after` header.
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
+
+/// Posts `body` to `url` with `headers`, retrying 429 and 5xx answers up to `config.retries`
+/// times with exponential backoff (0.5 s, 1 s, 2 s, …) or the server's `retry-after` seconds.
+/// Returns the body of the first successful answer.
+pub(crate) async fn post_json(
+    client: &reqwest::Client,
+    config: &LlmConfig,
+    url: &str,
+    headers: &[(&str, &str)],
+    body: &serde_json::Value,
+) -> Result<String, LlmError> {
+    let mut attempt = 0u32;
+    loop {
+        let mut req = client.post(url).json(body);
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let response = match req.send().await {
+            Ok(r) => r,
+            Err(e) => return Err(transport(e, url, config)),
+        };
+        let status = response.status();
+        let retry_after = response
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .filter(|s| s.is_finite() && *s >= 0.0)
+            .map(|s| Duration::from_secs_f64(s).min(MAX_RETRY_AFTER));
+        let text = match response.text().await {
+            Ok(t) => t,
+            Err(e) => return Err(transport(e, url, config)),
+        };
+        if status.is_success() {
+            return Ok(text);
+        }
+        let transient = status.as_u16() == 429 || status.is_server_error();
+        if !transient || attempt >= config.retries {
+            return Err(LlmError::Status {
+                status: status.as_u16(),
+                url: url.to_string(),
+                body: snippet(&text),
+            });
+        }
+        let backoff =
+            retry_after.unwrap_or_else(|| Duration::from_millis(500u64 << attempt.min(6)));
+        tracing::warn!(
+            status = status.as_u16(),
+            attempt,
+            ?backoff,
+            "summarizer: retrying"
+        );
+        tokio::time::sleep(backoff).await;
+        attempt += 1;
+    }
+}
+
+fn transport(e: reqwest::Error, url: &str, config: &LlmConfig) -> LlmError {
+    if e.is_timeout() {
+        LlmError::Timeout {
+            url: url.to_string(),
+            timeout: config.timeout(),
+        }
+    } else {
+        LlmError::Transport {
+            url: url.to_string(),
+            source: e,
+        }
+    }
+}
+
+/// Builds the HTTP client: the attempt timeout; no proxy from the environment for loopback
+/// servers.
+pub(crate) fn http_client(config: &LlmConfig) -> Result<reqwest::Client, LlmError> {
+    let base = config.base();
+    let loopback = ["http://127.0.0.1", "http://localhost", "http://[::1]"]
+        .iter()
+        .any(|p| base.starts_with(p));
+    let mut builder = reqwest::Client::builder()
+        .timeout(config.timeout())
+        .connect_timeout(config.timeout().min(Duration::from_secs(10)));
+    if loopback {
+        builder = builder.no_proxy();
+    }
+    builder.build().map_err(LlmError::Client)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn _object_safe(_: &dyn Summarizer) {}
+
+    #[test]
+    fn base_url_defaults_per_provider_and_loses_its_trailing_slash() {
+        let mut c = LlmConfig {
+            provider: Provider::Anthropic,
+            base_url: None,
+            model: "m".into(),
+            api_key_env: None,
+            max_output_tokens: 10,
+            timeout_secs: 1.0,
+            retries: 0,
+            context_window: 100,
+        };
+        assert_eq!(c.base(), "https://api.anthropic.com");
+        c.base_url = Some("http://127.0.0.1:8080/".into());
+        assert_eq!(c.base(), "http://127.0.0.1:8080");
+    }
+
+    #[test]
+    fn a_missing_key_variable_is_an_error_naming_it() {
+        let c = LlmConfig {
+            provider: Provider::Openai,
+            base_url: None,
+            model: "m".into(),
+            api_key_env: Some("COMPACTOR_TEST_SURELY_UNSET_KEY".into()),
+            max_output_tokens: 10,
+            timeout_secs: 1.0,
+            retries: 0,
+            context_window: 100,
+        };
+        let err = from_config(&c).err().map(|e| e.to_string());
+        assert_eq!(
+            err.as_deref(),
+            Some(
+                "environment variable COMPACTOR_TEST_SURELY_UNSET_KEY (llm.api_key_env) is not set"
+            )
+        );
+    }
+}

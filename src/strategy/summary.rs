@@ -1,0 +1,885 @@
+//! `summary`: model summary of the older turns.
+//!
+//! ```text
+//! conversation -> plan (pure: span pinned..cut, kept tail from a legal Cut)
+//!              -> transcript (digest lines, thinking left out, no base64) + ledger (by code)
+//!              -> cache? -> Summarizer (one call, or chunks + merge, or update of an old summary)
+//!              -> [pinned] + one user-role summary message + kept tail
+//!   any failure (error, timeout, empty, oversized, circuit open) -> Truncate, degraded = true
+//! ```
+//!
+//! The summary message starts with [`SUMMARY_PREFIX`], so a later pass recognises it and sends
+//! "old summary + newly dropped messages" instead of everything again. Its code-made ledger
+//! (files read and written, commands and their outcomes, failed and cancelled calls by id) is
+//! taken from the transcript, never from the model, so no failure can be lost or turned into a
+//! success by the summarizer.
+
+use super::truncate::{Truncate, TruncateConfig};
+use super::{Budget, Compaction, Context, Edit, Strategy, StrategyError, digest_line};
+use crate::conversation::{Block, Conversation, Message, Outcome, Role, ToolInput, ToolUse};
+use crate::guard::{CutKind, Units};
+use crate::llm::{Summarizer, SummaryRequest};
+use crate::render::{call_summary, clip, one_line};
+use crate::tokens::TokenCounter;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The fixed first words of every summary message; a later pass recognises its summaries by them.
+pub const SUMMARY_PREFIX: &str = "[compactor summary of messages ";
+
+/// The default summary prompt (`strategies/prompts/summary.md`); `summary.prompt_file` replaces it.
+pub const DEFAULT_PROMPT: &str = include_str!("../../strategies/prompts/summary.md");
+
+/// The line that opens the code-made ledger inside a summary message.
+pub const LEDGER_HEADER: &str = "Ledger (made by code from the transcript, exact):";
+
+/// Most command lines a ledger keeps (failures are always kept).
+const MAX_COMMAND_LINES: usize = 40;
+/// Summaries kept in the in-memory cache.
+const CACHE_ENTRIES: usize = 64;
+/// Share of the summarizer's window the material may fill (token counts of another tokenizer
+/// are an estimate).
+const WINDOW_SAFETY: f64 = 0.85;
+/// Tokens reserved for the wrapping text of a request.
+const REQUEST_OVERHEAD: usize = 120;
+
+/// Settings of [`Summary`] (`[summary]`).
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SummaryConfig {
+    /// Share of the target kept verbatim as the most recent turns (0..1).
+    pub keep_recent_share: f64,
+    /// Extra instructions for every summary ("" = none); `--instructions` adds to them.
+    pub instructions: String,
+    /// A prompt file replacing the built-in prompt ("" = built in).
+    pub prompt_file: String,
+    /// Largest acceptable summary, in tokens; also the answer limit sent to the model.
+    pub max_summary_tokens: usize,
+    /// Consecutive failures after which the model is not called for `cooldown_secs` (0 = never).
+    pub failure_threshold: u32,
+    /// Cool-down of the circuit breaker, in seconds.
+    pub cooldown_secs: f64,
+}
+
+impl Default for SummaryConfig {
+    fn default() -> Self {
+        SummaryConfig {
+            keep_recent_share: 0.3,
+            instructions: String::new(),
+            prompt_file: String::new(),
+            max_summary_tokens: 2_000,
+            failure_threshold: 3,
+            cooldown_secs: 300.0,
+        }
+    }
+}
+
+/// What to summarize: messages `from..to` go, `to..` are kept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    /// First replaced message (the first unpinned one).
+    pub from: usize,
+    /// First kept message (a legal cut).
+    pub to: usize,
+    /// How the kept tail starts.
+    pub kind: CutKind,
+    /// The earlier summary message at `from`, when the history starts with one.
+    pub previous: Option<String>,
+}
+
+/// Chooses the span to summarize, without I/O: everything after the pinned prefix up to the
+/// earliest legal cut whose tail fits `keep_recent_share × target` (the latest cut when none
+/// does). `None` when there is no legal cut after the span start (the open last exchange and
+/// the newest message are never summarized).
+pub fn plan(
+    conversation: &Conversation,
+    budget: Budget,
+    counter: &dyn TokenCounter,
+    keep_recent_share: f64,
+) -> Option<Plan> {
+    let units = Units::of(conversation);
+    let msgs = &conversation.messages;
+    let from = units.pinned;
+    let previous = msgs.get(from).and_then(summary_text).map(str::to_string);
+    let span_start = from + usize::from(previous.is_some());
+    let cuts: Vec<_> = units
+        .cuts(conversation)
+        .into_iter()
+        .filter(|c| c.index > span_start)
+        .collect();
+    let last = *cuts.last()?;
+    let keep = (budget.target as f64 * keep_recent_share) as usize;
+    let mut suffix = vec![0usize; msgs.len() + 1];
+    for i in (0..msgs.len()).rev() {
+        suffix[i] = suffix[i + 1] + counter.count_message(&msgs[i]);
+    }
+    let cut = cuts
+        .iter()
+        .find(|c| suffix[c.index] <= keep)
+        .copied()
+        .unwrap_or(last);
+    Some(Plan {
+        from,
+        to: cut.index,
+        kind: cut.kind,
+        previous,
+    })
+}
+
+/// The text of a summary message of ours, if `m` is one.
+pub fn summary_text(m: &Message) -> Option<&str> {
+    if m.role != Role::User {
+        return None;
+    }
+    match m.content.as_slice() {
+        [Block::Text(t)] if t.text.starts_with(SUMMARY_PREFIX) => Some(&t.text),
+        _ => None,
+    }
+}
+
+/// Splits a summary message into (the model's part, the ledger lines).
+fn split_summary(text: &str) -> (&str, Vec<&str>) {
+    let body = text.split_once("\n\n").map_or("", |(_, rest)| rest);
+    match body.split_once(LEDGER_HEADER) {
+        Some((model, ledger)) => (
+            model.trim(),
+            ledger.lines().filter(|l| l.starts_with("- ")).collect(),
+        ),
+        None => (body.trim(), Vec::new()),
+    }
+}
+
+fn role_name(role: Role) -> &'static str {
+    match role {
+        Role::User => "User",
+        Role::Assistant => "Assistant",
+        Role::Tool => "Tool",
+        Role::System => "System",
+        Role::Developer => "Developer",
+    }
+}
+
+/// Renders messages as a compact transcript: `User: …` / `Assistant: …` for text (whole),
+/// digest lines for calls and results (`[call toolu_1 Read(src/a.rs)]`,
+/// `[result toolu_1 (error): …]`), `[image]` / `[document]` for media. Thinking is left out and
+/// no base64 is ever copied.
+pub fn transcript(messages: &[Message], has_error_flag: bool) -> String {
+    let tools: HashMap<&str, &str> = messages
+        .iter()
+        .flat_map(Message::tool_uses)
+        .map(|t| (t.id.as_str(), t.name.as_str()))
+        .collect();
+    let mut out = String::new();
+    for m in messages {
+        for b in &m.content {
+            let line = match b {
+                Block::Text(t) if t.text.trim().is_empty() => continue,
+                Block::Text(t) => format!("{}: {}", role_name(m.role), t.text.trim()),
+                Block::Thinking(_) => continue,
+                Block::Image(_) => "[image]".to_string(),
+                Block::Document(_) => "[document]".to_string(),
+                other => match digest_line(m.role, other, &tools, has_error_flag) {
+                    Some(l) => l,
+                    None => continue,
+                },
+            };
+            out.push_str(&line);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// Keys of a tool input that name a file.
+const PATH_KEYS: &[&str] = &["file_path", "path", "notebook_path", "filename"];
+/// Words in a tool name that mean it changes files.
+const WRITE_WORDS: &[&str] = &[
+    "write", "edit", "patch", "create", "replace", "insert", "delete", "move", "rename",
+];
+/// Headers of an apply_patch envelope that name a changed file.
+const PATCH_HEADERS: &[&str] = &[
+    "*** Add File: ",
+    "*** Update File: ",
+    "*** Delete File: ",
+    "*** Move to: ",
+];
+
+/// The code-made ledger of `messages`, one fact a line (`- read: …`, `- wrote: …`,
+/// `- ran: …`, `- failed: …`, `- cancelled: …`), in order of first appearance. A call whose
+/// result failed is listed as failed (with its id and the word error), never as a read or write.
+pub fn ledger(messages: &[Message], has_error_flag: bool) -> Vec<String> {
+    let tools: HashMap<&str, &str> = messages
+        .iter()
+        .flat_map(Message::tool_uses)
+        .map(|t| (t.id.as_str(), t.name.as_str()))
+        .collect();
+    let results: HashMap<&str, (&Message, &crate::conversation::ToolResult)> = messages
+        .iter()
+        .flat_map(|m| {
+            m.tool_results()
+                .map(move |r| (r.tool_use_id.as_str(), (m, r)))
+        })
+        .collect();
+    let mut lines: Vec<String> = Vec::new();
+    let mut push = |l: String| {
+        if !lines.contains(&l) {
+            lines.push(l);
+        }
+    };
+    for call in messages.iter().flat_map(Message::tool_uses) {
+        let result = results.get(call.id.as_str());
+        let outcome = result.map(|(_, r)| r.outcome(has_error_flag));
+        let input = call.input.to_value();
+        if outcome != Some(Outcome::Error) {
+            let writes = is_write(&call.name);
+            for p in paths(&input) {
+                push(format!("- {}: {p}", if writes { "wrote" } else { "read" }));
+            }
+            for p in patch_paths(call) {
+                push(format!("- wrote: {p}"));
+            }
+        }
+        if command_of(&input).is_some() {
+            let status = match outcome {
+                Some(Outcome::Success) => "ok",
+                Some(Outcome::Error) => "error",
+                Some(Outcome::Unknown) => "outcome unknown",
+                None => "no result",
+            };
+            push(format!(
+                "- ran: {} {} -> {status}",
+                call.id,
+                call_summary(call, 120)
+            ));
+        }
+        let call_line = digest_line(Role::Assistant, &Block::ToolUse(call.clone()), &tools, true)
+            .unwrap_or_default();
+        match result {
+            Some((m, r)) if outcome == Some(Outcome::Error) => {
+                let text = r.text().to_lowercase();
+                let cancelled = ["interrupt", "cancel", "abort"]
+                    .iter()
+                    .any(|w| text.contains(w));
+                let result_line = digest_line(
+                    m.role,
+                    &Block::ToolResult((*r).clone()),
+                    &tools,
+                    has_error_flag,
+                )
+                .unwrap_or_default();
+                let label = if cancelled {
+                    "cancelled (failed)"
+                } else {
+                    "failed"
+                };
+                push(format!("- {label}: {call_line} -> {result_line}"));
+            }
+            None => push(format!(
+                "- cancelled: {call_line} -> no result (counts as failed, not as done)"
+            )),
+            _ => {}
+        }
+    }
+    lines
+}
+
+fn is_write(tool: &str) -> bool {
+    let t = tool.to_lowercase();
+    WRITE_WORDS.iter().any(|w| t.contains(w))
+}
+
+fn paths(input: &Value) -> Vec<String> {
+    let Value::Object(obj) = input else {
+        return Vec::new();
+    };
+    PATH_KEYS
+        .iter()
+        .filter_map(|k| obj.get(*k).and_then(Value::as_str))
+        .filter(|p| !p.is_empty())
+        .map(|p| clip(&one_line(p), 200))
+        .collect()
+}
+
+fn patch_paths(call: &ToolUse) -> Vec<String> {
+    let mut strings = Vec::new();
+    match &call.input {
+        ToolInput::Freeform(s) => strings.push(s.clone()),
+        other => collect_strings(&other.to_value(), &mut strings),
+    }
+    let mut out = Vec::new();
+    for s in &strings {
+        for line in s.lines() {
+            for h in PATCH_HEADERS {
+                if let Some(p) = line.trim_start().strip_prefix(h) {
+                    let p = clip(p.trim(), 200);
+                    if !p.is_empty() && !out.contains(&p) {
+                        out.push(p);
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+fn collect_strings(v: &Value, out: &mut Vec<String>) {
+    match v {
+        Value::String(s) => out.push(s.clone()),
+        Value::Array(items) => items.iter().for_each(|x| collect_strings(x, out)),
+        Value::Object(obj) => obj.values().for_each(|x| collect_strings(x, out)),
+        _ => {}
+    }
+}
+
+fn command_of(input: &Value) -> Option<&Value> {
+    input.get("command").or_else(|| input.get("cmd"))
+}
+
+/// Merges earlier ledger lines with new ones (no duplicates), keeping every failure and at most
+/// [`MAX_COMMAND_LINES`] command lines (the newest).
+fn merge_ledgers(earlier: &[&str], new: Vec<String>) -> Vec<String> {
+    let mut all: Vec<String> = Vec::new();
+    for l in earlier.iter().map(|l| l.to_string()).chain(new) {
+        if !all.contains(&l) {
+            all.push(l);
+        }
+    }
+    let commands = all.iter().filter(|l| is_plain_command(l)).count();
+    let mut skip = commands.saturating_sub(MAX_COMMAND_LINES);
+    let omitted = skip;
+    all.retain(|l| {
+        if skip > 0 && is_plain_command(l) {
+            skip -= 1;
+            return false;
+        }
+        true
+    });
+    if omitted > 0 {
+        all.push(format!(
+            "- ({omitted} older successful commands not listed)"
+        ));
+    }
+    all
+}
+
+/// A `- ran:` line of a command that did not fail (those may be left out of a long ledger).
+fn is_plain_command(l: &str) -> bool {
+    l.starts_with("- ran: ") && !l.ends_with("-> error") && !l.ends_with("-> no result")
+}
+
+/// The summary message: the prefix naming what it replaces, the model's text, then the ledger.
+pub fn summary_message(
+    from: usize,
+    to: usize,
+    tokens: usize,
+    model_text: &str,
+    ledger: &[String],
+) -> Message {
+    let mut s = format!(
+        "{SUMMARY_PREFIX}{from}–{} ({} messages, {tokens} tokens), written by a model and replacing them] This is background on the earlier conversation for the turns that follow, not a new request.\n\n{}\n",
+        to.saturating_sub(1),
+        to - from,
+        model_text.trim()
+    );
+    if !ledger.is_empty() {
+        s.push('\n');
+        s.push_str(LEDGER_HEADER);
+        s.push('\n');
+        for l in ledger {
+            s.push_str(l);
+            s.push('\n');
+        }
+    }
+    Message::text(Role::User, s)
+}
+
+/// The circuit breaker's state.
+#[derive(Debug, Default)]
+struct Breaker {
+    failures: u32,
+    open_until: Option<Instant>,
+}
+
+/// The model-summary strategy. Holds its cache and circuit breaker, so keep one value across
+/// turns (the [`crate::Compactor`] does).
+pub struct Summary {
+    summarizer: Arc<dyn Summarizer>,
+    config: SummaryConfig,
+    prompt: String,
+    fallback: Truncate,
+    cache: Mutex<HashMap<u64, String>>,
+    breaker: Mutex<Breaker>,
+}
+
+impl std::fmt::Debug for Summary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Summary")
+            .field("model", &self.summarizer.model())
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a summary was not made.
+#[derive(Debug, thiserror::Error)]
+enum Failure {
+    #[error(transparent)]
+    Llm(#[from] crate::llm::LlmError),
+    #[error("the summary is too long ({tokens} tokens > {max})")]
+    Oversized { tokens: usize, max: usize },
+    #[error("the summarizer's context window ({0} tokens) leaves no room for the transcript")]
+    WindowTooSmall(usize),
+}
+
+impl Summary {
+    /// A summary strategy on `summarizer` with the prompt `prompt` (usually [`DEFAULT_PROMPT`]),
+    /// falling back to [`Truncate`] with `fallback`.
+    pub fn new(
+        summarizer: Arc<dyn Summarizer>,
+        config: SummaryConfig,
+        prompt: String,
+        fallback: TruncateConfig,
+    ) -> Summary {
+        Summary {
+            summarizer,
+            config,
+            prompt,
+            fallback: Truncate { config: fallback },
+            cache: Mutex::new(HashMap::new()),
+            breaker: Mutex::new(Breaker::default()),
+        }
+    }
+
+    fn instructions(&self, cx: &Context<'_>) -> Option<String> {
+        let parts: Vec<&str> = [Some(self.config.instructions.as_str()), cx.instructions]
+            .into_iter()
+            .flatten()
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .collect();
+        (!parts.is_empty()).then(|| parts.join("\n"))
+    }
+
+    /// Remaining cool-down when the breaker is open.
+    fn circuit_open(&self) -> Option<Duration> {
+        let b = self.breaker.lock().ok()?;
+        let until = b.open_until?;
+        until.checked_duration_since(Instant::now())
+    }
+
+    fn record(&self, ok: bool) {
+        let Ok(mut b) = self.breaker.lock() else {
+            return;
+        };
+        if ok {
+            *b = Breaker::default();
+            return;
+        }
+        b.failures += 1;
+        if self.config.failure_threshold > 0 && b.failures >= self.config.failure_threshold {
+            b.open_until =
+                Some(Instant::now() + Duration::from_secs_f64(self.config.cooldown_secs.max(0.0)));
+        }
+    }
+
+    fn fall_back(
+        &self,
+        conversation: &Conversation,
+        budget: Budget,
+        cx: &Context<'_>,
+        reason: &str,
+    ) -> Compaction {
+        tracing::warn!(%reason, "summary failed: falling back to truncate");
+        let mut c = self.fallback.run(conversation, budget, cx);
+        c.degraded = true;
+        c.notes.insert(
+            0,
+            format!("summary failed ({reason}): fell back to truncate"),
+        );
+        c
+    }
+
+    async fn call(&self, system: &str, user: String) -> Result<String, Failure> {
+        let request = SummaryRequest {
+            system: system.to_string(),
+            user,
+            max_output_tokens: self.config.max_summary_tokens,
+        };
+        Ok(self.summarizer.complete(&request).await?)
+    }
+
+    /// Writes the model part of the summary: one call, an update of the earlier summary, or
+    /// chunks and a merge. Returns the text and the number of calls.
+    async fn write_summary(
+        &self,
+        previous: Option<&str>,
+        transcript: &str,
+        instructions: Option<&str>,
+        counter: &dyn TokenCounter,
+    ) -> Result<(String, usize), Failure> {
+        let mut system = self.prompt.trim().to_string();
+        if let Some(i) = instructions {
+            system.push_str("\n\nAdditional instructions from the user for this summary:\n");
+            system.push_str(i);
+        }
+        let window = self.summarizer.context_window();
+        let room = ((window as f64 * WINDOW_SAFETY) as usize)
+            .saturating_sub(counter.count_text(&system))
+            .saturating_sub(self.config.max_summary_tokens)
+            .saturating_sub(REQUEST_OVERHEAD);
+        if room < 64 {
+            return Err(Failure::WindowTooSmall(window));
+        }
+        let prev_tokens = previous.map_or(0, |p| counter.count_text(p));
+        if counter.count_text(transcript) + prev_tokens <= room {
+            let user = match previous {
+                Some(p) => format!(
+                    "Here is the earlier summary:\n<earlier_summary>\n{p}\n</earlier_summary>\n\nHere are the newer messages:\n<transcript>\n{transcript}</transcript>\n\nUpdate the summary with the newer messages."
+                ),
+                None => format!(
+                    "Here is the transcript to summarize:\n<transcript>\n{transcript}</transcript>\n\nWrite the summary."
+                ),
+            };
+            return Ok((self.call(&system, user).await?, 1));
+        }
+        // Too much for one request: summarize in chunks, then merge.
+        let chunks = chunk(transcript, room, counter);
+        let n = chunks.len();
+        let mut partials: Vec<String> = previous.map(str::to_string).into_iter().collect();
+        let mut calls = 0;
+        for (i, c) in chunks.iter().enumerate() {
+            let user = format!(
+                "Here is part {} of {n} of a transcript to summarize:\n<transcript>\n{c}</transcript>\n\nWrite the summary of this part.",
+                i + 1
+            );
+            partials.push(self.call(&system, user).await?);
+            calls += 1;
+        }
+        let parts: String = partials
+            .iter()
+            .enumerate()
+            .map(|(i, p)| format!("<part {}>\n{}\n</part {}>\n", i + 1, p.trim(), i + 1))
+            .collect();
+        if counter.count_text(&parts) <= room {
+            let user = format!(
+                "Here are {} partial summaries of consecutive parts of one conversation, oldest first:\n{parts}\nMerge them into one summary.",
+                partials.len()
+            );
+            return Ok((self.call(&system, user).await?, calls + 1));
+        }
+        let joined = partials
+            .iter()
+            .enumerate()
+            .map(|(i, p)| format!("Part {} of {}:\n{}", i + 1, partials.len(), p.trim()))
+            .collect::<Vec<_>>()
+            .join("\n\n");
+        Ok((joined, calls))
+    }
+}
+
+/// Splits a transcript into pieces of at most `room` tokens, on line boundaries (a single line
+/// over `room` is clipped).
+fn chunk(transcript: &str, room: usize, counter: &dyn TokenCounter) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut current = String::new();
+    let mut used = 0;
+    for line in transcript.lines() {
+        let mut line = line.to_string();
+        let mut cost = counter.count_text(&line) + 1;
+        while cost > room {
+            let chars = line.chars().count() / 2;
+            line = clip(&line, chars.max(1));
+            cost = counter.count_text(&line) + 1;
+        }
+        if used + cost > room && !current.is_empty() {
+            out.push(std::mem::take(&mut current));
+            used = 0;
+        }
+        current.push_str(&line);
+        current.push('\n');
+        used += cost;
+    }
+    if !current.is_empty() {
+        out.push(current);
+    }
+    out
+}
+
+fn cache_key(parts: &[&str]) -> u64 {
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    for p in parts {
+        h.update(p.as_bytes());
+        h.update(&[0xff]);
+    }
+    h.digest()
+}
+
+#[async_trait::async_trait]
+impl Strategy for Summary {
+    fn name(&self) -> &str {
+        "summary"
+    }
+
+    async fn compact(
+        &self,
+        conversation: &Conversation,
+        budget: Budget,
+        cx: &Context<'_>,
+    ) -> Result<Compaction, StrategyError> {
+        let counter = cx.counter;
+        let Some(plan) = plan(conversation, budget, counter, self.config.keep_recent_share) else {
+            return Ok(Compaction::unchanged(
+                conversation,
+                "summary: no legal cut point after the earlier summary: nothing to summarize",
+            ));
+        };
+        if let Some(left) = self.circuit_open() {
+            let reason = format!(
+                "circuit open after {} consecutive failures, {:.0} s of cool-down left",
+                self.config.failure_threshold,
+                left.as_secs_f64()
+            );
+            return Ok(self.fall_back(conversation, budget, cx, &reason));
+        }
+        let has_flag = cx.format.has_error_flag();
+        let span_start = plan.from + usize::from(plan.previous.is_some());
+        let span = &conversation.messages[span_start..plan.to];
+        let text = transcript(span, has_flag);
+        let (previous_model, previous_ledger) = plan
+            .previous
+            .as_deref()
+            .map(split_summary)
+            .unwrap_or_default();
+        let previous_model = plan.previous.as_ref().map(|_| previous_model);
+        let instructions = self.instructions(cx);
+        let key = cache_key(&[
+            self.summarizer.model(),
+            &self.prompt,
+            instructions.as_deref().unwrap_or(""),
+            previous_model.unwrap_or(""),
+            &text,
+        ]);
+        let cached = self.cache.lock().ok().and_then(|c| c.get(&key).cloned());
+        let mut notes = Vec::new();
+        let model_text = match cached {
+            Some(t) => {
+                notes.push("summary: cache hit, no model call".to_string());
+                t
+            }
+            None => {
+                let written = self
+                    .write_summary(previous_model, &text, instructions.as_deref(), counter)
+                    .await
+                    .and_then(|(t, calls)| {
+                        let tokens = counter.count_text(&t);
+                        if tokens > self.config.max_summary_tokens {
+                            return Err(Failure::Oversized {
+                                tokens,
+                                max: self.config.max_summary_tokens,
+                            });
+                        }
+                        Ok((t, calls))
+                    });
+                match written {
+                    Ok((t, calls)) => {
+                        self.record(true);
+                        notes.push(format!(
+                            "summary: {} model call(s) to {}{}",
+                            calls,
+                            self.summarizer.model(),
+                            if plan.previous.is_some() {
+                                ", updating the earlier summary"
+                            } else {
+                                ""
+                            }
+                        ));
+                        if let Ok(mut c) = self.cache.lock() {
+                            if c.len() >= CACHE_ENTRIES {
+                                c.clear();
+                            }
+                            c.insert(key, t.clone());
+                        }
+                        t
+                    }
+                    Err(e) => {
+                        self.record(false);
+                        return Ok(self.fall_back(conversation, budget, cx, &e.to_string()));
+                    }
+                }
+            }
+        };
+        let ledger = merge_ledgers(&previous_ledger, ledger(span, has_flag));
+        let tokens_before: usize = conversation.messages[plan.from..plan.to]
+            .iter()
+            .map(|m| counter.count_message(m))
+            .sum();
+        let message = summary_message(plan.from, plan.to, tokens_before, &model_text, &ledger);
+        let summary_tokens = counter.count_message(&message);
+        let mut messages = conversation.messages[..plan.from].to_vec();
+        messages.push(message);
+        messages.extend_from_slice(&conversation.messages[plan.to..]);
+        Ok(Compaction {
+            conversation: Conversation {
+                messages,
+                ..conversation.clone()
+            },
+            edits: vec![Edit::Summarized {
+                from: plan.from,
+                to: plan.to,
+                tokens_before,
+                summary_tokens,
+            }],
+            notes,
+            degraded: false,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::Format;
+    use crate::tokens::{Tokenizer, counter_for};
+    use serde_json::json;
+
+    fn conv(v: Value) -> Conversation {
+        Format::Anthropic.read(&v).unwrap()
+    }
+
+    fn session() -> Conversation {
+        conv(json!({"messages": [
+            {"role": "user", "content": "Fix the failing build. Do not touch vendor/."},
+            {"role": "assistant", "content": [
+                {"type": "thinking", "thinking": "SECRET PLAN", "signature": "sig"},
+                {"type": "tool_use", "id": "t1", "name": "Read", "input": {"file_path": "src/a.rs"}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "fn main() {}"}]},
+            {"role": "assistant", "content": [
+                {"type": "tool_use", "id": "t2", "name": "Bash", "input": {"command": "cargo build"}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t2", "is_error": true, "content": "error[E0425]: cannot find value"}]},
+            {"role": "assistant", "content": [
+                {"type": "tool_use", "id": "t3", "name": "Edit", "input": {"file_path": "src/b.rs", "old_string": "x", "new_string": "y"}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t3", "content": "ok"},
+                {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo"}}]},
+            {"role": "assistant", "content": "Fixed."},
+            {"role": "user", "content": "Now run the tests."},
+            {"role": "assistant", "content": "Running them."}
+        ]}))
+    }
+
+    #[test]
+    fn transcript_has_words_calls_and_results_but_no_thinking_or_base64() {
+        let c = session();
+        let t = transcript(&c.messages[..8], true);
+        assert_eq!(
+            t,
+            "User: Fix the failing build. Do not touch vendor/.\n\
+             [call t1 Read(src/a.rs)]\n\
+             [result t1 Read: fn main() {}]\n\
+             [call t2 Bash(cargo build)]\n\
+             [result t2 Bash (error): error[E0425]: cannot find value]\n\
+             [call t3 Edit(src/b.rs)]\n\
+             [result t3 Edit: ok]\n\
+             [image]\n\
+             Assistant: Fixed.\n"
+        );
+    }
+
+    #[test]
+    fn ledger_lists_files_commands_and_failures_by_code() {
+        let c = session();
+        assert_eq!(
+            ledger(&c.messages[..8], true),
+            vec![
+                "- read: src/a.rs",
+                "- ran: t2 Bash(cargo build) -> error",
+                "- failed: [call t2 Bash(cargo build)] -> [result t2 Bash (error): error[E0425]: cannot find value]",
+                "- wrote: src/b.rs",
+            ]
+        );
+    }
+
+    #[test]
+    fn apply_patch_headers_name_written_files() {
+        let c = Format::OpenAiResponses
+            .read(&json!({"input": [
+                {"type": "message", "role": "user", "content": "go"},
+                {"type": "custom_tool_call", "call_id": "c1", "name": "apply_patch",
+                 "input": "*** Begin Patch\n*** Update File: src/x.rs\n@@\n-a\n+b\n*** Add File: docs/y.md\n+hi\n*** End Patch"},
+                {"type": "custom_tool_call_output", "call_id": "c1", "output": "Success"}
+            ]}))
+            .unwrap();
+        assert_eq!(
+            ledger(&c.messages, false),
+            vec!["- wrote: src/x.rs", "- wrote: docs/y.md"]
+        );
+    }
+
+    #[test]
+    fn plan_keeps_a_recent_tail_from_a_legal_cut_and_never_the_open_exchange() {
+        let c = session();
+        let counter = counter_for(Tokenizer::default());
+        let tail: usize = c.messages[8..]
+            .iter()
+            .map(|m| counter.count_message(m))
+            .sum();
+        let budget = Budget {
+            limit: tail * 4,
+            target: tail * 2,
+        };
+        let p = plan(&c, budget, counter.as_ref(), 0.5).unwrap();
+        assert_eq!(
+            p,
+            Plan {
+                from: 0,
+                to: 8,
+                kind: CutKind::RoundStart,
+                previous: None
+            }
+        );
+        // A tiny share still keeps the newest message.
+        let p = plan(&c, budget, counter.as_ref(), 0.0).unwrap();
+        assert_eq!(p.to, 9);
+    }
+
+    #[test]
+    fn a_summary_message_is_recognised_and_split_into_model_text_and_ledger() {
+        let m = summary_message(0, 8, 500, "They fixed the build.", &["- read: a.rs".into()]);
+        let text = summary_text(&m).unwrap();
+        assert!(text.starts_with("[compactor summary of messages 0–7 (8 messages, 500 tokens)"));
+        assert_eq!(
+            split_summary(text),
+            ("They fixed the build.", vec!["- read: a.rs"])
+        );
+    }
+
+    #[test]
+    fn merged_ledgers_keep_failures_and_cap_plain_commands() {
+        let earlier: Vec<String> = (0..45)
+            .map(|i| format!("- ran: c{i} Bash(ls) -> ok"))
+            .collect();
+        let earlier: Vec<&str> = earlier.iter().map(String::as_str).collect();
+        let merged = merge_ledgers(&earlier, vec!["- ran: c99 Bash(x) -> error".into()]);
+        assert_eq!(merged.len(), 42);
+        assert_eq!(merged[0], "- ran: c5 Bash(ls) -> ok");
+        assert_eq!(merged[40], "- ran: c99 Bash(x) -> error");
+        assert_eq!(merged[41], "- (5 older successful commands not listed)");
+    }
+
+    #[test]
+    fn chunks_stay_within_room_on_line_boundaries() {
+        let counter = counter_for(Tokenizer::default());
+        let text: String = (0..50)
+            .map(|i| format!("User: line {i} {}\n", "x".repeat(40)))
+            .collect();
+        let chunks = chunk(&text, 60, counter.as_ref());
+        assert!(chunks.len() > 1);
+        for c in &chunks {
+            assert!(counter.count_text(c) <= 60 + c.lines().count());
+            assert!(c.ends_with('\n'));
+        }
+        assert_eq!(chunks.concat(), text);
+    }
+}

@@ -1,0 +1,2 @@
+//! Test helpers shared by the integration-test modules.
+pub mod fake_llm;
