@@ -287,6 +287,7 @@ fn order_results(messages: &mut [Message]) {
 }
 
 #[cfg(test)]
+#[allow(clippy::needless_pass_by_value)] // the entry builders read best with `json!` arguments
 mod tests {
     use super::*;
     use crate::format::Format;

@@ -53,10 +53,11 @@ pub fn import(text: &str) -> Result<Conversation, FormatError> {
                     .push(read_item(payload, &format!("{at}: payload"))?);
             }
             Some("session_meta") => {
-                if let Some(instructions) = payload.and_then(|p| p.get("instructions")) {
-                    if !instructions.is_null() {
-                        conversation.system = Some(instructions.clone());
-                    }
+                if let Some(instructions) = payload
+                    .and_then(|p| p.get("instructions"))
+                    .filter(|i| !i.is_null())
+                {
+                    conversation.system = Some(instructions.clone());
                 }
             }
             Some(_) => {}

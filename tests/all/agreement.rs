@@ -1,6 +1,9 @@
 //! `compactor validate` agrees with the independent checker (../shared/tools/check_request.py) on
 //! every corpus file converted to a request body and on every case in ../shared/cases.
 
+// Test helpers outside `#[test]` fns: a panic is the failure report.
+#![allow(clippy::unwrap_used)]
+
 use super::corpus::{CASES, CORPUS, LOGS, cassette_requests};
 use serde_json::Value;
 use std::path::{Path, PathBuf};

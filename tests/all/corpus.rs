@@ -2,6 +2,9 @@
 //! conversations the guard accepts, with the message and tool call counts pinned per file and the
 //! call count checked against an independent count over the raw file.
 
+// Test helpers outside `#[test]` fns: a panic is the failure report.
+#![allow(clippy::unwrap_used)]
+
 use compactor::format::detect::{ImportOptions, Source};
 use compactor::format::{self, Format};
 use compactor::guard::{self, ValidateOptions};
