@@ -1,0 +1,3 @@
+//! Integration tests: one binary, one module per concern.
+
+mod guard_props;
