@@ -395,10 +395,8 @@ fn render(plan: &Plan) -> Rendered {
         round_starts: Vec::new(),
         next: 0,
     };
-    if plan.format == Format::OpenAiChat {
-        if let Some(s) = &plan.system {
-            r.items.push(json!({"role": "system", "content": s}));
-        }
+    if let (Format::OpenAiChat, Some(s)) = (plan.format, &plan.system) {
+        r.items.push(json!({"role": "system", "content": s}));
     }
     let last = plan.rounds.len() - 1;
     for (k, round) in plan.rounds.iter().enumerate() {
@@ -446,13 +444,16 @@ fn read(format: Format, body: &Value) -> Conversation {
 }
 
 fn items_mut(format: Format, body: &mut Value) -> &mut Vec<Value> {
+    let key = format.messages_key();
     let list = if body.is_array() {
-        body
+        Some(body)
     } else {
-        body.get_mut(format.messages_key())
-            .expect("the body has its message list")
+        body.get_mut(key)
     };
-    list.as_array_mut().expect("the message list is an array")
+    match list.and_then(Value::as_array_mut) {
+        Some(items) => items,
+        None => panic!("the body has no {key} array"),
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
