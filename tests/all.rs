@@ -5,6 +5,8 @@ mod agreement;
 mod compaction;
 #[path = "all/corpus.rs"]
 mod corpus;
+#[path = "all/guard_props.rs"]
+mod guard_props;
 #[path = "all/summary.rs"]
 mod summary;
 #[path = "all/support/mod.rs"]
