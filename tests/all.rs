@@ -7,6 +7,8 @@ mod compaction;
 mod corpus;
 #[path = "all/guard_props.rs"]
 mod guard_props;
+#[path = "all/strategy_props.rs"]
+mod strategy_props;
 #[path = "all/summary.rs"]
 mod summary;
 #[path = "all/support/mod.rs"]

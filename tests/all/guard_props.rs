@@ -59,8 +59,8 @@ struct Round {
 }
 
 #[derive(Debug, Clone)]
-struct Plan {
-    format: Format,
+pub(crate) struct Plan {
+    pub(crate) format: Format,
     system: Option<String>,
     bare: bool,
     rounds: Vec<Round>,
@@ -143,7 +143,7 @@ fn format() -> impl Strategy<Value = Format> {
 
 /// A random valid history; with `min_turns > 0` the first round has at least that many closed
 /// exchanges (so a mutation always has a call and a result to work on).
-fn plan(min_turns: usize) -> impl Strategy<Value = Plan> {
+pub(crate) fn plan(min_turns: usize) -> impl Strategy<Value = Plan> {
     (
         format(),
         prop::option::of(text()),
@@ -170,8 +170,8 @@ fn plan(min_turns: usize) -> impl Strategy<Value = Plan> {
 
 /// A rendered history and where its units lie.
 #[derive(Debug)]
-struct Rendered {
-    body: Value,
+pub(crate) struct Rendered {
+    pub(crate) body: Value,
     /// `(start, end, open)` of every exchange, in message indices.
     exchanges: Vec<(usize, usize, bool)>,
     /// Index of every clean user message.
@@ -387,7 +387,7 @@ impl Renderer {
     }
 }
 
-fn render(plan: &Plan) -> Rendered {
+pub(crate) fn render(plan: &Plan) -> Rendered {
     let mut r = Renderer {
         format: plan.format,
         items: Vec::new(),
@@ -437,7 +437,7 @@ fn render(plan: &Plan) -> Rendered {
     }
 }
 
-fn read(format: Format, body: &Value) -> Conversation {
+pub(crate) fn read(format: Format, body: &Value) -> Conversation {
     format
         .read(body)
         .unwrap_or_else(|e| panic!("{format} read failed: {e}"))
