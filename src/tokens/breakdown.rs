@@ -183,7 +183,7 @@ fn thousands(n: usize) -> String {
     let digits = n.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (k, c) in digits.chars().enumerate() {
-        if k > 0 && (digits.len() - k) % 3 == 0 {
+        if k > 0 && (digits.len() - k).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
@@ -260,8 +260,12 @@ impl fmt::Display for Breakdown {
         if !self.by_tool.is_empty() {
             writeln!(
                 s,
-                "\nby tool (top {TOP_N})  {:>14}{:>10}{:>10}{:>10}{:>8}",
-                "calls", "call", "result", "tokens", ""
+                "\n{:<34}{:>6}{:>10}{:>10}{:>10}",
+                format!("by tool (top {TOP_N})"),
+                "calls",
+                "call",
+                "result",
+                "tokens"
             )?;
             for e in &self.by_tool {
                 writeln!(

@@ -340,7 +340,7 @@ mod tests {
         let b = Block::ToolUse(ToolUse {
             id: "toolu_1".into(),
             name: "Bash".into(),
-            input: ToolInput::Json(input.clone()),
+            input: ToolInput::Json(input),
             extra: Object::new(),
         });
         let expected = c.count_text("Bash") + c.count_text(r#"{"command":"ls"}"#);
