@@ -4,6 +4,7 @@
 //! misspelt key is an error naming it), then checked into [`Settings`]. No globals: two
 //! `Settings` can live side by side in one process (the A/B command runs several at once).
 
+use crate::server::config::ServerSettings;
 use crate::strategy::microcompact::MicrocompactConfig;
 use crate::strategy::truncate::TruncateConfig;
 use crate::tokens::Tokenizer;
@@ -68,6 +69,8 @@ pub struct RawSettings {
     pub truncate: TruncateConfig,
     /// `[microcompact]`.
     pub microcompact: MicrocompactConfig,
+    /// `[server]`.
+    pub server: ServerSettings,
 }
 
 /// `[budget]`: how many tokens the request may hold, and when and how far to compact.
@@ -130,6 +133,8 @@ pub struct Settings {
     pub truncate: TruncateConfig,
     /// `[microcompact]`.
     pub microcompact: MicrocompactConfig,
+    /// `[server]`.
+    pub server: ServerSettings,
 }
 
 /// The tier names the policy knows.
@@ -157,6 +162,7 @@ impl Default for Settings {
             },
             truncate: TruncateConfig::default(),
             microcompact: MicrocompactConfig::default(),
+            server: ServerSettings::default(),
         })
     }
 }
@@ -301,6 +307,9 @@ fn check(raw: RawSettings, preset: String) -> Result<Settings, ConfigError> {
             format!("must be in [0, 1), found {}", raw.truncate.digest_share),
         ));
     }
+    if let Err((key, message)) = raw.server.check() {
+        return Err(invalid(key, message));
+    }
     Ok(Settings {
         preset,
         description: raw.description,
@@ -309,6 +318,7 @@ fn check(raw: RawSettings, preset: String) -> Result<Settings, ConfigError> {
         tokens: raw.tokens,
         truncate: raw.truncate,
         microcompact: raw.microcompact,
+        server: raw.server,
     })
 }
 

@@ -33,6 +33,7 @@ pub mod format;
 pub mod guard;
 pub mod render;
 pub mod report;
+pub mod server;
 pub mod strategy;
 pub mod tokens;
 
