@@ -5,6 +5,7 @@
 //! `Settings` can live side by side in one process (the A/B command runs several at once).
 
 use crate::llm::LlmConfig;
+use crate::server::config::ServerSettings;
 use crate::strategy::microcompact::MicrocompactConfig;
 use crate::strategy::summary::SummaryConfig;
 use crate::strategy::truncate::TruncateConfig;
@@ -77,6 +78,8 @@ pub struct RawSettings {
     /// `[llm]`: absent = no LLM (the `summary` tier is skipped).
     #[serde(default)]
     pub llm: Option<LlmConfig>,
+    /// `[server]`.
+    pub server: ServerSettings,
 }
 
 /// `[budget]`: how many tokens the request may hold, and when and how far to compact.
@@ -151,6 +154,8 @@ pub struct Settings {
     pub summary: SummaryConfig,
     /// `[llm]`, when configured.
     pub llm: Option<LlmConfig>,
+    /// `[server]`.
+    pub server: ServerSettings,
 }
 
 /// The tier names the policy knows.
@@ -181,6 +186,7 @@ impl Default for Settings {
             microcompact: MicrocompactConfig::default(),
             summary: SummaryConfig::default(),
             llm: None,
+            server: ServerSettings::default(),
         })
     }
 }
@@ -361,6 +367,9 @@ fn check(raw: RawSettings, preset: String) -> Result<Settings, ConfigError> {
             ));
         }
     }
+    if let Err((key, message)) = raw.server.check() {
+        return Err(invalid(key, message));
+    }
     Ok(Settings {
         preset,
         description: raw.description,
@@ -371,6 +380,7 @@ fn check(raw: RawSettings, preset: String) -> Result<Settings, ConfigError> {
         microcompact: raw.microcompact,
         summary: raw.summary,
         llm: raw.llm,
+        server: raw.server,
     })
 }
 

@@ -35,6 +35,7 @@ pub mod llm;
 pub mod memory;
 pub mod render;
 pub mod report;
+pub mod server;
 pub mod strategy;
 pub mod tokens;
 

@@ -100,6 +100,19 @@ enum Command {
         #[arg(long)]
         whole_log: bool,
     },
+    /// Run the HTTP service: the JSON API and the compacting proxy (see docs/service.md).
+    Serve {
+        /// A config file (TOML), layered over the built-in defaults; its `[server]` section
+        /// sets the address, limits and upstreams.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// The strategy preset of the proxy and the default of the API.
+        #[arg(long)]
+        strategy: Option<String>,
+        /// Address to bind (overrides `server.listen`, default 127.0.0.1:8787).
+        #[arg(long)]
+        listen: Option<std::net::SocketAddr>,
+    },
     /// Print one line per message.
     Show {
         /// Input (`-` for stdin).
@@ -325,6 +338,11 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        Command::Serve {
+            config,
+            strategy,
+            listen,
+        } => serve(config, strategy, listen),
         Command::Show {
             file,
             format,
@@ -339,4 +357,44 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+fn serve(
+    config: Option<PathBuf>,
+    strategy: Option<String>,
+    listen: Option<std::net::SocketAddr>,
+) -> Result<ExitCode, Failure> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "info,tower_http=info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let loader = compactor::config::Loader {
+        file: config,
+        preset: strategy,
+        ..Default::default()
+    };
+    let state = compactor::server::AppState::new(loader).map_err(|e| Failure::Invalid(e.into()))?;
+    let addr = match listen {
+        Some(a) => a,
+        None => state
+            .settings()
+            .server
+            .listen
+            .parse()
+            .context("server.listen")
+            .map_err(Failure::Invalid)?,
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")
+        .map_err(Failure::Invalid)?;
+    runtime
+        .block_on(compactor::server::serve(state, addr))
+        .with_context(|| format!("serving on {addr}"))
+        .map_err(Failure::Invalid)?;
+    Ok(ExitCode::SUCCESS)
 }

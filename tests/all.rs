@@ -7,6 +7,8 @@ mod compaction;
 mod corpus;
 #[path = "all/guard_props.rs"]
 mod guard_props;
+#[path = "all/server.rs"]
+mod server;
 #[path = "all/strategy_props.rs"]
 mod strategy_props;
 #[path = "all/summary.rs"]

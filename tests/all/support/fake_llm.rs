@@ -113,11 +113,6 @@ impl FakeLlm {
     pub fn count(&self) -> usize {
         self.inner.requests.lock().unwrap().len()
     }
-
-    /// Adds replies to the end of the script.
-    pub fn push(&self, replies: Vec<Reply>) {
-        self.inner.script.lock().unwrap().extend(replies);
-    }
 }
 
 async fn handle(

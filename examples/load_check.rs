@@ -1,0 +1,193 @@
+//! Load check of `compactor serve` in proxy mode (run by `scripts/load-check.sh`, not by the tests).
+//!
+//! Starts a fake Anthropic upstream on 127.0.0.1, starts `compactor serve` (the binary given as
+//! the first argument) pointed at it, and runs N concurrent agent loops for a bounded time:
+//! first straight at the upstream (baseline), then through the proxy. Each loop replays a growing
+//! coding session turn by turn, so the proxy passes bodies through, compacts them, and reuses
+//! remembered prefixes. Prints requests/s, p50/p99 latency, the latency the proxy adds, and errors.
+//! Sends traffic to 127.0.0.1 only.
+//!
+//! `cargo run --example load_check -- target/debug/compactor [CLIENTS] [SECONDS]`
+
+use axum::Router;
+use axum::routing::post;
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+
+fn history(client: usize, rounds: usize) -> Value {
+    let mut messages =
+        vec![json!({"role": "user", "content": format!("Client {client}: fix the failing test")})];
+    for i in 0..rounds {
+        let id = format!("toolu_{client}_{i:03}");
+        messages.push(json!({"role": "assistant", "content": [
+            {"type": "text", "text": format!("Reading src/f{i}.rs.")},
+            {"type": "tool_use", "id": id, "name": "Read", "input": {"path": format!("src/f{i}.rs")}}
+        ]}));
+        let file: String = (0..40)
+            .map(|k| format!("fn f{i}_{k}() {{ /* line {k} */ }}\n"))
+            .collect();
+        messages.push(json!({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": id, "content": file}
+        ]}));
+    }
+    json!({"model": "claude-sonnet-4-5", "max_tokens": 1024, "system": "You are a coding agent.", "messages": messages})
+}
+
+struct Outcome {
+    latencies: Vec<Duration>,
+    errors: usize,
+    elapsed: Duration,
+}
+
+async fn run(base: &str, clients: usize, duration: Duration) -> Outcome {
+    let http = reqwest::Client::new();
+    let started = Instant::now();
+    let deadline = started + duration;
+    let mut tasks = Vec::new();
+    for c in 0..clients {
+        let http = http.clone();
+        let url = format!("{base}/v1/messages");
+        tasks.push(tokio::spawn(async move {
+            let bodies: Vec<String> = (1..=60).map(|r| history(c, r).to_string()).collect();
+            let (mut lat, mut errors, mut turn) = (Vec::new(), 0usize, 0usize);
+            while Instant::now() < deadline {
+                let t0 = Instant::now();
+                let res = http
+                    .post(&url)
+                    .header("x-api-key", "sk-load-check")
+                    .header("content-type", "application/json")
+                    .body(bodies[turn % bodies.len()].clone())
+                    .send()
+                    .await;
+                match res {
+                    Ok(r) if r.status().is_success() => match r.bytes().await {
+                        Ok(_) => lat.push(t0.elapsed()),
+                        Err(_) => errors += 1,
+                    },
+                    _ => errors += 1,
+                }
+                turn += 1;
+            }
+            (lat, errors)
+        }));
+    }
+    let mut out = Outcome {
+        latencies: Vec::new(),
+        errors: 0,
+        elapsed: Duration::ZERO,
+    };
+    for t in tasks {
+        match t.await {
+            Ok((lat, errors)) => {
+                out.latencies.extend(lat);
+                out.errors += errors;
+            }
+            Err(_) => out.errors += 1,
+        }
+    }
+    out.elapsed = started.elapsed();
+    out.latencies.sort();
+    out
+}
+
+fn pct(sorted: &[Duration], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i].as_secs_f64() * 1000.0
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().collect();
+    let bin = args
+        .get(1)
+        .cloned()
+        .unwrap_or_else(|| "target/debug/compactor".into());
+    let clients: usize = args.get(2).map_or(Ok(16), |s| s.parse())?;
+    let seconds: u64 = args.get(3).map_or(Ok(10), |s| s.parse())?;
+
+    let upstream = Router::new().route(
+        "/v1/messages",
+        post(|| async {
+            (
+                [("content-type", "application/json")],
+                r#"{"id":"msg_load","type":"message","content":[{"type":"text","text":"ok"}]}"#,
+            )
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let upstream_addr = listener.local_addr()?;
+    tokio::spawn(async move { axum::serve(listener, upstream).await });
+
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+        l.local_addr()?.port()
+    };
+    let dir = std::env::temp_dir().join(format!("compactor-load-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let config = dir.join("load.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[budget]\ntokens = 6000\n[server]\nanthropic_upstream = \"http://{upstream_addr}\"\nconcurrency_limit = 256\n"
+        ),
+    )?;
+    let mut child = tokio::process::Command::new(&bin)
+        .args(["serve", "--config"])
+        .arg(&config)
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .env("RUST_LOG", "warn")
+        .kill_on_drop(true)
+        .spawn()?;
+    let proxy = format!("http://127.0.0.1:{port}");
+    let http = reqwest::Client::new();
+    let mut up = false;
+    for _ in 0..100 {
+        if http.get(format!("{proxy}/healthz")).send().await.is_ok() {
+            up = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    anyhow::ensure!(up, "compactor serve did not come up on {proxy}");
+
+    let half = Duration::from_secs(seconds);
+    let base = run(&format!("http://{upstream_addr}"), clients, half).await;
+    let prox = run(&proxy, clients, half).await;
+    let metrics = http
+        .get(format!("{proxy}/metrics"))
+        .send()
+        .await?
+        .text()
+        .await?;
+    child.start_kill()?;
+    let _ = child.wait().await;
+
+    let rps = |o: &Outcome| o.latencies.len() as f64 / o.elapsed.as_secs_f64();
+    println!("load check: {clients} clients, {seconds} s per phase, 127.0.0.1 only, binary {bin}");
+    for (name, o) in [("direct", &base), ("proxy", &prox)] {
+        println!(
+            "{name:>7}: {:>6} ok, {:>3} errors, {:>8.1} req/s, p50 {:>7.2} ms, p99 {:>7.2} ms",
+            o.latencies.len(),
+            o.errors,
+            rps(o),
+            pct(&o.latencies, 0.5),
+            pct(&o.latencies, 0.99)
+        );
+    }
+    println!(
+        "  added: p50 {:.2} ms, p99 {:.2} ms",
+        pct(&prox.latencies, 0.5) - pct(&base.latencies, 0.5),
+        pct(&prox.latencies, 0.99) - pct(&base.latencies, 0.99)
+    );
+    for line in metrics
+        .lines()
+        .filter(|l| l.starts_with("compactor_proxy_requests_total"))
+    {
+        println!("  {line}");
+    }
+    anyhow::ensure!(prox.errors == 0, "{} errors through the proxy", prox.errors);
+    Ok(())
+}

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Load check of the compacting proxy: N concurrent agent loops for a bounded time against
+# `compactor serve` and a fake upstream, both on 127.0.0.1. Not part of `cargo test`.
+#   scripts/load-check.sh [CLIENTS=16] [SECONDS=10] [PROFILE=dev|release]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+clients="${1:-16}"
+seconds="${2:-10}"
+profile="${3:-dev}"
+if [ "$profile" = release ]; then
+  cargo build --release --bin compactor --example load_check
+  dir=target/release
+else
+  cargo build --bin compactor --example load_check
+  dir=target/debug
+fi
+exec "$dir/examples/load_check" "$dir/compactor" "$clients" "$seconds"

@@ -1,0 +1,175 @@
+//! The JSON API: compact, count tokens, validate; health and metrics.
+
+use super::{ApiJson, AppError, AppState};
+use crate::conversation::Conversation;
+use crate::format::{Format, detect::guess_format};
+use crate::guard::{self, ValidateOptions};
+use crate::tokens::TokenCounter;
+use axum::Json;
+use axum::extract::State;
+use axum::http::header::CONTENT_TYPE;
+use axum::response::IntoResponse;
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+use std::borrow::Cow;
+
+/// The body of `/v1/compact`, `/v1/count_tokens` and `/v1/validate`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ApiRequest {
+    /// A whole request body (`{"model", "system", "messages", ...}`) or a message array.
+    #[serde(default)]
+    request: Option<Value>,
+    /// A bare message array (instead of `request`).
+    #[serde(default)]
+    messages: Option<Value>,
+    /// `anthropic`, `openai-chat`, `openai-responses`; detected when absent.
+    #[serde(default)]
+    format: Option<String>,
+    /// Budget in tokens (default: the preset's).
+    #[serde(default)]
+    budget: Option<usize>,
+    /// A preset name (default: the configured one).
+    #[serde(default)]
+    strategy: Option<String>,
+    /// Extra instructions for a model summary.
+    #[serde(default)]
+    instructions: Option<String>,
+    /// `/v1/validate`: reject a history that ends with calls waiting for results.
+    #[serde(default)]
+    strict: bool,
+}
+
+impl ApiRequest {
+    /// The request value, its format, and the conversation read from it.
+    fn read(&self) -> Result<(&Value, Format, Conversation), AppError> {
+        let value = match (&self.request, &self.messages) {
+            (Some(v), None) | (None, Some(v)) => v,
+            (Some(_), Some(_)) => {
+                return Err(AppError::bad_request(
+                    "invalid_request",
+                    "give either \"request\" or \"messages\", not both",
+                ));
+            }
+            (None, None) => {
+                return Err(AppError::bad_request(
+                    "invalid_request",
+                    "missing \"request\" (a request body) or \"messages\" (a message array)",
+                ));
+            }
+        };
+        if self.messages.is_some() && !value.is_array() {
+            return Err(AppError::BadRequest {
+                code: "invalid_request",
+                message: "\"messages\" must be an array".into(),
+                location: Some("messages".into()),
+            });
+        }
+        let format = match &self.format {
+            Some(f) => f.parse::<Format>().map_err(|e| AppError::BadRequest {
+                code: "unknown_format",
+                message: e,
+                location: Some("format".into()),
+            })?,
+            None => guess_format(value)?,
+        };
+        let conversation = format.read(value)?;
+        Ok((value, format, conversation))
+    }
+}
+
+/// `POST /v1/compact`: `{"request": <compacted body, same format>, "report": ...}`.
+pub(crate) async fn compact(
+    State(state): State<AppState>,
+    ApiJson(req): ApiJson<ApiRequest>,
+) -> Result<Json<Value>, AppError> {
+    let compactor = state.compactor(req.strategy.as_deref())?;
+    let (value, format, conversation) = req.read()?;
+    let compacted = compactor
+        .compact_with(
+            &conversation,
+            format,
+            req.budget,
+            req.instructions.as_deref(),
+        )
+        .await?;
+    state.metrics().record(&compacted.report);
+    let request = match &compacted.conversation {
+        Cow::Borrowed(_) => value.clone(),
+        Cow::Owned(c) => format.write(c),
+    };
+    Ok(Json(
+        json!({"request": request, "report": compacted.report}),
+    ))
+}
+
+/// `POST /v1/count_tokens`: `{"tokens", "by_role", "messages"}`.
+pub(crate) async fn count_tokens(
+    State(state): State<AppState>,
+    ApiJson(req): ApiJson<ApiRequest>,
+) -> Result<Json<Value>, AppError> {
+    let compactor = state.compactor(req.strategy.as_deref())?;
+    let (_, _, conversation) = req.read()?;
+    Ok(Json(token_breakdown(compactor.counter(), &conversation)))
+}
+
+/// The token count of a conversation: the total (system prompt, tools and messages), the
+/// messages' tokens by role (the top-level system prompt under `system`), and the message count.
+pub(crate) fn token_breakdown(counter: &dyn TokenCounter, conversation: &Conversation) -> Value {
+    let mut by_role: Map<String, Value> = Map::new();
+    let mut add = |role: &str, n: usize| {
+        let entry = by_role.entry(role.to_string()).or_insert(json!(0));
+        *entry = json!(entry.as_u64().unwrap_or(0) + n as u64);
+    };
+    if let Some(system) = &conversation.system {
+        add("system", counter.count_text(&system.to_string()));
+    }
+    for m in &conversation.messages {
+        add(m.role.as_str(), counter.count_message(m));
+    }
+    json!({
+        "tokens": counter.count_conversation(conversation),
+        "by_role": by_role,
+        "messages": conversation.messages.len(),
+    })
+}
+
+/// `POST /v1/validate`: `{"valid", "format", "violations": [{path, message, block, kind, text}]}`.
+pub(crate) async fn validate(ApiJson(req): ApiJson<ApiRequest>) -> Result<Json<Value>, AppError> {
+    let (_, format, conversation) = req.read()?;
+    let violations = guard::validate(
+        &conversation,
+        format,
+        ValidateOptions {
+            allow_open_tail: !req.strict,
+        },
+    );
+    let located: Vec<Value> = violations
+        .iter()
+        .map(|v| {
+            let mut j = serde_json::to_value(v).unwrap_or(Value::Null);
+            if let Value::Object(o) = &mut j {
+                o.insert("text".into(), Value::String(v.to_string()));
+            }
+            j
+        })
+        .collect();
+    Ok(Json(json!({
+        "valid": violations.is_empty(),
+        "format": format.as_str(),
+        "violations": located,
+    })))
+}
+
+/// `GET /healthz`.
+pub(crate) async fn healthz() -> Json<Value> {
+    Json(json!({"status": "ok", "version": env!("CARGO_PKG_VERSION")}))
+}
+
+/// `GET /metrics`: Prometheus text exposition.
+pub(crate) async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
+    (
+        [(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
+        state.metrics().render(),
+    )
+}

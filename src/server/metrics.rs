@@ -1,0 +1,136 @@
+//! Prometheus metrics kept in the state (one registry per [`super::AppState`], no globals).
+
+use crate::report::Report;
+use prometheus::{
+    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, Opts, Registry, TextEncoder,
+};
+
+/// The service's counters and histograms.
+#[derive(Clone)]
+pub struct Metrics {
+    registry: Registry,
+    compactions: IntCounterVec,
+    tokens_before: IntCounterVec,
+    tokens_after: IntCounterVec,
+    latency: HistogramVec,
+    guard_rejections: IntCounter,
+    /// Summary-tier LLM calls. The summary tier feeds this; until it is configured it stays 0.
+    pub llm_calls: IntCounter,
+    /// Summary-tier LLM calls that failed (fed by the summary tier, like `llm_calls`).
+    pub llm_failures: IntCounter,
+    proxy: IntCounterVec,
+}
+
+impl Metrics {
+    /// Registers every metric in a fresh registry.
+    ///
+    /// # Errors
+    /// A prometheus error if a metric is malformed (a bug, caught by the tests).
+    pub fn new() -> Result<Metrics, prometheus::Error> {
+        let registry = Registry::new();
+        let compactions = IntCounterVec::new(
+            Opts::new(
+                "compactor_compactions_total",
+                "Compaction runs by strategy preset and status.",
+            ),
+            &["strategy", "status"],
+        )?;
+        let tokens_before = IntCounterVec::new(
+            Opts::new(
+                "compactor_tokens_before_total",
+                "Tokens of the inputs of compaction runs.",
+            ),
+            &["strategy"],
+        )?;
+        let tokens_after = IntCounterVec::new(
+            Opts::new(
+                "compactor_tokens_after_total",
+                "Tokens of the outputs of compaction runs.",
+            ),
+            &["strategy"],
+        )?;
+        let latency = HistogramVec::new(
+            HistogramOpts::new(
+                "compactor_compaction_seconds",
+                "Wall time of compaction runs.",
+            )
+            .buckets(vec![
+                0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+                10.0, 30.0,
+            ]),
+            &["strategy"],
+        )?;
+        let guard_rejections = IntCounter::new(
+            "compactor_guard_rejections_total",
+            "Strategy outputs the guard refused.",
+        )?;
+        let llm_calls = IntCounter::new(
+            "compactor_llm_calls_total",
+            "Calls to the summary model (fed by the summary tier).",
+        )?;
+        let llm_failures = IntCounter::new(
+            "compactor_llm_failures_total",
+            "Failed calls to the summary model (fed by the summary tier).",
+        )?;
+        let proxy = IntCounterVec::new(
+            Opts::new(
+                "compactor_proxy_requests_total",
+                "Proxied requests by route and what was done to the body (passthrough, compacted, reused, skipped).",
+            ),
+            &["route", "body"],
+        )?;
+        registry.register(Box::new(compactions.clone()))?;
+        registry.register(Box::new(tokens_before.clone()))?;
+        registry.register(Box::new(tokens_after.clone()))?;
+        registry.register(Box::new(latency.clone()))?;
+        registry.register(Box::new(guard_rejections.clone()))?;
+        registry.register(Box::new(llm_calls.clone()))?;
+        registry.register(Box::new(llm_failures.clone()))?;
+        registry.register(Box::new(proxy.clone()))?;
+        Ok(Metrics {
+            registry,
+            compactions,
+            tokens_before,
+            tokens_after,
+            latency,
+            guard_rejections,
+            llm_calls,
+            llm_failures,
+            proxy,
+        })
+    }
+
+    /// Records one compaction run.
+    pub fn record(&self, report: &Report) {
+        let status = serde_json::to_value(report.status)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default();
+        self.compactions
+            .with_label_values(&[report.strategy.as_str(), status.as_str()])
+            .inc();
+        self.tokens_before
+            .with_label_values(&[report.strategy.as_str()])
+            .inc_by(report.tokens_before as u64);
+        self.tokens_after
+            .with_label_values(&[report.strategy.as_str()])
+            .inc_by(report.tokens_after as u64);
+        self.latency
+            .with_label_values(&[report.strategy.as_str()])
+            .observe(report.timings.total_ms / 1000.0);
+        self.guard_rejections.inc_by(report.rejections() as u64);
+    }
+
+    /// Records what the proxy did with a body.
+    pub fn proxied(&self, route: &str, body: &str) {
+        self.proxy.with_label_values(&[route, body]).inc();
+    }
+
+    /// The text exposition format.
+    pub fn render(&self) -> String {
+        let mut out = Vec::new();
+        // Encoding into a Vec cannot fail for well-formed metrics.
+        let _ = TextEncoder::new().encode(&self.registry.gather(), &mut out);
+        String::from_utf8_lossy(&out).into_owned()
+    }
+}

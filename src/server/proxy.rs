@@ -1,0 +1,203 @@
+//! The compacting proxy: `POST /v1/messages` (Anthropic) and `POST /v1/chat/completions`
+//! (OpenAI Chat).
+//!
+//! ```text
+//! client body -> under the trigger?        -> the original bytes, untouched
+//!             -> a remembered prefix fits? -> remembered compacted prefix ++ new messages
+//!             -> else                      -> compact afresh (and remember it)
+//!   -> POST upstream (base URL from the config, the client's headers minus hop-by-hop)
+//!   -> status, headers and body streamed back as they come (SSE included)
+//!      + x-compactor-tokens: BEFORE->AFTER; tier=APPLIED
+//! ```
+//! Only the outbound copy is compacted; the client's own history is never touched. A body the
+//! proxy cannot read (not JSON, malformed, an invalid history) is forwarded as it came, so the
+//! upstream gives its own answer; `x-compactor-skipped` says why.
+
+use super::{AppError, AppState, TOKEN_HEADER};
+use crate::compactor::CompactError;
+use crate::format::Format;
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, Uri};
+use axum::response::Response;
+use bytes::Bytes;
+use serde_json::Value;
+use std::borrow::Cow;
+
+/// The response header that says what the proxy did.
+pub const TOKENS_HEADER: &str = "x-compactor-tokens";
+/// The response header naming why a body was forwarded without looking at it.
+pub const SKIPPED_HEADER: &str = "x-compactor-skipped";
+
+/// Headers of one connection, not of the message (RFC 9110 7.6.1), plus those the proxy
+/// sets itself.
+const HOP_BY_HOP: &[&str] = &[
+    "connection",
+    "keep-alive",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "host",
+    "content-length",
+    TOKEN_HEADER,
+];
+
+/// `POST /v1/messages`.
+pub(crate) async fn anthropic(
+    State(state): State<AppState>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, AppError> {
+    let base = state.settings().server.anthropic_upstream.clone();
+    forward(&state, Format::Anthropic, &base, &uri, headers, body).await
+}
+
+/// `POST /v1/chat/completions`.
+pub(crate) async fn openai_chat(
+    State(state): State<AppState>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, AppError> {
+    let base = state.settings().server.openai_upstream.clone();
+    forward(&state, Format::OpenAiChat, &base, &uri, headers, body).await
+}
+
+/// What goes upstream, and the header that tells the client.
+struct Outgoing {
+    body: Bytes,
+    header: (&'static str, String),
+}
+
+async fn forward(
+    state: &AppState,
+    format: Format,
+    base: &str,
+    uri: &Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, AppError> {
+    let route = uri.path().to_string();
+    let outgoing = outgoing_body(state, format, &route, body).await;
+    let url = format!(
+        "{}{}",
+        base.trim_end_matches('/'),
+        uri.path_and_query().map_or(route.as_str(), |p| p.as_str())
+    );
+    let mut upstream_headers = HeaderMap::new();
+    for (name, value) in &headers {
+        if !HOP_BY_HOP.contains(&name.as_str()) {
+            upstream_headers.append(name.clone(), value.clone());
+        }
+    }
+    let answer = state
+        .inner
+        .client
+        .request(Method::POST, &url)
+        .headers(upstream_headers)
+        .body(outgoing.body)
+        .send()
+        .await
+        .map_err(|e| AppError::Upstream(format!("{url}: {e}")))?;
+    let mut response = Response::builder().status(answer.status());
+    if let Some(h) = response.headers_mut() {
+        for (name, value) in answer.headers() {
+            if !HOP_BY_HOP[..9].contains(&name.as_str()) {
+                h.append(name.clone(), value.clone());
+            }
+        }
+        if let Ok(v) = HeaderValue::from_str(&outgoing.header.1) {
+            h.insert(HeaderName::from_static(outgoing.header.0), v);
+        }
+    }
+    response
+        .body(Body::from_stream(answer.bytes_stream()))
+        .map_err(|e| AppError::Internal(format!("building the response: {e}")))
+}
+
+/// Decides what to send: the original bytes, a remembered prefix plus the new messages, or a
+/// fresh compaction.
+async fn outgoing_body(state: &AppState, format: Format, route: &str, body: Bytes) -> Outgoing {
+    let metrics = state.metrics();
+    let skipped = |body: Bytes, why: &str| {
+        metrics.proxied(route, "skipped");
+        Outgoing {
+            body,
+            header: (SKIPPED_HEADER, why.to_string()),
+        }
+    };
+    let Ok(value) = serde_json::from_slice::<Value>(&body) else {
+        return skipped(body, "not JSON");
+    };
+    let Ok(conversation) = format.read(&value) else {
+        return skipped(body, "not a request body of this format");
+    };
+    let compactor = state.default_compactor();
+    let counter = compactor.counter();
+    let budget = compactor.budget(None);
+    let trigger = (budget.limit as f64 * compactor.settings().budget.trigger) as usize;
+    let tokens_before = counter.count_conversation(&conversation);
+    let tokens = |after: usize, tier: &str| {
+        (
+            TOKENS_HEADER,
+            format!("{tokens_before}->{after}; tier={tier}"),
+        )
+    };
+    if tokens_before <= trigger {
+        metrics.proxied(route, "passthrough");
+        return Outgoing {
+            body,
+            header: tokens(tokens_before, "none"),
+        };
+    }
+    match compactor.compact(&conversation, format, None).await {
+        Err(CompactError::InvalidInput(violations)) => {
+            let first = violations
+                .first()
+                .map(ToString::to_string)
+                .unwrap_or_default();
+            tracing::info!(violations = violations.len(), first = %first, "proxy: invalid history forwarded as is");
+            skipped(body, "invalid history")
+        }
+        Ok(compacted) => {
+            metrics.record(&compacted.report);
+            let report = &compacted.report;
+            // Continued from the compactor's memory without compacting again: the prefix
+            // sent last time is sent again (prompt-cache hit).
+            let reused =
+                report.continued_from.is_some() && report.tiers.iter().all(|t| !t.accepted);
+            let applied = if reused {
+                format!("{}; prefix=reused", report.applied())
+            } else {
+                report.applied()
+            };
+            let after = compacted.report.tokens_after;
+            match compacted.conversation {
+                Cow::Borrowed(_) => {
+                    metrics.proxied(route, "passthrough");
+                    Outgoing {
+                        body,
+                        header: tokens(after, &applied),
+                    }
+                }
+                Cow::Owned(c) => {
+                    metrics.proxied(route, if reused { "reused" } else { "compacted" });
+                    let out = to_bytes(&format.write(&c));
+                    Outgoing {
+                        body: out,
+                        header: tokens(after, &applied),
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn to_bytes(value: &Value) -> Bytes {
+    Bytes::from(value.to_string())
+}

@@ -1,0 +1,789 @@
+//! The service: every route and error path through `app()` with `oneshot`, and the proxy
+//! against a local fake upstream that records what it receives.
+
+use axum::Router;
+use axum::body::{Body, to_bytes};
+use axum::http::{HeaderMap, Request, StatusCode, Uri};
+use axum::response::Response;
+use axum::routing::post;
+use bytes::Bytes;
+use compactor::config::{Loader, Settings};
+use compactor::format::Format;
+use compactor::guard;
+use compactor::server::{AppState, app};
+use compactor::tokens::{TokenCounter, counter_for};
+use futures_util::StreamExt;
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::Notify;
+use tower::ServiceExt;
+
+fn loader() -> Loader {
+    Loader {
+        file: None,
+        preset: None,
+        env: false,
+        preset_dirs: Vec::new(),
+    }
+}
+
+/// The built-in defaults with an explicit budget.
+fn settings(budget: usize) -> Settings {
+    let mut s = loader().load().unwrap();
+    s.budget.tokens = budget;
+    s
+}
+
+fn state(s: Settings) -> AppState {
+    AppState::from_parts(s, loader(), None).unwrap()
+}
+
+/// A coding session: a prompt, then `rounds` Read calls each answered by a ~1,200-byte file.
+fn history(rounds: usize) -> Value {
+    let mut messages =
+        vec![json!({"role": "user", "content": "Fix the failing test in src/lib.rs"})];
+    for i in 0..rounds {
+        let id = format!("toolu_{i:03}");
+        messages.push(json!({"role": "assistant", "content": [
+            {"type": "text", "text": format!("Reading src/f{i}.rs.")},
+            {"type": "tool_use", "id": id, "name": "Read", "input": {"path": format!("src/f{i}.rs")}}
+        ]}));
+        let file: String = (0..40)
+            .map(|k| format!("fn f{i}_{k}() {{ /* line {k} */ }}\n"))
+            .collect();
+        messages.push(json!({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": id, "content": file}
+        ]}));
+    }
+    json!({"model": "claude-sonnet-4-5", "max_tokens": 1024, "system": "You are a coding agent.", "messages": messages})
+}
+
+fn tokens_of(body: &Value, format: Format) -> usize {
+    counter_for(Default::default()).count_conversation(&format.read(body).unwrap())
+}
+
+async fn call(app: Router, req: Request<Body>) -> (StatusCode, HeaderMap, Bytes) {
+    let res = app.oneshot(req).await.unwrap();
+    let status = res.status();
+    let headers = res.headers().clone();
+    (
+        status,
+        headers,
+        to_bytes(res.into_body(), usize::MAX).await.unwrap(),
+    )
+}
+
+async fn post_json(app: Router, path: &str, body: &Value) -> (StatusCode, Value) {
+    let req = Request::post(path)
+        .header("content-type", "application/json")
+        .body(Body::from(body.to_string()))
+        .unwrap();
+    let (status, _, bytes) = call(app, req).await;
+    (status, serde_json::from_slice(&bytes).unwrap())
+}
+
+fn orphan_history() -> Value {
+    json!({"model": "m", "max_tokens": 10, "messages": [
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_x", "content": "stale"}]},
+        {"role": "assistant", "content": "ok"},
+        {"role": "user", "content": "go on"}
+    ]})
+}
+
+#[tokio::test]
+async fn healthz_answers_ok() {
+    let (status, body) = {
+        let req = Request::get("/healthz").body(Body::empty()).unwrap();
+        let (s, _, b) = call(app(state(settings(0))), req).await;
+        (s, serde_json::from_slice::<Value>(&b).unwrap())
+    };
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["status"], "ok");
+}
+
+#[tokio::test]
+async fn compact_returns_the_compacted_request_and_its_report() {
+    let input = history(20);
+    let before = tokens_of(&input, Format::Anthropic);
+    let (status, body) = post_json(
+        app(state(settings(0))),
+        "/v1/compact",
+        &json!({"request": input, "budget": 4000}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let report = &body["report"];
+    assert_eq!(report["status"], "compacted");
+    assert_eq!(report["format"], "anthropic");
+    assert_eq!(report["budget"], 4000);
+    assert_eq!(report["tokens_before"], before);
+    assert_eq!(
+        report["tokens_after"],
+        tokens_of(&body["request"], Format::Anthropic)
+    );
+    let out = Format::Anthropic.read(&body["request"]).unwrap();
+    assert_eq!(
+        guard::validate(&out, Format::Anthropic, Default::default()),
+        vec![]
+    );
+    assert_eq!(body["request"]["model"], "claude-sonnet-4-5");
+}
+
+#[tokio::test]
+async fn compact_under_the_trigger_returns_the_request_as_it_came() {
+    let input = history(2);
+    let (status, body) = post_json(
+        app(state(settings(0))),
+        "/v1/compact",
+        &json!({"request": input, "format": "anthropic"}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["request"], input);
+    assert_eq!(body["report"]["status"], "unchanged");
+    assert_eq!(
+        body["report"]["tokens_before"],
+        tokens_of(&input, Format::Anthropic)
+    );
+}
+
+#[tokio::test]
+async fn compact_takes_a_bare_message_array_and_a_named_strategy() {
+    let input = history(20)["messages"].clone();
+    let (status, body) = post_json(
+        app(state(settings(0))),
+        "/v1/compact",
+        &json!({"messages": input, "budget": 4000, "strategy": "truncate"}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["report"]["strategy"], "truncate");
+    assert!(body["request"].is_array());
+}
+
+#[tokio::test]
+async fn compact_of_an_invalid_history_is_a_400_naming_the_place() {
+    let (status, body) = post_json(
+        app(state(settings(0))),
+        "/v1/compact",
+        &json!({"request": orphan_history()}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        body,
+        json!({"error": {
+            "code": "invalid_history",
+            "message": "messages[0].content[0]: tool_result toolu_x has no tool_use in the previous message",
+            "location": "messages[0].content[0]"
+        }})
+    );
+}
+
+#[tokio::test]
+async fn an_unknown_strategy_is_a_404() {
+    let (status, body) = post_json(
+        app(state(settings(0))),
+        "/v1/compact",
+        &json!({"request": history(1), "strategy": "nope"}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(
+        body,
+        json!({"error": {"code": "unknown_strategy", "message": "no strategy preset \"nope\""}})
+    );
+    let (status, _) = post_json(
+        app(state(settings(0))),
+        "/v1/compact",
+        &json!({"request": history(1), "strategy": "../etc/passwd"}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn malformed_json_is_a_400_with_line_and_column() {
+    let req = Request::post("/v1/compact")
+        .body(Body::from("{\"request\": [1,}"))
+        .unwrap();
+    let (status, _, bytes) = call(app(state(settings(0))), req).await;
+    let body: Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(body["error"]["code"], "invalid_json");
+    assert_eq!(body["error"]["location"], "line 1 column 16");
+}
+
+#[tokio::test]
+async fn a_malformed_message_is_a_400_with_its_path() {
+    let (status, body) = post_json(
+        app(state(settings(0))),
+        "/v1/validate",
+        &json!({"format": "anthropic", "request": {"messages": [{"role": "user", "content": "hi"}, 7]}}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(body["error"]["code"], "invalid_request");
+    assert_eq!(body["error"]["location"], "messages[1]");
+}
+
+#[tokio::test]
+async fn missing_request_and_unknown_format_are_400s() {
+    let (status, body) = post_json(app(state(settings(0))), "/v1/compact", &json!({})).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(body["error"]["code"], "invalid_request");
+    let (status, body) = post_json(
+        app(state(settings(0))),
+        "/v1/compact",
+        &json!({"request": history(1), "format": "gemini"}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(body["error"]["code"], "unknown_format");
+    assert_eq!(body["error"]["location"], "format");
+}
+
+#[tokio::test]
+async fn a_body_over_the_limit_is_a_413() {
+    let mut s = settings(0);
+    s.server.body_limit_bytes = 1000;
+    let big = json!({"request": history(5)});
+    let (status, body) = post_json(app(state(s)), "/v1/compact", &big).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(body["error"]["code"], "payload_too_large");
+}
+
+#[tokio::test]
+async fn a_configured_token_is_required_except_for_healthz() {
+    let s = settings(0);
+    let st = AppState::from_parts(s, loader(), Some("s3cret".into())).unwrap();
+    let body = json!({"request": history(1)}).to_string();
+    let (status, _, bytes) = call(
+        app(st.clone()),
+        Request::post("/v1/count_tokens")
+            .body(Body::from(body.clone()))
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let err: Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(err["error"]["code"], "unauthorized");
+    let (status, _, _) = call(
+        app(st.clone()),
+        Request::post("/v1/count_tokens")
+            .header("authorization", "Bearer wrong")
+            .body(Body::from(body.clone()))
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let (status, _, _) = call(
+        app(st.clone()),
+        Request::post("/v1/count_tokens")
+            .header("authorization", "Bearer s3cret")
+            .body(Body::from(body.clone()))
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, _, _) = call(
+        app(st.clone()),
+        Request::post("/v1/count_tokens")
+            .header("x-compactor-token", "s3cret")
+            .body(Body::from(body))
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, _, _) = call(
+        app(st),
+        Request::get("/healthz").body(Body::empty()).unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn count_tokens_breaks_the_total_down_by_role() {
+    let input = history(3);
+    let conv = Format::Anthropic.read(&input).unwrap();
+    let counter = counter_for(Default::default());
+    let by = |role: &str| -> usize {
+        conv.messages
+            .iter()
+            .filter(|m| m.role.as_str() == role)
+            .map(|m| counter.count_message(m))
+            .sum()
+    };
+    let (status, body) = post_json(
+        app(state(settings(0))),
+        "/v1/count_tokens",
+        &json!({"request": input}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        body,
+        json!({
+            "tokens": counter.count_conversation(&conv),
+            "by_role": {
+                "system": counter.count_text(&json!("You are a coding agent.").to_string()),
+                "user": by("user"),
+                "assistant": by("assistant"),
+            },
+            "messages": 7,
+        })
+    );
+}
+
+#[tokio::test]
+async fn validate_gives_the_verdict_with_located_violations() {
+    let (status, body) = post_json(
+        app(state(settings(0))),
+        "/v1/validate",
+        &json!({"request": orphan_history()}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["valid"], false);
+    assert_eq!(body["format"], "anthropic");
+    assert_eq!(body["violations"].as_array().unwrap().len(), 1);
+    let v = &body["violations"][0];
+    assert_eq!(v["path"], "messages[0].content[0]");
+    assert_eq!(v["kind"]["rule"], "orphan_result");
+    assert_eq!(
+        v["text"],
+        "messages[0].content[0]: tool_result toolu_x has no tool_use in the previous message"
+    );
+    let (status, body) = post_json(
+        app(state(settings(0))),
+        "/v1/validate",
+        &json!({"request": history(2)}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        body,
+        json!({"valid": true, "format": "anthropic", "violations": []})
+    );
+}
+
+#[tokio::test]
+async fn an_unknown_route_is_a_json_404() {
+    let (status, _, bytes) = call(
+        app(state(settings(0))),
+        Request::get("/v2/nothing").body(Body::empty()).unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let body: Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(body["error"]["code"], "not_found");
+}
+
+#[tokio::test]
+async fn metrics_count_compactions_by_strategy_and_status() {
+    let st = state(settings(0));
+    let (status, body) = post_json(
+        app(st.clone()),
+        "/v1/compact",
+        &json!({"request": history(20), "budget": 4000}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let before = body["report"]["tokens_before"].as_u64().unwrap();
+    let (status, headers, bytes) = call(
+        app(st),
+        Request::get("/metrics").body(Body::empty()).unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(
+        headers["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/plain")
+    );
+    let text = String::from_utf8(bytes.to_vec()).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(
+        lines.contains(&"compactor_compactions_total{status=\"compacted\",strategy=\"default\"} 1"),
+        "{text}"
+    );
+    assert!(
+        lines.contains(
+            &format!("compactor_tokens_before_total{{strategy=\"default\"}} {before}").as_str()
+        ),
+        "{text}"
+    );
+    assert!(
+        lines.contains(&"compactor_compaction_seconds_count{strategy=\"default\"} 1"),
+        "{text}"
+    );
+    assert!(
+        lines.contains(&"compactor_guard_rejections_total 0"),
+        "{text}"
+    );
+    assert!(lines.contains(&"compactor_llm_calls_total 0"), "{text}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Proxy, against a fake upstream on 127.0.0.1.
+
+#[derive(Clone)]
+struct Reply {
+    status: u16,
+    headers: Vec<(&'static str, &'static str)>,
+    chunks: Vec<&'static str>,
+    /// Held before the second chunk until notified (proves the proxy streams).
+    gate: Option<Arc<Notify>>,
+    delay: Duration,
+}
+
+impl Reply {
+    fn json(status: u16, body: &'static str) -> Reply {
+        Reply {
+            status,
+            headers: vec![("content-type", "application/json")],
+            chunks: vec![body],
+            gate: None,
+            delay: Duration::ZERO,
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+struct Seen {
+    uri: String,
+    headers: HeaderMap,
+    body: Bytes,
+}
+
+type Recorded = Arc<Mutex<Vec<Seen>>>;
+
+async fn spawn_upstream(reply: Reply) -> (String, Recorded) {
+    let recorded: Recorded = Arc::default();
+    let rec = recorded.clone();
+    let handler = move |uri: Uri, headers: HeaderMap, body: Bytes| {
+        let reply = reply.clone();
+        let rec = rec.clone();
+        async move {
+            rec.lock().unwrap().push(Seen {
+                uri: uri.to_string(),
+                headers,
+                body,
+            });
+            tokio::time::sleep(reply.delay).await;
+            let gate = reply.gate.clone();
+            let chunks = reply.chunks.clone();
+            let stream = futures_util::stream::unfold(0usize, move |i| {
+                let gate = gate.clone();
+                let chunk = chunks.get(i).copied();
+                async move {
+                    let chunk = chunk?;
+                    if i == 1 {
+                        if let Some(g) = gate {
+                            g.notified().await;
+                        }
+                    }
+                    Some((
+                        Ok::<_, std::convert::Infallible>(Bytes::from_static(chunk.as_bytes())),
+                        i + 1,
+                    ))
+                }
+            });
+            let mut b = Response::builder().status(reply.status);
+            for (k, v) in &reply.headers {
+                b = b.header(*k, *v);
+            }
+            b.body(Body::from_stream(stream)).unwrap()
+        }
+    };
+    let app = Router::new()
+        .route("/v1/messages", post(handler.clone()))
+        .route("/v1/chat/completions", post(handler));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (format!("http://{addr}"), recorded)
+}
+
+fn proxy_state(budget: usize, upstream: &str) -> AppState {
+    let mut s = settings(budget);
+    s.server.anthropic_upstream = upstream.to_string();
+    s.server.openai_upstream = upstream.to_string();
+    state(s)
+}
+
+fn anthropic_request(body: impl Into<Body>) -> Request<Body> {
+    Request::post("/v1/messages?beta=true")
+        .header("content-type", "application/json")
+        .header("x-api-key", "sk-ant-test")
+        .header("anthropic-version", "2023-06-01")
+        .body(body.into())
+        .unwrap()
+}
+
+#[tokio::test]
+async fn proxy_forwards_a_body_under_the_trigger_byte_identical_with_its_key() {
+    let (upstream, seen) = spawn_upstream(Reply::json(200, "{\"id\":\"msg_1\"}")).await;
+    // Odd spacing: a re-serialization would not reproduce it.
+    let original = format!(
+        "{{ \"model\" : \"m\",\n  \"max_tokens\":10, \"messages\": {} }}",
+        history(2)["messages"]
+    );
+    let st = proxy_state(0, &upstream);
+    let mut req = anthropic_request(original.clone());
+    req.headers_mut()
+        .insert("x-compactor-token", "not-for-upstream".parse().unwrap());
+    let (status, headers, body) = call(app(st), req).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body, Bytes::from_static(b"{\"id\":\"msg_1\"}"));
+    let tokens = tokens_of(&serde_json::from_str(&original).unwrap(), Format::Anthropic);
+    assert_eq!(
+        headers["x-compactor-tokens"],
+        format!("{tokens}->{tokens}; tier=none").as_str()
+    );
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].uri, "/v1/messages?beta=true");
+    assert_eq!(seen[0].body, Bytes::from(original));
+    assert_eq!(seen[0].headers["x-api-key"], "sk-ant-test");
+    assert_eq!(seen[0].headers["anthropic-version"], "2023-06-01");
+    assert!(seen[0].headers.get("x-compactor-token").is_none());
+}
+
+#[tokio::test]
+async fn proxy_compacts_a_body_over_the_trigger_into_a_valid_request() {
+    let (upstream, seen) = spawn_upstream(Reply::json(200, "{}")).await;
+    let input = history(30);
+    let before = tokens_of(&input, Format::Anthropic);
+    let (status, headers, _) = call(
+        app(proxy_state(4000, &upstream)),
+        anthropic_request(input.to_string()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let sent: Value = serde_json::from_slice(&seen.lock().unwrap()[0].body).unwrap();
+    let after = tokens_of(&sent, Format::Anthropic);
+    assert!(after <= 4000 * 8 / 10, "{after}");
+    let conv = Format::Anthropic.read(&sent).unwrap();
+    assert_eq!(
+        guard::validate(&conv, Format::Anthropic, Default::default()),
+        vec![]
+    );
+    let applied = headers["x-compactor-tokens"].to_str().unwrap().to_string();
+    assert!(
+        applied.starts_with(&format!("{before}->{after}; tier=")),
+        "{applied}"
+    );
+    assert_eq!(sent["model"], input["model"]);
+    assert_eq!(sent["system"], input["system"]);
+}
+
+#[tokio::test]
+async fn proxy_compacts_openai_chat_and_passes_the_bearer_key() {
+    let (upstream, seen) = spawn_upstream(Reply::json(200, "{}")).await;
+    let anthropic = Format::Anthropic.read(&history(30)).unwrap();
+    let chat = Format::OpenAiChat.write(&compactor::format::convert(
+        &anthropic,
+        Format::Anthropic,
+        Format::OpenAiChat,
+    ));
+    let req = Request::post("/v1/chat/completions")
+        .header("authorization", "Bearer sk-openai-test")
+        .header("openai-organization", "org-1")
+        .body(Body::from(chat.to_string()))
+        .unwrap();
+    let (status, headers, _) = call(app(proxy_state(4000, &upstream)), req).await;
+    assert_eq!(status, StatusCode::OK);
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen[0].uri, "/v1/chat/completions");
+    assert_eq!(seen[0].headers["authorization"], "Bearer sk-openai-test");
+    assert_eq!(seen[0].headers["openai-organization"], "org-1");
+    let sent: Value = serde_json::from_slice(&seen[0].body).unwrap();
+    let conv = Format::OpenAiChat.read(&sent).unwrap();
+    assert_eq!(
+        guard::validate(&conv, Format::OpenAiChat, Default::default()),
+        vec![]
+    );
+    assert!(tokens_of(&sent, Format::OpenAiChat) < tokens_of(&chat, Format::OpenAiChat));
+    assert!(
+        !headers["x-compactor-tokens"]
+            .to_str()
+            .unwrap()
+            .ends_with("tier=none")
+    );
+}
+
+const EVENTS: [&str; 3] = [
+    "event: message_start\ndata: {\"type\":\"message_start\"}\n\n",
+    "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"delta\":{\"text\":\"Hi\"}}\n\n",
+    "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+];
+
+#[tokio::test]
+async fn proxy_streams_sse_events_unchanged_and_in_order() {
+    let gate = Arc::new(Notify::new());
+    let (upstream, _) = spawn_upstream(Reply {
+        status: 200,
+        headers: vec![
+            ("content-type", "text/event-stream"),
+            ("cache-control", "no-cache"),
+        ],
+        chunks: EVENTS.to_vec(),
+        gate: Some(gate.clone()),
+        delay: Duration::ZERO,
+    })
+    .await;
+    let mut body = history(2);
+    body["stream"] = json!(true);
+    let res = app(proxy_state(0, &upstream))
+        .oneshot(anthropic_request(body.to_string()))
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    assert_eq!(res.headers()["content-type"], "text/event-stream");
+    assert_eq!(res.headers()["cache-control"], "no-cache");
+    let mut stream = res.into_body().into_data_stream();
+    // The first event arrives while the upstream still holds the rest: nothing is buffered.
+    let mut got = Vec::new();
+    while got.len() < EVENTS[0].len() {
+        let chunk = tokio::time::timeout(Duration::from_secs(5), stream.next())
+            .await
+            .expect("first event not streamed")
+            .unwrap()
+            .unwrap();
+        got.extend_from_slice(&chunk);
+    }
+    assert_eq!(String::from_utf8(got.clone()).unwrap(), EVENTS[0]);
+    gate.notify_one();
+    while let Some(chunk) = stream.next().await {
+        got.extend_from_slice(&chunk.unwrap());
+    }
+    assert_eq!(String::from_utf8(got).unwrap(), EVENTS.concat());
+}
+
+#[tokio::test]
+async fn proxy_passes_upstream_errors_through_with_status_and_body() {
+    let mut reply = Reply::json(
+        429,
+        "{\"type\":\"error\",\"error\":{\"type\":\"rate_limit_error\"}}",
+    );
+    reply.headers.push(("retry-after", "7"));
+    let (upstream, _) = spawn_upstream(reply).await;
+    let (status, headers, body) = call(
+        app(proxy_state(0, &upstream)),
+        anthropic_request(history(1).to_string()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(headers["retry-after"], "7");
+    assert_eq!(
+        body,
+        Bytes::from_static(b"{\"type\":\"error\",\"error\":{\"type\":\"rate_limit_error\"}}")
+    );
+}
+
+#[tokio::test]
+async fn proxy_forwards_an_unreadable_body_as_it_came() {
+    let (upstream, seen) = spawn_upstream(Reply::json(400, "{\"error\":\"bad\"}")).await;
+    let (status, headers, _) = call(
+        app(proxy_state(0, &upstream)),
+        anthropic_request("not json"),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(headers["x-compactor-skipped"], "not JSON");
+    assert_eq!(
+        seen.lock().unwrap()[0].body,
+        Bytes::from_static(b"not json")
+    );
+}
+
+#[tokio::test]
+async fn proxy_answers_502_when_the_upstream_is_unreachable() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let dead = format!("http://{}", listener.local_addr().unwrap());
+    drop(listener);
+    let (status, _, bytes) = call(
+        app(proxy_state(0, &dead)),
+        anthropic_request(history(1).to_string()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_GATEWAY);
+    let body: Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(
+        body,
+        json!({"error": {"code": "upstream_unreachable", "message": "the upstream could not be reached"}})
+    );
+}
+
+#[tokio::test]
+async fn a_slow_upstream_is_a_408_after_the_timeout() {
+    let mut reply = Reply::json(200, "{}");
+    reply.delay = Duration::from_secs(3);
+    let (upstream, _) = spawn_upstream(reply).await;
+    let mut s = settings(0);
+    s.server.anthropic_upstream = upstream;
+    s.server.request_timeout_secs = 1;
+    let (status, _, bytes) = call(app(state(s)), anthropic_request(history(1).to_string())).await;
+    assert_eq!(status, StatusCode::REQUEST_TIMEOUT);
+    let body: Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(body["error"]["code"], "timeout");
+}
+
+/// An agent loop through the proxy: each turn sends the whole history plus one new round.
+/// Between compactions the forwarded messages only grow at the end, so the provider's prompt
+/// cache keeps hitting.
+#[tokio::test]
+async fn proxy_keeps_the_compacted_prefix_stable_between_compactions() {
+    let (upstream, seen) = spawn_upstream(Reply::json(200, "{}")).await;
+    let router = app(proxy_state(6000, &upstream));
+    let mut kinds = Vec::new();
+    for rounds in 1..=60 {
+        let body = history(rounds);
+        let (status, headers, _) = call(router.clone(), anthropic_request(body.to_string())).await;
+        assert_eq!(status, StatusCode::OK);
+        let header = headers["x-compactor-tokens"].to_str().unwrap().to_string();
+        kinds.push(if header.ends_with("prefix=reused") {
+            "reused"
+        } else if header.ends_with("tier=none") {
+            "passthrough"
+        } else {
+            "compacted"
+        });
+    }
+    let seen = seen.lock().unwrap();
+    let sent: Vec<Value> = seen
+        .iter()
+        .map(|s| serde_json::from_slice(&s.body).unwrap())
+        .collect();
+    for (turn, body) in sent.iter().enumerate() {
+        let conv = Format::Anthropic.read(body).unwrap();
+        assert_eq!(
+            guard::validate(&conv, Format::Anthropic, Default::default()),
+            vec![],
+            "turn {turn}"
+        );
+        assert!(
+            tokens_of(body, Format::Anthropic) <= 6000 * 8 / 10,
+            "turn {turn}"
+        );
+        if kinds[turn] == "passthrough" {
+            assert_eq!(seen[turn].body, Bytes::from(history(turn + 1).to_string()));
+        }
+        if kinds[turn] == "reused" {
+            let prev = sent[turn - 1]["messages"].as_array().unwrap();
+            let now = body["messages"].as_array().unwrap();
+            assert_eq!(&now[..prev.len()], &prev[..], "turn {turn}: prefix changed");
+        }
+    }
+    let count = |k: &str| kinds.iter().filter(|x| **x == k).count();
+    assert_eq!(
+        (count("passthrough"), count("compacted"), count("reused")),
+        (8, 18, 34),
+        "{kinds:?}"
+    );
+}
