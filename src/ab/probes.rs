@@ -609,9 +609,12 @@ mod tests {
 
     #[test]
     fn only_counts_as_a_whole_word() {
-        let c = conv(vec![Message::text(
+        let c = conv(vec![Message::new(
             Role::User,
-            "Use the only flag. Read the onlyfans docs. <system-reminder> never mind",
+            vec![
+                Block::text("Use the only flag. Read the onlyfans docs."),
+                Block::text("<system-reminder>You must never mind.</system-reminder>"),
+            ],
         )]);
         assert_eq!(instructions(&c), vec!["Use the only flag.".to_string()]);
     }
