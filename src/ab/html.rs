@@ -55,10 +55,9 @@ fn frame(svg: &mut String, title: &str, xlabel: &str, ylabel: &str, xmax: f64, y
     for k in 0..=4 {
         let f = k as f64 / 4.0;
         let (x, y) = (PAD + f * (W - 2.0 * PAD), H - PAD - f * (H - 2.0 * PAD));
-        let _ = write!(
+        let _ = writeln!(
             svg,
-            r##"<text x="{x:.1}" y="{:.1}" text-anchor="middle">{}</text><text x="{:.1}" y="{:.1}" text-anchor="end">{}</text><line x1="{PAD}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#eee"/>
-"##,
+            r##"<text x="{x:.1}" y="{:.1}" text-anchor="middle">{}</text><text x="{:.1}" y="{:.1}" text-anchor="end">{}</text><line x1="{PAD}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#eee"/>"##,
             H - PAD + 14.0,
             short(f * xmax),
             PAD - 4.0,
@@ -82,10 +81,9 @@ fn short(x: f64) -> String {
 fn legend(svg: &mut String, names: &[(String, &str)]) {
     for (i, (name, c)) in names.iter().enumerate() {
         let x = PAD + 10.0 + (i as f64) * 120.0;
-        let _ = write!(
+        let _ = writeln!(
             svg,
-            r#"<rect x="{x}" y="26" width="10" height="10" fill="{c}"/><text x="{}" y="35">{}</text>
-"#,
+            r#"<rect x="{x}" y="26" width="10" height="10" fill="{c}"/><text x="{}" y="35">{}</text>"#,
             x + 14.0,
             esc(name)
         );
@@ -114,10 +112,9 @@ fn saved_vs_fidelity(r: &AbReport) -> String {
                 .unwrap_or(0);
             let x = PAD + c.reduction_pct().clamp(0.0, 100.0) / 100.0 * (W - 2.0 * PAD);
             let y = H - PAD - fid * (H - 2.0 * PAD);
-            let _ = write!(
+            let _ = writeln!(
                 svg,
-                r#"<circle cx="{x:.1}" cy="{y:.1}" r="4" fill="{}" fill-opacity="0.7"><title>{} · {} · budget {}: saved {:.1}%, fidelity {:.1}%</title></circle>
-"#,
+                r#"<circle cx="{x:.1}" cy="{y:.1}" r="4" fill="{}" fill-opacity="0.7"><title>{} · {} · budget {}: saved {:.1}%, fidelity {:.1}%</title></circle>"#,
                 color(i),
                 esc(&f.name),
                 esc(&row.strategy),

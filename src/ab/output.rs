@@ -176,14 +176,12 @@ fn calls_cell(s: &super::ReplayStats) -> String {
     }
 }
 
-fn skipped_cells(f: &FileResult, row: &Row, reason: &str, width: usize) -> Vec<String> {
-    let mut cells = vec![
-        f.name.clone(),
-        row.strategy.clone(),
-        thousands(row.budget),
-        format!("skipped: {reason}"),
-    ];
+/// A row for a strategy that did not run: the reason goes in column `at` (the status column,
+/// or the last one), so the number columns stay narrow.
+fn skipped_cells(f: &FileResult, row: &Row, reason: &str, width: usize, at: usize) -> Vec<String> {
+    let mut cells = vec![f.name.clone(), row.strategy.clone(), thousands(row.budget)];
     cells.resize(width, DASH.into());
+    cells[at.min(width - 1)] = format!("skipped: {reason}");
     cells
 }
 
@@ -191,7 +189,7 @@ fn compaction_cells(f: &FileResult, row: &Row, show: bool) -> Vec<String> {
     let width = 15 + usize::from(show);
     let Some(c) = &row.compaction else {
         let reason = row.skipped.clone().unwrap_or_default();
-        return skipped_cells(f, row, &reason, width);
+        return skipped_cells(f, row, &reason, width, 6);
     };
     let status = if c.applied == "none" {
         c.status.clone()
@@ -224,7 +222,7 @@ fn replay_cells(f: &FileResult, row: &Row, show: bool) -> Vec<String> {
     let width = 11 + usize::from(show);
     let Some(s) = &row.replay else {
         let reason = row.skipped.clone().unwrap_or_default();
-        return skipped_cells(f, row, &reason, width);
+        return skipped_cells(f, row, &reason, width, width - 1);
     };
     let vs = f.baseline.as_ref().map_or_else(
         || DASH.into(),

@@ -390,10 +390,11 @@ fn identifier_kind(w: &str) -> Option<&'static str> {
         if w.contains('/') && w.len() >= 3 && !w.starts_with("//") {
             return Some("path");
         }
-        if let Some((stem, ext)) = w.rsplit_once('.') {
-            if !stem.is_empty() && FILE_EXTENSIONS.contains(&ext) {
-                return Some("path");
-            }
+        if let Some((stem, ext)) = w.rsplit_once('.')
+            && !stem.is_empty()
+            && FILE_EXTENSIONS.contains(&ext)
+        {
+            return Some("path");
         }
     }
     None
