@@ -128,6 +128,12 @@ impl Compactor {
         self.counter.as_ref()
     }
 
+    /// Tiers of the settings that cannot run here, with the reason (`summary tier skipped: no
+    /// LLM configured`).
+    pub fn skipped_tiers(&self) -> &[String] {
+        &self.skipped
+    }
+
     /// The budget: `explicit` tokens, else the configured one.
     pub fn budget(&self, explicit: Option<usize>) -> Budget {
         let limit = self.settings.budget.budget(explicit);

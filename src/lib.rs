@@ -26,6 +26,7 @@
 //! assert!(guard::validate(&conversation, Format::Anthropic, Default::default()).is_empty());
 //! ```
 
+pub mod ab;
 pub mod compactor;
 pub mod config;
 pub mod conversation;

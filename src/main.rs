@@ -100,6 +100,52 @@ enum Command {
         #[arg(long)]
         whole_log: bool,
     },
+    /// Compare strategies side by side on transcripts: compaction, fidelity probes, replay.
+    Ab {
+        /// Transcripts: request bodies, failure cases, session logs, or directories of them.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// Strategy presets (names or paths), comma separated.
+        #[arg(
+            long,
+            value_delimiter = ',',
+            default_value = "default,truncate,microcompact"
+        )]
+        strategies: Vec<String>,
+        /// A budget in tokens; repeat for several (default: 50000 and 20000).
+        #[arg(long = "budget")]
+        budgets: Vec<usize>,
+        /// Replay at most this many model calls per file, evenly spaced.
+        #[arg(long, default_value_t = 200)]
+        replay_cap: usize,
+        /// Price of uncached input, USD per million tokens.
+        #[arg(long, default_value_t = 3.00)]
+        price_input: f64,
+        /// Price of cached input, USD per million tokens.
+        #[arg(long, default_value_t = 0.30)]
+        price_cached: f64,
+        /// Price of output, USD per million tokens.
+        #[arg(long, default_value_t = 15.00)]
+        price_output: f64,
+        /// Write the full report as JSON here.
+        #[arg(long)]
+        json: Option<PathBuf>,
+        /// Write the tables as Markdown here (`-` for stdout).
+        #[arg(long)]
+        markdown: Option<PathBuf>,
+        /// Write an HTML report with charts here.
+        #[arg(long)]
+        html: Option<PathBuf>,
+        /// Leave wall times out of the tables (deterministic output).
+        #[arg(long)]
+        no_timings: bool,
+        /// A config file (TOML), layered under every preset.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Claude Code logs: keep everything, not only what follows the last compaction.
+        #[arg(long)]
+        whole_log: bool,
+    },
     /// Run the HTTP service: the JSON API and the compacting proxy (see docs/service.md).
     Serve {
         /// A config file (TOML), layered over the built-in defaults; its `[server]` section
@@ -343,6 +389,109 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
             strategy,
             listen,
         } => serve(config, strategy, listen),
+        Command::Ab {
+            files,
+            strategies,
+            budgets,
+            replay_cap,
+            price_input,
+            price_cached,
+            price_output,
+            json,
+            markdown,
+            html,
+            no_timings,
+            config,
+            whole_log,
+        } => {
+            use compactor::ab::{self, output::Timing};
+            let options = ab::Options {
+                budgets: if budgets.is_empty() {
+                    ab::Options::default().budgets
+                } else {
+                    budgets
+                },
+                replay_cap,
+                prices: ab::replay::Prices {
+                    input: price_input,
+                    cached_input: price_cached,
+                    output: price_output,
+                },
+            };
+            let base = compactor::config::Loader {
+                file: config,
+                ..Default::default()
+            };
+            let arms: Vec<ab::Arm> = strategies.iter().map(|s| ab::Arm::load(s, &base)).collect();
+            let paths = ab::expand(&files)
+                .context("listing inputs")
+                .map_err(Failure::Unreadable)?;
+            let import = format::detect::ImportOptions { whole_log };
+            let transcripts: Vec<ab::Transcript> = paths
+                .iter()
+                .map(|p| ab::Transcript::load(p, import))
+                .collect();
+            let bar = indicatif::ProgressBar::new(ab::steps(&transcripts, &arms, &options));
+            if !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+                bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+            }
+            if let Ok(style) =
+                indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} {elapsed} {wide_msg}")
+            {
+                bar.set_style(style);
+            }
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .context("starting the runtime")
+                .map_err(Failure::Invalid)?;
+            let report = runtime.block_on(ab::run(&transcripts, &arms, &options, &mut |label| {
+                bar.set_message(label.to_string());
+                bar.inc(1);
+            }));
+            bar.finish_and_clear();
+            let timing = if no_timings {
+                Timing::Hide
+            } else {
+                Timing::Show
+            };
+            let write = |path: &Path, text: String| -> Result<(), Failure> {
+                if path == Path::new("-") {
+                    std::io::stdout()
+                        .write_all(text.as_bytes())
+                        .context("writing stdout")
+                        .map_err(Failure::Invalid)
+                } else {
+                    std::fs::write(path, text)
+                        .with_context(|| format!("writing {}", path.display()))
+                        .map_err(Failure::Invalid)
+                }
+            };
+            let markdown_to_stdout = markdown.as_deref() == Some(Path::new("-"));
+            if !markdown_to_stdout {
+                print!("{}", ab::output::text(&report, timing));
+            }
+            if let Some(p) = &markdown {
+                write(p, ab::output::markdown(&report, timing))?;
+            }
+            if let Some(p) = &json {
+                let text = serde_json::to_string_pretty(&report)
+                    .map_err(|e| Failure::Invalid(e.into()))?;
+                write(p, text + "\n")?;
+            }
+            if let Some(p) = &html {
+                write(p, ab::html::page(&report, timing))?;
+            }
+            let (valid, total) = report.validity();
+            if valid < total {
+                eprintln!(
+                    "error: {} of {total} compacted outputs invalid",
+                    total - valid
+                );
+                return Ok(ExitCode::from(1));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Show {
             file,
             format,

@@ -1,4 +1,6 @@
 //! The integration tests: one binary, one module per area.
+#[path = "all/ab.rs"]
+mod ab;
 #[path = "all/agreement.rs"]
 mod agreement;
 #[path = "all/compaction.rs"]

@@ -1,0 +1,345 @@
+//! The A/B report as tables: aligned text for the terminal, Markdown, and the cells the HTML page
+//! reuses. Rendering without wall times ([`Timing::Hide`]) gives a deterministic text for
+//! snapshots.
+
+use super::{AbReport, FileResult, Row};
+use crate::strategy::thousands;
+
+/// Whether wall times appear.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Timing {
+    /// Add the `ms` columns.
+    Show,
+    /// Leave them out (deterministic output).
+    Hide,
+}
+
+/// A table: a title, a header row and rows of cells.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Table {
+    /// Its title.
+    pub title: String,
+    /// Column names.
+    pub header: Vec<String>,
+    /// Rows of cells, as many as the header.
+    pub rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    fn new(title: &str, header: &[&str]) -> Table {
+        Table {
+            title: title.into(),
+            header: header.iter().map(|s| s.to_string()).collect(),
+            rows: Vec::new(),
+        }
+    }
+
+    /// A Markdown table under a `###` title (pipes in cells escaped).
+    pub fn markdown(&self) -> String {
+        let esc = |s: &String| s.replace('|', "\\|");
+        let line = |cells: Vec<String>| format!("| {} |\n", cells.join(" | "));
+        let mut out = format!("### {}\n\n", self.title);
+        out += &line(self.header.iter().map(esc).collect());
+        out += &line(self.header.iter().map(|_| "---".to_string()).collect());
+        for r in &self.rows {
+            out += &line(r.iter().map(esc).collect());
+        }
+        out
+    }
+
+    /// Columns aligned with spaces, for a terminal.
+    pub fn text(&self) -> String {
+        let width = |i: usize| {
+            self.rows
+                .iter()
+                .map(|r| r[i].chars().count())
+                .chain([self.header[i].chars().count()])
+                .max()
+                .unwrap_or(0)
+        };
+        let widths: Vec<usize> = (0..self.header.len()).map(width).collect();
+        let line = |cells: &[String]| {
+            let padded: Vec<String> = cells
+                .iter()
+                .zip(&widths)
+                .map(|(c, w)| format!("{c}{}", " ".repeat(w - c.chars().count())))
+                .collect();
+            padded.join("  ").trim_end().to_string() + "\n"
+        };
+        let mut out = format!("{}\n", self.title);
+        out += &line(&self.header);
+        out += &line(&widths.iter().map(|w| "-".repeat(*w)).collect::<Vec<_>>());
+        for r in &self.rows {
+            out += &line(r);
+        }
+        out
+    }
+}
+
+fn pct(x: f64) -> String {
+    format!("{x:.1}%")
+}
+
+fn ms(x: f64) -> String {
+    format!("{x:.0}")
+}
+
+const DASH: &str = "–";
+
+/// The report's tables: skipped files, whole-transcript compaction, session replay.
+pub fn tables(r: &AbReport, timing: Timing) -> Vec<Table> {
+    let show = timing == Timing::Show;
+    let mut skipped = Table::new("Skipped files", &["file", "reason"]);
+    for f in r.files.iter().filter(|f| f.skipped.is_some()) {
+        skipped.rows.push(vec![
+            f.name.clone(),
+            format!("skipped: {}", f.skipped.clone().unwrap_or_default()),
+        ]);
+    }
+    let mut head = vec![
+        "file",
+        "strategy",
+        "budget",
+        "tokens before",
+        "after",
+        "saved",
+        "status",
+        "valid",
+        "paths",
+        "commands",
+        "failures",
+        "instructions",
+        "identifiers",
+        "last request",
+        "fidelity",
+    ];
+    if show {
+        head.push("ms");
+    }
+    let mut compaction = Table::new("Whole transcript compacted once", &head);
+    let mut head = vec![
+        "file",
+        "strategy",
+        "budget",
+        "calls",
+        "tokens sent",
+        "vs none",
+        "prefix changes",
+        "cached",
+        "summary calls (tokens)",
+        "cost USD",
+        "valid",
+    ];
+    if show {
+        head.push("ms");
+    }
+    let mut replay = Table::new("Session replay (one compactor per session)", &head);
+    for f in r.files.iter().filter(|f| f.skipped.is_none()) {
+        if let Some(b) = &f.baseline {
+            let mut cells = vec![
+                f.name.clone(),
+                "none".into(),
+                DASH.into(),
+                calls_cell(b),
+                thousands(b.tokens_sent),
+                DASH.into(),
+                b.prefix_changes.to_string(),
+                pct(b.cached_pct()),
+                "0".into(),
+                format!("{:.4}", b.cost_usd),
+                DASH.into(),
+            ];
+            if show {
+                cells.push(ms(b.millis));
+            }
+            replay.rows.push(cells);
+        }
+        for row in &f.rows {
+            compaction.rows.push(compaction_cells(f, row, show));
+            replay.rows.push(replay_cells(f, row, show));
+        }
+    }
+    let mut out = Vec::new();
+    if !skipped.rows.is_empty() {
+        out.push(skipped);
+    }
+    out.push(compaction);
+    out.push(replay);
+    out
+}
+
+fn calls_cell(s: &super::ReplayStats) -> String {
+    if s.calls_replayed < s.calls_total {
+        format!("{} of {}", s.calls_replayed, s.calls_total)
+    } else {
+        s.calls_total.to_string()
+    }
+}
+
+/// A row for a strategy that did not run: the reason goes in column `at` (the status column,
+/// or the last one), so the number columns stay narrow.
+fn skipped_cells(f: &FileResult, row: &Row, reason: &str, width: usize, at: usize) -> Vec<String> {
+    let mut cells = vec![f.name.clone(), row.strategy.clone(), thousands(row.budget)];
+    cells.resize(width, DASH.into());
+    cells[at.min(width - 1)] = format!("skipped: {reason}");
+    cells
+}
+
+fn compaction_cells(f: &FileResult, row: &Row, show: bool) -> Vec<String> {
+    let width = 15 + usize::from(show);
+    let Some(c) = &row.compaction else {
+        let reason = row.skipped.clone().unwrap_or_default();
+        return skipped_cells(f, row, &reason, width, 6);
+    };
+    let status = if c.applied == "none" {
+        c.status.clone()
+    } else {
+        format!("{} by {}", c.status, c.applied)
+    };
+    let mut cells = vec![
+        f.name.clone(),
+        row.strategy.clone(),
+        thousands(row.budget),
+        thousands(c.tokens_before),
+        thousands(c.tokens_after),
+        pct(c.reduction_pct()),
+        status,
+        if c.violations.is_empty() {
+            "yes".into()
+        } else {
+            format!("NO ({})", c.violations.len())
+        },
+    ];
+    cells.extend(c.survival.iter().map(super::probes::Survival::cell));
+    cells.push(c.fidelity.map_or_else(|| DASH.into(), |x| pct(100.0 * x)));
+    if show {
+        cells.push(ms(c.millis));
+    }
+    cells
+}
+
+fn replay_cells(f: &FileResult, row: &Row, show: bool) -> Vec<String> {
+    let width = 11 + usize::from(show);
+    let Some(s) = &row.replay else {
+        let reason = row.skipped.clone().unwrap_or_default();
+        return skipped_cells(f, row, &reason, width, width - 1);
+    };
+    let vs = f.baseline.as_ref().map_or_else(
+        || DASH.into(),
+        |b| {
+            if b.tokens_sent == 0 {
+                DASH.into()
+            } else {
+                pct(100.0 * s.tokens_sent as f64 / b.tokens_sent as f64)
+            }
+        },
+    );
+    let mut cells = vec![
+        f.name.clone(),
+        row.strategy.clone(),
+        thousands(row.budget),
+        calls_cell(s),
+        thousands(s.tokens_sent),
+        vs,
+        s.prefix_changes.to_string(),
+        pct(s.cached_pct()),
+        format!(
+            "{} ({})",
+            s.summary_calls,
+            thousands(s.summary_input_tokens + s.summary_output_tokens)
+        ),
+        format!("{:.4}", s.cost_usd),
+        if s.invalid_requests == 0 {
+            "yes".into()
+        } else {
+            format!("NO ({})", s.invalid_requests)
+        },
+    ];
+    if show {
+        cells.push(ms(s.millis));
+    }
+    cells
+}
+
+/// The lines above the tables: what ran, with which settings, and the guard's verdict.
+pub fn preamble(r: &AbReport, timing: Timing) -> Vec<String> {
+    let o = &r.options;
+    let budgets: Vec<String> = o.budgets.iter().map(|b| thousands(*b)).collect();
+    let loaded = r.files.iter().filter(|f| f.skipped.is_none()).count();
+    let (valid, total) = r.validity();
+    let share = if total == 0 {
+        100.0
+    } else {
+        100.0 * valid as f64 / total as f64
+    };
+    let mut lines = vec![
+        format!(
+            "Strategies: {}. Budgets: {} tokens (a case file also runs at its own budget).",
+            r.strategies.join(", "),
+            budgets.join(", ")
+        ),
+        format!(
+            "Files: {} given, {loaded} run, {} skipped.",
+            r.files.len(),
+            r.files.len() - loaded
+        ),
+        format!(
+            "Replay: each assistant turn is one model call; at most {} calls per file, evenly \
+             spaced. Prices (USD per million tokens): input {:.2}, cached input {:.2}, output {:.2}; \
+             cached = the leading messages shared with the previous request.",
+            o.replay_cap, o.prices.input, o.prices.cached_input, o.prices.output
+        ),
+        "Fidelity: share of the original history's paths, commands, failed calls, user \
+         instructions, identifiers and last request found verbatim (whitespace collapsed) in the \
+         output; a failure counts when its id is named with error/failed."
+            .to_string(),
+        format!("Guard: {valid} of {total} compacted outputs valid ({share:.1}%)."),
+    ];
+    if timing == Timing::Show {
+        lines.push(format!("Wall time: {:.1} s.", r.millis / 1000.0));
+    }
+    lines
+}
+
+/// The report as Markdown.
+pub fn markdown(r: &AbReport, timing: Timing) -> String {
+    let mut out = String::from("## compactor A/B\n\n");
+    for l in preamble(r, timing) {
+        out += &format!("{l}\n");
+    }
+    for t in tables(r, timing) {
+        out += "\n";
+        out += &t.markdown();
+    }
+    out
+}
+
+/// The report as aligned text for a terminal.
+pub fn text(r: &AbReport, timing: Timing) -> String {
+    let mut out = String::new();
+    for l in preamble(r, timing) {
+        out += &format!("{l}\n");
+    }
+    for t in tables(r, timing) {
+        out += "\n";
+        out += &t.text();
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn tables_render_as_markdown_and_aligned_text() {
+        let mut t = Table::new("T", &["a", "long header"]);
+        t.rows.push(vec!["x|y".into(), "1".into()]);
+        assert_eq!(
+            t.markdown(),
+            "### T\n\n| a | long header |\n| --- | --- |\n| x\\|y | 1 |\n"
+        );
+        assert_eq!(t.text(), "T\na    long header\n---  -----------\nx|y  1\n");
+    }
+}
