@@ -27,8 +27,23 @@ pub fn cut_middle(
     max_tokens: usize,
     counter: &dyn TokenCounter,
 ) -> Option<(String, usize, usize)> {
-    let tokens = counter.count_text(text);
-    if tokens <= max_tokens || text.contains(TRUNCATION_MARK) {
+    cut_middle_known(text, max_tokens, counter, None)
+}
+
+/// [`cut_middle`] with the text's token count when the caller already has it (from the
+/// per-block cache), so a long text is not tokenized again. A text of at most `max_tokens`
+/// bytes fits without counting (a token covers at least one byte).
+pub fn cut_middle_known(
+    text: &str,
+    max_tokens: usize,
+    counter: &dyn TokenCounter,
+    known_tokens: Option<usize>,
+) -> Option<(String, usize, usize)> {
+    if text.len() <= max_tokens || text.contains(TRUNCATION_MARK) {
+        return None;
+    }
+    let tokens = known_tokens.unwrap_or_else(|| counter.count_text(text));
+    if tokens <= max_tokens {
         return None;
     }
     let chars = text.chars().count();
@@ -45,14 +60,18 @@ pub fn cut_middle(
     if tail_start <= head_end {
         return None;
     }
-    let removed = counter.count_text(&text[head_end..tail_start]);
+    let head = &text[..head_end];
+    let tail = &text[tail_start..];
+    // The middle is not tokenized: what goes is the whole minus what stays.
+    let removed =
+        tokens.saturating_sub(counter.count_text_cached(head) + counter.count_text_cached(tail));
     let out = format!(
         "{}\n[… {} {TRUNCATION_MARK}\n{}",
-        &text[..head_end],
+        head,
         thousands(removed),
-        &text[tail_start..]
+        tail
     );
-    let after = counter.count_text(&out);
+    let after = counter.count_text_cached(&out);
     if after >= tokens {
         return None;
     }

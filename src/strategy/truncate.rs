@@ -11,7 +11,7 @@
 //! loop, the newest message (except its tool results' content).
 
 use super::digest::Digest;
-use super::text_cut::{TRUNCATION_MARK, cut_middle};
+use super::text_cut::{TRUNCATION_MARK, cut_middle, cut_middle_known};
 use super::{Budget, Compaction, Context, Edit, Strategy, StrategyError};
 use crate::conversation::{Block, Conversation, Message, Role, ToolInput, ToolResultContent};
 use crate::guard::Units;
@@ -182,6 +182,11 @@ fn cap_all(
         }
         let newest = i + 1 == n;
         for (j, b) in m.content.iter_mut().enumerate() {
+            // The cached count of the whole block: what fits is never tokenized again.
+            let block_tokens = cx.counter.count_block(b);
+            if block_tokens <= caps.result.min(caps.input).min(caps.text) {
+                continue;
+            }
             let edit = match b {
                 Block::ToolResult(r) => {
                     cap_result(&mut r.content, caps.result, cx).map(|(before, after)| {
@@ -191,10 +196,12 @@ fn cap_all(
                 Block::ToolUse(t) if !newest => cap_input(&mut t.input, caps.input, cx)
                     .map(|(before, after)| ("tool_use_input", Some(t.id.clone()), before, after)),
                 Block::Text(t) if !newest => {
-                    cut_middle(&t.text, caps.text, cx.counter).map(|(s, before, after)| {
-                        t.text = s;
-                        ("text", None, before, after)
-                    })
+                    cut_middle_known(&t.text, caps.text, cx.counter, Some(block_tokens)).map(
+                        |(s, before, after)| {
+                            t.text = s;
+                            ("text", None, before, after)
+                        },
+                    )
                 }
                 _ => None,
             };
@@ -219,16 +226,19 @@ fn cap_result(
 ) -> Option<(usize, usize)> {
     match content {
         Some(ToolResultContent::Text(s)) => {
-            cut_middle(s, cap, cx.counter).map(|(out, before, after)| {
-                *s = out;
-                (before, after)
-            })
+            cut_middle_known(s, cap, cx.counter, Some(cx.counter.count_text_cached(s))).map(
+                |(out, before, after)| {
+                    *s = out;
+                    (before, after)
+                },
+            )
         }
         Some(ToolResultContent::Blocks(bs)) => {
             let (mut before, mut after, mut changed) = (0, 0, false);
             for b in bs.iter_mut() {
                 if let Block::Text(t) = b {
-                    if let Some((out, b0, a0)) = cut_middle(&t.text, cap, cx.counter) {
+                    let known = Some(cx.counter.count_text_cached(&t.text));
+                    if let Some((out, b0, a0)) = cut_middle_known(&t.text, cap, cx.counter, known) {
                         t.text = out;
                         before += b0;
                         after += a0;

@@ -117,6 +117,13 @@ impl<C: TokenCounter> TokenCounter for CachedCounter<C> {
         self.inner.count_text(text)
     }
 
+    fn count_text_cached(&self, text: &str) -> usize {
+        let mut h = Xxh3::new();
+        h.update(b"text");
+        hash_str(&mut h, text);
+        self.cached(h.digest128(), || self.inner.count_text(text))
+    }
+
     fn count_block(&self, block: &Block) -> usize {
         let mut h = Xxh3::new();
         hash_block(&mut h, block);

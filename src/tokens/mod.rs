@@ -96,6 +96,13 @@ pub trait TokenCounter: Send + Sync {
     /// Tokens in `text` (plain BPE encoding, special-token markers counted as ordinary text).
     fn count_text(&self, text: &str) -> usize;
 
+    /// Tokens in `text`, served from a cache when the counter has one (a long text that a
+    /// strategy looks at on every compaction is then tokenized once). Same value as
+    /// [`TokenCounter::count_text`].
+    fn count_text_cached(&self, text: &str) -> usize {
+        self.count_text(text)
+    }
+
     /// Tokens in one content block (see the rules in the [module docs](self)).
     fn count_block(&self, block: &Block) -> usize {
         block_tokens(self, block)
@@ -203,6 +210,9 @@ impl TokenCounter for TiktokenCounter {
 impl<T: TokenCounter + ?Sized> TokenCounter for std::sync::Arc<T> {
     fn count_text(&self, text: &str) -> usize {
         (**self).count_text(text)
+    }
+    fn count_text_cached(&self, text: &str) -> usize {
+        (**self).count_text_cached(text)
     }
     fn count_block(&self, block: &Block) -> usize {
         (**self).count_block(block)
