@@ -187,26 +187,5 @@ pub(crate) fn path_of(
     i: usize,
     j: Option<usize>,
 ) -> String {
-    use crate::conversation::Block;
-    match (format, j) {
-        (Format::OpenAiResponses, _) => format!("input[{i}]"),
-        (_, None) => format!("messages[{i}]"),
-        (Format::Anthropic, Some(j)) => format!("messages[{i}].content[{j}]"),
-        (Format::OpenAiChat, Some(j)) => {
-            let m = &conv.messages[i];
-            if m.role == Role::Tool {
-                return format!("messages[{i}]");
-            }
-            let is_call = matches!(m.content.get(j), Some(Block::ToolUse(_)));
-            let k = m.content[..j]
-                .iter()
-                .filter(|b| matches!(b, Block::ToolUse(_)) == is_call)
-                .count();
-            if is_call {
-                format!("messages[{i}].tool_calls[{k}]")
-            } else {
-                format!("messages[{i}].content[{k}]")
-            }
-        }
-    }
+    crate::format::block_path(format, conv, i, j)
 }
