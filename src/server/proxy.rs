@@ -138,23 +138,6 @@ async fn outgoing_body(state: &AppState, format: Format, route: &str, body: Byte
         return skipped(body, "not a request body of this format");
     };
     let compactor = state.default_compactor();
-    let counter = compactor.counter();
-    let budget = compactor.budget(None);
-    let trigger = (budget.limit as f64 * compactor.settings().budget.trigger) as usize;
-    let tokens_before = counter.count_conversation(&conversation);
-    let tokens = |after: usize, tier: &str| {
-        (
-            TOKENS_HEADER,
-            format!("{tokens_before}->{after}; tier={tier}"),
-        )
-    };
-    if tokens_before <= trigger {
-        metrics.proxied(route, "passthrough");
-        return Outgoing {
-            body,
-            header: tokens(tokens_before, "none"),
-        };
-    }
     match compactor.compact(&conversation, format, None).await {
         Err(CompactError::InvalidInput(violations)) => {
             let first = violations
@@ -176,22 +159,22 @@ async fn outgoing_body(state: &AppState, format: Format, route: &str, body: Byte
             } else {
                 report.applied()
             };
-            let after = compacted.report.tokens_after;
+            let header = (
+                TOKENS_HEADER,
+                format!(
+                    "{}->{}; tier={applied}",
+                    report.tokens_before, report.tokens_after
+                ),
+            );
             match compacted.conversation {
                 Cow::Borrowed(_) => {
                     metrics.proxied(route, "passthrough");
-                    Outgoing {
-                        body,
-                        header: tokens(after, &applied),
-                    }
+                    Outgoing { body, header }
                 }
                 Cow::Owned(c) => {
                     metrics.proxied(route, if reused { "reused" } else { "compacted" });
                     let out = to_bytes(&format.write(&c));
-                    Outgoing {
-                        body: out,
-                        header: tokens(after, &applied),
-                    }
+                    Outgoing { body: out, header }
                 }
             }
         }
