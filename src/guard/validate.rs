@@ -2,7 +2,7 @@
 
 use super::units::Units;
 use super::violation::{Violation, ViolationKind, path_of};
-use crate::conversation::{Block, Conversation, Role, ToolInput};
+use crate::conversation::{Block, ContentForm, Conversation, Role, ToolInput};
 use crate::format::Format;
 use std::collections::{HashMap, HashSet};
 
@@ -31,7 +31,8 @@ impl Default for ValidateOptions {
 /// each tool_use answered by tool_result blocks in the very next (user) message, tool_result
 /// blocks first in it, tool_use input an object, no empty text, thinking only in assistant turns.
 /// OpenAI Chat: the tool messages answering an assistant's tool_calls follow it directly, one
-/// per id; `arguments` is a JSON object string. OpenAI Responses: each function_call_output
+/// per id; `arguments` is a JSON object string; `content` is null or missing only on an assistant
+/// message with tool_calls (or a function_call, refusal or audio). OpenAI Responses: each function_call_output
 /// follows its function_call; `arguments` is a JSON object string.
 pub fn validate(
     conversation: &Conversation,
@@ -264,6 +265,17 @@ impl Checker<'_> {
                     },
                 );
             }
+            if m.content.is_empty() && matches!(m.form, ContentForm::Null | ContentForm::Absent) {
+                // Chat Completions API reference: an assistant message's `content` is required
+                // unless it carries `tool_calls` or `function_call`; a refusal or audio reply
+                // (as the API returns them) is taken as content too. Every other role needs it.
+                let stands_in = ["function_call", "refusal", "audio"]
+                    .iter()
+                    .any(|k| m.extra.get(*k).is_some_and(|v| !v.is_null()));
+                if !(m.role == Role::Assistant && stands_in) {
+                    self.push(Some(i), None, ViolationKind::EmptyContent);
+                }
+            }
             match m.role {
                 Role::Assistant => {
                     for (j, b) in m.content.iter().enumerate() {
@@ -382,5 +394,51 @@ impl Checker<'_> {
                 },
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn chat_violations(messages: serde_json::Value) -> Vec<(Option<usize>, ViolationKind)> {
+        let conv = Format::OpenAiChat
+            .read(&json!({ "messages": messages }))
+            .expect("readable");
+        validate(&conv, Format::OpenAiChat, ValidateOptions::default())
+            .into_iter()
+            .map(|v| (v.message, v.kind))
+            .collect()
+    }
+
+    #[test]
+    fn chat_assistant_without_content_or_tool_calls_is_refused() {
+        let found = chat_violations(json!([
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": null},
+            {"role": "user", "content": "again"},
+            {"role": "assistant"},
+        ]));
+        assert_eq!(
+            found,
+            vec![
+                (Some(1), ViolationKind::EmptyContent),
+                (Some(3), ViolationKind::EmptyContent)
+            ]
+        );
+    }
+
+    #[test]
+    fn chat_null_content_is_fine_beside_tool_calls_or_a_refusal_but_not_for_a_user() {
+        let found = chat_violations(json!([
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": null, "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+            {"role": "assistant", "content": null, "refusal": "I can't help with that."},
+            {"role": "user", "content": null},
+        ]));
+        assert_eq!(found, vec![(Some(4), ViolationKind::EmptyContent)]);
     }
 }

@@ -644,13 +644,18 @@ proptest! {
                     .map(|(i, m)| (i, m["tool_call_id"].as_str().unwrap().to_string()))
                     .collect();
                 let (t, id) = pick.get(&results).clone();
-                let call_msg = items[..t].iter_mut().rev()
-                    .find(|m| m["tool_calls"].as_array().is_some_and(|c| c.iter().any(|c| c["id"] == id.as_str())))
+                let a = items[..t].iter()
+                    .rposition(|m| m["tool_calls"].as_array().is_some_and(|c| c.iter().any(|c| c["id"] == id.as_str())))
                     .unwrap();
+                let call_msg = &mut items[a];
                 let calls = call_msg["tool_calls"].as_array_mut().unwrap();
                 calls.retain(|c| c["id"] != id.as_str());
                 if calls.is_empty() {
                     call_msg.as_object_mut().unwrap().remove("tool_calls");
+                    // An assistant message with neither content nor tool_calls is refused.
+                    if call_msg["content"].is_null() {
+                        expected.push(violation(format, a, None, ViolationKind::EmptyContent));
+                    }
                 }
                 expected.push(violation(format, t, None, ViolationKind::OrphanResult {
                     id, expected: "in a directly preceding assistant tool_calls" }));
