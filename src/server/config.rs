@@ -20,7 +20,7 @@ pub struct ServerSettings {
     pub auth_token_env: Option<String>,
     /// Base URL the Anthropic proxy route forwards to.
     pub anthropic_upstream: String,
-    /// Base URL the OpenAI proxy route forwards to.
+    /// Base URL the OpenAI proxy routes (`/v1/chat/completions`, `/v1/responses`) forward to.
     pub openai_upstream: String,
 }
 

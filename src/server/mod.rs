@@ -3,8 +3,8 @@
 //! ```text
 //! request -> trace -> timeout -> body limit -> concurrency limit -> auth -> route
 //!   /v1/compact, /v1/count_tokens, /v1/validate     JSON in, JSON out (api.rs)
-//!   /v1/messages, /v1/chat/completions              compact the outbound copy, forward to the
-//!                                                   configured upstream, stream back (proxy.rs)
+//!   /v1/messages, /v1/chat/completions,             compact the outbound copy, forward to the
+//!   /v1/responses                                   configured upstream, stream back (proxy.rs)
 //!   /healthz, /metrics
 //! ```
 //! [`app`] builds the router from an [`AppState`], so tests drive it without a port; [`serve`]
@@ -184,6 +184,7 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/validate", post(api::validate))
         .route("/v1/messages", post(proxy::anthropic))
         .route("/v1/chat/completions", post(proxy::openai_chat))
+        .route("/v1/responses", post(proxy::openai_responses))
         .route("/metrics", get(api::metrics))
         .route_layer(middleware::from_fn_with_state(state.clone(), require_token));
     Router::new()
@@ -220,7 +221,10 @@ async fn not_found() -> AppError {
 /// The proxy routes take the token from `x-compactor-token` only: their `authorization` is the
 /// provider's key.
 fn is_proxy_route(path: &str) -> bool {
-    matches!(path, "/v1/messages" | "/v1/chat/completions")
+    matches!(
+        path,
+        "/v1/messages" | "/v1/chat/completions" | "/v1/responses"
+    )
 }
 
 async fn require_token(State(state): State<AppState>, req: Request, next: Next) -> Response {

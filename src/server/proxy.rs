@@ -1,5 +1,5 @@
-//! The compacting proxy: `POST /v1/messages` (Anthropic) and `POST /v1/chat/completions`
-//! (OpenAI Chat).
+//! The compacting proxy: `POST /v1/messages` (Anthropic), `POST /v1/chat/completions` (OpenAI
+//! Chat) and `POST /v1/responses` (OpenAI Responses).
 //!
 //! ```text
 //! client body -> under the trigger?        -> the original bytes, untouched
@@ -11,7 +11,8 @@
 //! ```
 //! Only the outbound copy is compacted; the client's own history is never touched. A body the
 //! proxy cannot read (not JSON, malformed, an invalid history) is forwarded as it came, so the
-//! upstream gives its own answer; `x-compactor-skipped` says why.
+//! upstream gives its own answer; `x-compactor-skipped` says why. So is a Responses body that
+//! names a `previous_response_id`: its history lives on the provider's side, out of reach.
 
 use super::{AppError, AppState, TOKEN_HEADER};
 use crate::compactor::CompactError;
@@ -66,6 +67,17 @@ pub(crate) async fn openai_chat(
 ) -> Result<Response, AppError> {
     let base = state.settings().server.openai_upstream.clone();
     forward(&state, Format::OpenAiChat, &base, &uri, headers, body).await
+}
+
+/// `POST /v1/responses`.
+pub(crate) async fn openai_responses(
+    State(state): State<AppState>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, AppError> {
+    let base = state.settings().server.openai_upstream.clone();
+    forward(&state, Format::OpenAiResponses, &base, &uri, headers, body).await
 }
 
 /// What goes upstream, and the header that tells the client.
@@ -134,6 +146,15 @@ async fn outgoing_body(state: &AppState, format: Format, route: &str, body: Byte
     let Ok(value) = serde_json::from_slice::<Value>(&body) else {
         return skipped(body, "not JSON");
     };
+    // Responses API: with `previous_response_id` the request carries only the new items and
+    // the provider prepends the stored history, which the proxy cannot see or shorten.
+    if format == Format::OpenAiResponses
+        && value
+            .get("previous_response_id")
+            .is_some_and(|v| !v.is_null())
+    {
+        return skipped(body, "previous_response_id: the history is kept upstream");
+    }
     let Ok(conversation) = format.read(&value) else {
         return skipped(body, "not a request body of this format");
     };

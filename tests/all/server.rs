@@ -502,7 +502,8 @@ async fn spawn_upstream(reply: Reply) -> (String, Recorded) {
     };
     let app = Router::new()
         .route("/v1/messages", post(handler.clone()))
-        .route("/v1/chat/completions", post(handler));
+        .route("/v1/chat/completions", post(handler.clone()))
+        .route("/v1/responses", post(handler));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
@@ -614,6 +615,65 @@ async fn proxy_compacts_openai_chat_and_passes_the_bearer_key() {
             .to_str()
             .unwrap()
             .ends_with("tier=none")
+    );
+}
+
+#[tokio::test]
+async fn proxy_compacts_openai_responses_input() {
+    let (upstream, seen) = spawn_upstream(Reply::json(200, "{}")).await;
+    let anthropic = Format::Anthropic.read(&history(30)).unwrap();
+    let responses = Format::OpenAiResponses.write(&compactor::format::convert(
+        &anthropic,
+        Format::Anthropic,
+        Format::OpenAiResponses,
+    ));
+    let req = Request::post("/v1/responses")
+        .header("authorization", "Bearer sk-openai-test")
+        .body(Body::from(responses.to_string()))
+        .unwrap();
+    let (status, headers, _) = call(app(proxy_state(4000, &upstream)), req).await;
+    assert_eq!(status, StatusCode::OK);
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen[0].uri, "/v1/responses");
+    assert_eq!(seen[0].headers["authorization"], "Bearer sk-openai-test");
+    let sent: Value = serde_json::from_slice(&seen[0].body).unwrap();
+    let conv = Format::OpenAiResponses.read(&sent).unwrap();
+    assert_eq!(
+        guard::validate(&conv, Format::OpenAiResponses, Default::default()),
+        vec![]
+    );
+    let (before, after) = (
+        tokens_of(&responses, Format::OpenAiResponses),
+        tokens_of(&sent, Format::OpenAiResponses),
+    );
+    assert!(after < before, "{after} >= {before}");
+    assert_eq!(sent["model"], responses["model"]);
+    let applied = headers["x-compactor-tokens"].to_str().unwrap();
+    assert!(
+        applied.starts_with(&format!("{before}->{after}; tier=")),
+        "{applied}"
+    );
+}
+
+#[tokio::test]
+async fn proxy_forwards_a_responses_body_with_previous_response_id_as_it_came() {
+    let (upstream, seen) = spawn_upstream(Reply::json(200, "{}")).await;
+    // Only the new items: the result answers a call stored upstream, so it cannot be judged here.
+    let body = json!({
+        "model": "gpt-4o",
+        "previous_response_id": "resp_123",
+        "input": [{"type": "function_call_output", "call_id": "call_9", "output": "ok"}],
+    })
+    .to_string();
+    let req = Request::post("/v1/responses")
+        .body(Body::from(body.clone()))
+        .unwrap();
+    let (status, headers, _) = call(app(proxy_state(10, &upstream)), req).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(seen.lock().unwrap()[0].body, Bytes::from(body));
+    assert_eq!(
+        headers["x-compactor-skipped"],
+        "previous_response_id: the history is kept upstream"
     );
 }
 
