@@ -438,6 +438,30 @@ mod tests {
     }
 
     #[test]
+    fn llm_extra_body_is_read_as_a_json_object() {
+        let dir = std::env::temp_dir().join(format!("compactor-cfg3-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("llm.toml");
+        std::fs::write(
+            &file,
+            "[llm]\nprovider = \"openai\"\nmodel = \"m\"\n\
+             extra_body = { frequency_penalty = 0.5, top_k = 40, stop = [\"</s>\"] }\n",
+        )
+        .unwrap();
+        let s = Loader {
+            file: Some(file),
+            ..loader()
+        }
+        .load()
+        .unwrap();
+        let extra = serde_json::Value::Object(s.llm.unwrap().extra_body);
+        assert_eq!(
+            extra,
+            serde_json::json!({"frequency_penalty": 0.5, "top_k": 40, "stop": ["</s>"]})
+        );
+    }
+
+    #[test]
     fn out_of_range_values_name_their_key() {
         let dir = std::env::temp_dir().join(format!("compactor-cfg2-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();

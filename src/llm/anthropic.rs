@@ -1,6 +1,9 @@
 //! Anthropic Messages API client: `POST {base_url}/v1/messages`.
 
-use super::{LlmConfig, LlmError, Summarizer, SummaryRequest, http_client, post_json, snippet};
+use super::{
+    LlmConfig, LlmError, Summarizer, SummaryRequest, http_client, post_json, snippet,
+    with_extra_body,
+};
 use serde_json::{Value, json};
 
 /// The `anthropic-version` header sent with every request.
@@ -34,12 +37,13 @@ impl AnthropicClient {
 
     /// The request body for `request` (Messages API; the wire quirk: `system` is top level).
     pub fn body(&self, request: &SummaryRequest) -> Value {
-        json!({
+        let body = json!({
             "model": self.config.model,
             "max_tokens": request.max_output_tokens,
             "system": request.system,
             "messages": [{"role": "user", "content": request.user}],
-        })
+        });
+        with_extra_body(body, &self.config)
     }
 }
 

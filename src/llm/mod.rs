@@ -141,6 +141,28 @@ pub struct LlmConfig {
     /// The summarizer model's context window, in tokens (prompt + answer).
     #[serde(default = "defaults::context_window")]
     pub context_window: usize,
+    /// Fields added to every request body, over those compactor sets (`model`, `max_tokens`,
+    /// `temperature`), for the options an endpoint takes: `{ frequency_penalty = 0.5 }` (OpenAI
+    /// and llama.cpp), `{ top_k = 40 }`, `{ metadata = { user_id = "..." } }` (Anthropic).
+    /// The keys `messages` and `system` carry the request itself and are never replaced.
+    #[serde(default)]
+    pub extra_body: serde_json::Map<String, serde_json::Value>,
+}
+
+/// `body` with the configured [`LlmConfig::extra_body`] fields set on it (never `messages` or
+/// `system`).
+pub(crate) fn with_extra_body(
+    mut body: serde_json::Value,
+    config: &LlmConfig,
+) -> serde_json::Value {
+    if let Some(obj) = body.as_object_mut() {
+        for (k, v) in &config.extra_body {
+            if k != "messages" && k != "system" {
+                obj.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    body
 }
 
 mod defaults {
@@ -307,6 +329,7 @@ mod tests {
             timeout_secs: 1.0,
             retries: 0,
             context_window: 100,
+            extra_body: Default::default(),
         };
         assert_eq!(c.base(), "https://api.anthropic.com");
         c.base_url = Some("http://127.0.0.1:8080/".into());
@@ -324,6 +347,7 @@ mod tests {
             timeout_secs: 1.0,
             retries: 0,
             context_window: 100,
+            extra_body: Default::default(),
         };
         let err = from_config(&c).err().map(|e| e.to_string());
         assert_eq!(

@@ -1,7 +1,10 @@
 //! OpenAI Chat Completions client: `POST {base_url}/v1/chat/completions`. Also speaks to
 //! compatible servers (llama.cpp's `llama-server`, Ollama, vLLM) through `base_url`.
 
-use super::{LlmConfig, LlmError, Summarizer, SummaryRequest, http_client, post_json, snippet};
+use super::{
+    LlmConfig, LlmError, Summarizer, SummaryRequest, http_client, post_json, snippet,
+    with_extra_body,
+};
 use serde_json::{Value, json};
 
 /// A summarizer on an OpenAI-compatible Chat Completions endpoint.
@@ -33,7 +36,7 @@ impl OpenAiClient {
     /// The request body for `request`: a system and a user message. `max_tokens` rather than
     /// `max_completion_tokens`, because the compatible servers read the older name.
     pub fn body(&self, request: &SummaryRequest) -> Value {
-        json!({
+        let body = json!({
             "model": self.config.model,
             "max_tokens": request.max_output_tokens,
             "temperature": 0,
@@ -41,7 +44,8 @@ impl OpenAiClient {
                 {"role": "system", "content": request.system},
                 {"role": "user", "content": request.user},
             ],
-        })
+        });
+        with_extra_body(body, &self.config)
     }
 }
 

@@ -23,7 +23,7 @@ use crate::render::{call_summary, clip, one_line};
 use crate::tokens::TokenCounter;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -432,6 +432,8 @@ enum Failure {
     Oversized { tokens: usize, max: usize },
     #[error("the summarizer's context window ({0} tokens) leaves no room for the transcript")]
     WindowTooSmall(usize),
+    #[error("the summary repeats itself: {0}")]
+    Degenerate(String),
 }
 
 impl Summary {
@@ -580,6 +582,41 @@ impl Summary {
     }
 }
 
+/// Why a model's text is degenerate, or `None`: the same lines or phrases over and over, the loop
+/// small or quantized models fall into at temperature 0 (seen with SmolLM2-135M on a corpus
+/// session). Lines: at least 8 non-empty ones and over half of them repeats of an earlier one.
+/// Phrases: at least 80 words and under a third of the four-word sequences distinct (ordinary
+/// prose has nearly all of them distinct).
+fn degenerate(text: &str) -> Option<String> {
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    if lines.len() >= 8 {
+        let distinct = lines.iter().collect::<HashSet<_>>().len();
+        if distinct * 2 < lines.len() {
+            return Some(format!(
+                "{} of its {} lines repeat an earlier one",
+                lines.len() - distinct,
+                lines.len()
+            ));
+        }
+    }
+    let words: Vec<&str> = text.split_whitespace().collect();
+    if words.len() >= 80 {
+        let phrases: Vec<&[&str]> = words.windows(4).collect();
+        let distinct = phrases.iter().collect::<HashSet<_>>().len();
+        if distinct * 3 < phrases.len() {
+            return Some(format!(
+                "only {distinct} of its {} four-word phrases are distinct",
+                phrases.len()
+            ));
+        }
+    }
+    None
+}
+
 /// Splits a transcript into pieces of at most `room` tokens, on line boundaries (a single line
 /// over `room` is clipped).
 fn chunk(transcript: &str, room: usize, counter: &dyn TokenCounter) -> Vec<String> {
@@ -680,6 +717,9 @@ impl Strategy for Summary {
                                 tokens,
                                 max: self.config.max_summary_tokens,
                             });
+                        }
+                        if let Some(why) = degenerate(&t) {
+                            return Err(Failure::Degenerate(why));
                         }
                         Ok((t, calls))
                     });
@@ -842,6 +882,28 @@ mod tests {
         // A tiny share still keeps the newest message.
         let p = plan(&c, budget, counter.as_ref(), 0.0).unwrap();
         assert_eq!(p.to, 9);
+    }
+
+    #[test]
+    fn looping_text_is_degenerate_and_a_plain_summary_is_not() {
+        let looping = format!(
+            "## Work\n{}",
+            "- **AddTodo**: Form with validation\n- **Filter**: Tab-style filtering\n".repeat(6)
+        );
+        assert_eq!(
+            degenerate(&looping).as_deref(),
+            Some("10 of its 13 lines repeat an earlier one")
+        );
+        let stutter = "the build failed again and ".repeat(20);
+        assert_eq!(
+            degenerate(&stutter).as_deref(),
+            Some("only 5 of its 97 four-word phrases are distinct")
+        );
+        let plain = "## Requests\n- Fix the failing test in src/a.rs.\n## Errors\n\
+                     - cargo test failed (exit 101): missing import; fixed by adding it.\n\
+                     ## Files\n- src/a.rs (edited)\n- src/b.rs (read)\n## Next\n\
+                     - Run cargo test again.\n- none\n- none";
+        assert_eq!(degenerate(plain), None);
     }
 
     #[test]

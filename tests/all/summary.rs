@@ -26,6 +26,7 @@ fn llm(server: &FakeLlm, provider: Provider) -> LlmConfig {
         timeout_secs: 5.0,
         retries: 2,
         context_window: 100_000,
+        extra_body: Default::default(),
     }
 }
 
@@ -191,11 +192,13 @@ async fn summary_request_carries_transcript_and_instructions_without_thinking_or
 #[tokio::test]
 async fn openai_provider_sends_chat_completions_with_a_bearer_key() {
     let server = FakeLlm::start(vec![Reply::Text("ok summary".into())]).await;
-    let client = compactor::llm::openai::OpenAiClient::new(
-        llm(&server, Provider::Openai),
-        Some("sk-test".into()),
-    )
-    .unwrap();
+    let mut config = llm(&server, Provider::Openai);
+    // Extra fields join the body; they never replace the messages.
+    config.extra_body = json!({"frequency_penalty": 0.5, "temperature": 0.2, "messages": []})
+        .as_object()
+        .unwrap()
+        .clone();
+    let client = compactor::llm::openai::OpenAiClient::new(config, Some("sk-test".into())).unwrap();
     let request = SummaryRequest {
         system: "sys".into(),
         user: "material".into(),
@@ -208,7 +211,8 @@ async fn openai_provider_sends_chat_completions_with_a_bearer_key() {
     assert_eq!(r.headers["authorization"], "Bearer sk-test");
     assert_eq!(
         r.body,
-        json!({"model": "fake-model", "max_tokens": 77, "temperature": 0, "messages": [
+        json!({"model": "fake-model", "max_tokens": 77, "temperature": 0.2,
+               "frequency_penalty": 0.5, "messages": [
             {"role": "system", "content": "sys"}, {"role": "user", "content": "material"}]})
     );
 }
@@ -344,6 +348,18 @@ async fn an_empty_answer_falls_back_to_truncate() {
 #[tokio::test]
 async fn an_oversized_summary_falls_back_to_truncate() {
     falls_back(Reply::Text("word ".repeat(2_000)), "too long", 5.0, 100).await;
+}
+
+#[tokio::test]
+async fn a_summary_that_loops_falls_back_to_truncate() {
+    let looping = "- **Filter**: Tab-style filtering\n- **AddTodo**: Form with validation\n";
+    falls_back(
+        Reply::Text(looping.repeat(12)),
+        "the summary repeats itself: 22 of its 24 lines repeat an earlier one",
+        5.0,
+        2_000,
+    )
+    .await;
 }
 
 #[tokio::test]
