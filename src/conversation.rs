@@ -320,18 +320,32 @@ pub enum Outcome {
 impl ToolResult {
     /// All text of the result (text blocks joined by newlines; other blocks skipped).
     pub fn text(&self) -> String {
+        self.text_ref().into_owned()
+    }
+
+    /// [`ToolResult::text`], borrowed when the content is one string or one text block.
+    fn text_ref(&self) -> std::borrow::Cow<'_, str> {
+        use std::borrow::Cow;
         match &self.content {
-            None => String::new(),
-            Some(ToolResultContent::Text(s)) => s.clone(),
+            None => Cow::Borrowed(""),
+            Some(ToolResultContent::Text(s)) => Cow::Borrowed(s),
             Some(ToolResultContent::Blocks(bs)) => {
-                let parts: Vec<&str> = bs
-                    .iter()
-                    .filter_map(|b| match b {
-                        Block::Text(t) => Some(t.text.as_str()),
-                        _ => None,
-                    })
-                    .collect();
-                parts.join("\n")
+                let mut parts = bs.iter().filter_map(|b| match b {
+                    Block::Text(t) => Some(t.text.as_str()),
+                    _ => None,
+                });
+                match (parts.next(), parts.next()) {
+                    (None, _) => Cow::Borrowed(""),
+                    (Some(one), None) => Cow::Borrowed(one),
+                    (Some(a), Some(b)) => {
+                        let mut joined = format!("{a}\n{b}");
+                        for p in parts {
+                            joined.push('\n');
+                            joined.push_str(p);
+                        }
+                        Cow::Owned(joined)
+                    }
+                }
             }
         }
     }
@@ -345,7 +359,7 @@ impl ToolResult {
         if self.is_error == Some(true) {
             return Outcome::Error;
         }
-        let text = self.text();
+        let text = self.text_ref();
         if let Some(code) = exit_code(&text) {
             return if code == 0 {
                 Outcome::Success
@@ -353,7 +367,7 @@ impl ToolResult {
                 Outcome::Error
             };
         }
-        let head: String = text.chars().take(200).collect::<String>().to_lowercase();
+        let head = text[..prefix_bytes(&text, 200)].to_lowercase();
         if head.contains("<tool_use_error>")
             || head.starts_with("error")
             || head.contains("failed in sandbox")
@@ -372,37 +386,69 @@ impl ToolResult {
 }
 
 /// Finds an exit code written by the agent harness: `"exit_code":N` (Codex metadata),
-/// `Exit code: N` / `exit code: N`, `Process exited with code N`.
+/// `Exit code: N` / `exit code: N`, `Process exited with code N`. Looks at the first 4,000
+/// bytes, then the last 2,000 bytes; in each, the markers in that order, each at its last
+/// place.
 fn exit_code(text: &str) -> Option<i64> {
-    let lower_head: String = text.chars().take(4000).collect::<String>();
-    let tail_start = text.len().saturating_sub(2000);
-    let tail = text.get(tail_start..).unwrap_or("");
-    for hay in [lower_head.as_str(), tail] {
-        for marker in [
-            "\"exit_code\":",
-            "exit code: ",
-            "Exit code: ",
-            "Exit code ",
-            "exited with code ",
-        ] {
-            if let Some(pos) = hay.rfind(marker) {
-                let rest = hay[pos + marker.len()..].trim_start();
-                let digits: String = rest
-                    .chars()
-                    .take_while(|c| c.is_ascii_digit() || *c == '-')
-                    .collect();
-                if let Ok(n) = digits.parse() {
-                    return Some(n);
+    const MARKERS: [&str; 5] = [
+        "\"exit_code\":",
+        "exit code: ",
+        "Exit code: ",
+        "Exit code ",
+        "exited with code ",
+    ];
+    let head = &text[..prefix_bytes(text, 4000)];
+    let mut tail_start = text.len().saturating_sub(2000);
+    while !text.is_char_boundary(tail_start) {
+        tail_start += 1;
+    }
+    let tail = &text[tail_start..];
+    // The tail only adds something when the head does not cover the whole text.
+    let hays = if head.len() == text.len() {
+        &[head][..]
+    } else {
+        &[head, tail][..]
+    };
+    for hay in hays {
+        // One pass over the places of "xit", which every marker holds, instead of one search
+        // per marker: this runs on every tool_result of every history the guard checks.
+        let mut last = [None; MARKERS.len()];
+        for p in memchr::memmem::find_iter(hay.as_bytes(), b"xit") {
+            for (m, marker) in MARKERS.iter().enumerate() {
+                let k = marker.find("xit").unwrap_or(0);
+                if p >= k && hay[p - k..].starts_with(marker) {
+                    last[m] = Some(p - k);
                 }
+            }
+        }
+        for (m, marker) in MARKERS.iter().enumerate() {
+            let Some(pos) = last[m] else { continue };
+            let rest = hay[pos + marker.len()..].trim_start();
+            let end = rest
+                .find(|c: char| !(c.is_ascii_digit() || c == '-'))
+                .unwrap_or(rest.len());
+            if let Ok(n) = rest[..end].parse() {
+                return Some(n);
             }
         }
     }
     None
 }
 
+/// The length of the longest prefix of `text` of at most `max` bytes that ends on a char
+/// boundary.
+fn prefix_bytes(text: &str, max: usize) -> usize {
+    let mut end = max.min(text.len());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    end
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn result(text: &str, is_error: Option<bool>) -> ToolResult {
         ToolResult {
@@ -437,5 +483,31 @@ mod tests {
             None,
         );
         assert_eq!(r.outcome(true), Outcome::Error);
+    }
+
+    #[test]
+    fn an_exit_code_at_the_end_of_long_non_ascii_output_is_read() {
+        // 10,013 bytes, two-byte chars first: the last 2,000 bytes start inside a char.
+        let text = format!("{}\nExit code: 3", "é".repeat(5_000));
+        assert!(!text.is_char_boundary(text.len() - 2000));
+        assert_eq!(result(&text, None).outcome(false), Outcome::Error);
+        let text = format!("{}\nExit code: 0", "é".repeat(5_000));
+        assert_eq!(result(&text, None).outcome(false), Outcome::Success);
+    }
+
+    #[test]
+    fn text_joins_text_blocks_and_skips_the_rest() {
+        let r = ToolResult {
+            tool_use_id: "t".into(),
+            content: Some(ToolResultContent::Blocks(vec![
+                Block::text("one"),
+                Block::Image(json!({"type": "image"})),
+                Block::text("two"),
+                Block::text("three"),
+            ])),
+            is_error: None,
+            extra: Object::new(),
+        };
+        assert_eq!(r.text(), "one\ntwo\nthree");
     }
 }

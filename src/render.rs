@@ -34,7 +34,7 @@ pub fn call_summary(t: &ToolUse, max_chars: usize) -> String {
         Value::String(s) => s.clone(),
         other => other.to_string(),
     };
-    format!("{}({})", t.name, clip(&one_line(&arg), max_chars))
+    format!("{}({})", t.name, one_line_clipped(&arg, max_chars))
 }
 
 fn value_text(v: &Value) -> String {
@@ -57,6 +57,49 @@ pub fn one_line(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
+/// `clip(&one_line(s), max_chars)`, collapsing no more of `s` than the clip keeps (a digest
+/// line of a 1 MB tool result reads its first words only).
+pub fn one_line_clipped(s: &str, max_chars: usize) -> String {
+    let mut out = String::new();
+    let mut chars = 0;
+    for word in s.split_whitespace() {
+        if chars > max_chars {
+            break;
+        }
+        if !out.is_empty() {
+            out.push(' ');
+            chars += 1;
+        }
+        out.push_str(word);
+        chars += word.chars().count();
+    }
+    clip(&out, max_chars)
+}
+
+/// The last `max_chars` characters of `one_line(s)`, or `None` when it is no longer than that.
+/// Collapses only the end of `s`.
+pub fn one_line_tail(s: &str, max_chars: usize) -> Option<String> {
+    let mut words = Vec::new();
+    let mut chars = 0;
+    for word in s.split_whitespace().rev() {
+        if !words.is_empty() {
+            chars += 1;
+        }
+        chars += word.chars().count();
+        words.push(word);
+        if chars > max_chars {
+            break;
+        }
+    }
+    if chars <= max_chars {
+        return None;
+    }
+    words.reverse();
+    let joined = words.join(" ");
+    let skip = joined.chars().count() - max_chars;
+    Some(joined.chars().skip(skip).collect())
+}
+
 /// Cuts `s` to at most `max_chars` characters, ending with `…` when cut. Character-safe.
 pub fn clip(s: &str, max_chars: usize) -> String {
     match s.char_indices().nth(max_chars) {
@@ -69,7 +112,7 @@ pub fn clip(s: &str, max_chars: usize) -> String {
 /// `tool_result toolu_01 (error) 1234 chars`, `thinking`, `image`.
 pub fn block_summary(b: &Block) -> String {
     match b {
-        Block::Text(t) => format!("text {:?}", clip(&one_line(&t.text), 40)),
+        Block::Text(t) => format!("text {:?}", one_line_clipped(&t.text, 40)),
         Block::ToolUse(t) => format!("tool_use {}", call_summary(t, 40)),
         Block::ToolResult(r) => {
             let err = if r.is_error == Some(true) {
@@ -121,4 +164,25 @@ pub fn conversation_lines(c: &Conversation) -> String {
         out.push('\n');
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The shortcuts give what collapsing the whole text first gives.
+        #[test]
+        fn clipped_and_tail_agree_with_collapsing_everything(
+            s in "[a-cé \n\t]{0,120}",
+            max in 0usize..60,
+        ) {
+            let whole = one_line(&s);
+            prop_assert_eq!(one_line_clipped(&s, max), clip(&whole, max));
+            let n = whole.chars().count();
+            let tail = (n > max).then(|| whole.chars().skip(n - max).collect::<String>());
+            prop_assert_eq!(one_line_tail(&s, max), tail);
+        }
+    }
 }

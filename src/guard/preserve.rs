@@ -14,7 +14,8 @@ use std::collections::{HashMap, HashSet};
 ///   the input (their signatures cover the text);
 /// - when the input ends inside a tool loop, the assistant turn that issued the calls verbatim;
 /// - every failed call still visible as a failure: its result kept with the error flag, or its
-///   id named next to the word error/failed in the output (a digest line, a summary ledger).
+///   id named on one line with the word error or fail(ed) in a text block of the output (a
+///   digest line, a summary ledger).
 pub fn check_compaction(
     before: &Conversation,
     after: &Conversation,
@@ -95,9 +96,15 @@ pub fn check_compaction(
                     || (r.is_error.is_none() && now.text() == r.text()),
             ),
             None => {
-                let text = text_after
-                    .get_or_insert_with(|| format.write(after).to_string().to_lowercase());
-                (None, mentions_failure(text, &id.to_lowercase()))
+                let text = text_after.get_or_insert_with(|| {
+                    after
+                        .messages
+                        .iter()
+                        .map(Message::plain_text)
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                });
+                (None, mentions_failure(text, id))
             }
         };
         if !kept {
@@ -108,12 +115,13 @@ pub fn check_compaction(
 }
 
 /// True when `id` appears in `text` with "error" or "fail" on the same line.
+/// Whether a line of `text` names call `id` together with "error" or "fail" (any case), as
+/// the digest and the summary ledger do for a failed call they replace.
 fn mentions_failure(text: &str, id: &str) -> bool {
-    // The text is the JSON of the output, so digest lines are separated by escaped newlines.
     text.match_indices(id).any(|(pos, _)| {
-        let from = text[..pos].rfind("\\n").map_or(0, |p| p + 2);
-        let to = text[pos..].find("\\n").map_or(text.len(), |p| pos + p);
-        let line = &text[from..to];
+        let from = text[..pos].rfind('\n').map_or(0, |p| p + 1);
+        let to = text[pos..].find('\n').map_or(text.len(), |p| pos + p);
+        let line = text[from..to].to_lowercase();
         line.contains("error") || line.contains("fail")
     })
 }

@@ -11,7 +11,7 @@
 //! call and result line names the call id, so a fact can be traced to its source.
 
 use crate::conversation::{Block, Message, Outcome, Role, ToolResult};
-use crate::render::{call_summary, clip, one_line};
+use crate::render::{call_summary, one_line_clipped, one_line_tail};
 use crate::tokens::TokenCounter;
 use std::collections::HashMap;
 
@@ -51,7 +51,7 @@ pub fn digest_line(
             } else {
                 ASSISTANT_CHARS
             };
-            format!("[{role}] {}", clip(&one_line(&t.text), max))
+            format!("[{role}] {}", one_line_clipped(&t.text, max))
         }
         Block::ToolUse(t) => format!("[call {} {}]", t.id, call_summary(t, 80)),
         Block::ToolResult(r) => result_line(
@@ -73,30 +73,21 @@ fn result_line(r: &ToolResult, tool: Option<&str>, has_error_flag: bool) -> Stri
         Outcome::Unknown => " (outcome unknown)",
     };
     let tool = tool.map(|t| format!(" {t}")).unwrap_or_default();
-    let text = one_line(&r.text());
+    let full = r.text();
+    let text = one_line_clipped(&full, RESULT_CHARS);
     if text.starts_with(crate::strategy::microcompact::CLEARED_PREFIX) {
         return format!("[result {}{tool}{tag}: cleared]", r.tool_use_id);
     }
-    if tag == " (error)" && text.chars().count() > RESULT_CHARS {
+    if tag == " (error)" {
         // A failure says why at the end (panics, exit codes, the last compiler error).
-        let tail: String = text
-            .chars()
-            .rev()
-            .take(RESULT_CHARS)
-            .collect::<Vec<_>>()
-            .into_iter()
-            .rev()
-            .collect();
-        return format!("[result {}{tool}{tag}: …{tail}]", r.tool_use_id);
+        if let Some(tail) = one_line_tail(&full, RESULT_CHARS) {
+            return format!("[result {}{tool}{tag}: …{tail}]", r.tool_use_id);
+        }
     }
     if text.is_empty() {
         format!("[result {}{tool}{tag}]", r.tool_use_id)
     } else {
-        format!(
-            "[result {}{tool}{tag}: {}]",
-            r.tool_use_id,
-            clip(&text, RESULT_CHARS)
-        )
+        format!("[result {}{tool}{tag}: {text}]", r.tool_use_id)
     }
 }
 
@@ -147,7 +138,10 @@ impl Digest {
                 all.push((line, priority));
             }
         }
-        let costs: Vec<usize> = all.iter().map(|(l, _)| counter.count_text(l) + 1).collect();
+        let costs: Vec<usize> = all
+            .iter()
+            .map(|(l, _)| counter.count_text_cached(l) + 1)
+            .collect();
         let mut keep = vec![false; all.len()];
         let mut used = 0;
         for priority in 0..=2u8 {

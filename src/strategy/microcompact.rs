@@ -209,7 +209,9 @@ fn clear_input(conv: &mut Conversation, id: &str, cx: &Context<'_>) -> usize {
             if t.id != id {
                 continue;
             }
-            let before = cx.counter.count_text(&t.input.to_value().to_string());
+            let before = cx
+                .counter
+                .count_text_cached(&t.input.to_value().to_string());
             let mut v = t.input.to_value();
             if let Value::Object(obj) = &mut v {
                 for val in obj.values_mut() {
@@ -228,7 +230,9 @@ fn clear_input(conv: &mut Conversation, id: &str, cx: &Context<'_>) -> usize {
                 ToolInput::Arguments(_) => ToolInput::Arguments(v.to_string()),
                 ToolInput::Freeform(s) => ToolInput::Freeform(s.clone()),
             };
-            let after = cx.counter.count_text(&t.input.to_value().to_string());
+            let after = cx
+                .counter
+                .count_text_cached(&t.input.to_value().to_string());
             return before.saturating_sub(after);
         }
     }

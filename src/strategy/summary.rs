@@ -583,12 +583,14 @@ impl Summary {
 }
 
 /// Why a model's text is degenerate, or `None`: the same lines or phrases over and over, the loop
-/// small or quantized models fall into at temperature 0 (seen with SmolLM2-135M on a corpus
-/// session). Lines: at least 8 non-empty ones and over half of them repeats of an earlier one.
-/// Phrases: at least 80 words and under a third of the four-word sequences distinct (ordinary
-/// prose has nearly all of them distinct).
+/// small or quantized models fall into (seen with SmolLM2-135M on a corpus session, at
+/// temperature 0 and still with a frequency penalty). Compared case-insensitively. Lines: at
+/// least 8 non-empty ones and over half of them repeats of an earlier one. Phrases: at least 80
+/// words and under 40% of the four-word sequences distinct (ordinary prose has nearly all of
+/// them distinct).
 fn degenerate(text: &str) -> Option<String> {
-    let lines: Vec<&str> = text
+    let lower = text.to_lowercase();
+    let lines: Vec<&str> = lower
         .lines()
         .map(str::trim)
         .filter(|l| !l.is_empty())
@@ -603,11 +605,11 @@ fn degenerate(text: &str) -> Option<String> {
             ));
         }
     }
-    let words: Vec<&str> = text.split_whitespace().collect();
+    let words: Vec<&str> = lower.split_whitespace().collect();
     if words.len() >= 80 {
         let phrases: Vec<&[&str]> = words.windows(4).collect();
         let distinct = phrases.iter().collect::<HashSet<_>>().len();
-        if distinct * 3 < phrases.len() {
+        if distinct * 5 < phrases.len() * 2 {
             return Some(format!(
                 "only {distinct} of its {} four-word phrases are distinct",
                 phrases.len()
@@ -898,6 +900,24 @@ mod tests {
         assert_eq!(
             degenerate(&stutter).as_deref(),
             Some("only 5 of its 97 four-word phrases are distinct")
+        );
+        // Near-repeats that differ in case and in one word per line still loop.
+        let drifting: String = (0..12)
+            .map(|i| {
+                let (head, tail) = if i % 2 == 0 {
+                    ("Todo", "All")
+                } else {
+                    ("todo", "all")
+                };
+                format!(
+                    "{head} List with Todo Item Filter and filter by {tail} item{} ",
+                    i % 3
+                )
+            })
+            .collect();
+        assert_eq!(
+            degenerate(&drifting).as_deref(),
+            Some("only 19 of its 129 four-word phrases are distinct")
         );
         let plain = "## Requests\n- Fix the failing test in src/a.rs.\n## Errors\n\
                      - cargo test failed (exit 101): missing import; fixed by adding it.\n\

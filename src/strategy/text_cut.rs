@@ -42,7 +42,7 @@ pub fn cut_middle_known(
     if text.len() <= max_tokens || text.contains(TRUNCATION_MARK) {
         return None;
     }
-    let tokens = known_tokens.unwrap_or_else(|| counter.count_text(text));
+    let tokens = known_tokens.unwrap_or_else(|| counter.count_text_cached(text));
     if tokens <= max_tokens {
         return None;
     }
