@@ -582,6 +582,70 @@ impl Summary {
     }
 }
 
+/// The mark put after a call id that a summary names but the history does not hold.
+pub const UNKNOWN_ID_MARK: &str = "(id not in the history)";
+
+/// `text` with [`UNKNOWN_ID_MARK`] after every call id that is neither a tool_use / tool_result
+/// id of `conversation` nor written in `earlier` (an earlier summary), and the number of such
+/// places. A call id: `toolu_`, `call_` or `fc_` (Anthropic, OpenAI Chat, OpenAI Responses)
+/// followed by 12 or more ASCII letters and digits, at least one a digit; shorter or
+/// underscored names (`call_count`) are code, not ids.
+fn mark_unknown_ids(text: &str, conversation: &Conversation, earlier: &str) -> (String, usize) {
+    let known: HashSet<&str> = conversation
+        .messages
+        .iter()
+        .flat_map(|m| m.content.iter())
+        .filter_map(|b| match b {
+            Block::ToolUse(t) => Some(t.id.as_str()),
+            Block::ToolResult(r) => Some(r.tool_use_id.as_str()),
+            _ => None,
+        })
+        .collect();
+    let mut out = String::with_capacity(text.len());
+    let mut marked = 0;
+    let mut rest = text;
+    while let Some((start, len)) = next_call_id(rest) {
+        let end = start + len;
+        let id = &rest[start..end];
+        out.push_str(&rest[..end]);
+        if !known.contains(id) && !earlier.contains(id) {
+            out.push(' ');
+            out.push_str(UNKNOWN_ID_MARK);
+            marked += 1;
+        }
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    (out, marked)
+}
+
+/// The first call id in `text` (see [`mark_unknown_ids`]): its byte offset and length.
+fn next_call_id(text: &str) -> Option<(usize, usize)> {
+    let mut from = 0;
+    while from < text.len() {
+        let found = ["toolu_", "call_", "fc_"]
+            .iter()
+            .filter_map(|p| text[from..].find(p).map(|i| (from + i, p.len())))
+            .min()?;
+        let (start, prefix) = found;
+        let tail = &text[start + prefix..];
+        let n = tail
+            .find(|c: char| !c.is_ascii_alphanumeric())
+            .unwrap_or(tail.len());
+        let word_start = start == 0
+            || !text[..start]
+                .chars()
+                .next_back()
+                .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_');
+        let ends_word = !tail[n..].starts_with('_');
+        if word_start && ends_word && n >= 12 && tail[..n].bytes().any(|b| b.is_ascii_digit()) {
+            return Some((start, prefix + n));
+        }
+        from = start + prefix;
+    }
+    None
+}
+
 /// Why a model's text is degenerate, or `None`: the same lines or phrases over and over, the loop
 /// small or quantized models fall into (seen with SmolLM2-135M on a corpus session, at
 /// temperature 0 and still with a frequency penalty). Compared case-insensitively. Lines: at
@@ -753,6 +817,15 @@ impl Strategy for Summary {
                 }
             }
         };
+        // Call ids the model wrote that the history does not hold are marked, so that an
+        // invented id never reads as a call that happened.
+        let (model_text, invented) =
+            mark_unknown_ids(&model_text, conversation, previous_model.unwrap_or(""));
+        if invented > 0 {
+            notes.push(format!(
+                "summary: {invented} call id(s) in the model's text are not in the history; marked"
+            ));
+        }
         let ledger = merge_ledgers(&previous_ledger, ledger(span, has_flag));
         let tokens_before: usize = conversation.messages[plan.from..plan.to]
             .iter()
@@ -884,6 +957,31 @@ mod tests {
         // A tiny share still keeps the newest message.
         let p = plan(&c, budget, counter.as_ref(), 0.0).unwrap();
         assert_eq!(p.to, 9);
+    }
+
+    #[test]
+    fn call_ids_the_history_does_not_hold_are_marked() {
+        let c = conv(json!({"messages": [
+            {"role": "user", "content": "go"},
+            {"role": "assistant", "content": [
+                {"type": "tool_use", "id": "toolu_01EPom7jESzNbU8coiKjzVGS", "name": "Read", "input": {}}]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_01EPom7jESzNbU8coiKjzVGS", "content": "ok"}]},
+        ]}));
+        let text = "Read ran [call toolu_01EPom7jESzNbU8coiKjzVGS]; then \
+                    [call toolu_01G5fXX8sk5nLjyGcqi6l7] and call_9xYzAbCdEfGh12 failed. \
+                    call_count_total and my_call_abcdefghij123 are code; so is toolu_short1. \
+                    fc_0123456789abcdef came from the earlier summary.";
+        let (marked, n) = mark_unknown_ids(text, &c, "fc_0123456789abcdef: grep");
+        assert_eq!(n, 2);
+        assert_eq!(
+            marked,
+            "Read ran [call toolu_01EPom7jESzNbU8coiKjzVGS]; then \
+             [call toolu_01G5fXX8sk5nLjyGcqi6l7 (id not in the history)] and \
+             call_9xYzAbCdEfGh12 (id not in the history) failed. \
+             call_count_total and my_call_abcdefghij123 are code; so is toolu_short1. \
+             fc_0123456789abcdef came from the earlier summary."
+        );
     }
 
     #[test]

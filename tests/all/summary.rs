@@ -416,6 +416,37 @@ async fn the_same_history_twice_is_summarized_once() {
 }
 
 #[tokio::test]
+async fn call_ids_the_model_invents_are_marked_in_the_summary() {
+    let answer = "Module 1 failed in [call toolu_01Nq5Zt8rWd3Jk2Lm]; toolu_1 is fine.";
+    let server = FakeLlm::start(vec![Reply::Text(answer.into())]).await;
+    let engine = Compactor::from_config(settings(llm(&server, Provider::Openai))).unwrap();
+    let input = read(&session(8));
+    let out = engine
+        .compact(&input, Format::Anthropic, Some(half(&engine, &input)))
+        .await
+        .unwrap();
+    assert_eq!(
+        out.report.status,
+        Status::Compacted,
+        "{}",
+        notes(&out.report)
+    );
+    let text = first_text(&out.conversation);
+    assert!(
+        text.contains(
+            "Module 1 failed in [call toolu_01Nq5Zt8rWd3Jk2Lm (id not in the history)]; toolu_1 is fine."
+        ),
+        "{text}"
+    );
+    assert!(
+        notes(&out.report).contains("1 call id(s) in the model's text are not in the history"),
+        "{}",
+        notes(&out.report)
+    );
+    assert_valid(&out.conversation, &input, Format::Anthropic);
+}
+
+#[tokio::test]
 async fn an_earlier_summary_is_updated_with_the_new_messages_only() {
     let server = FakeLlm::start(vec![Reply::Text("FIRST SUMMARY: modules 0-5 read.".into())]).await;
     let engine = Compactor::from_config(settings(llm(&server, Provider::Anthropic))).unwrap();
