@@ -264,11 +264,11 @@ impl Loader {
         }
         let mut searched = Vec::new();
         let mut dirs = self.preset_dirs.clone();
-        if let Some(file) = &self.file {
-            if let Some(parent) = file.parent() {
-                dirs.push(parent.join("strategies"));
-                dirs.push(parent.join("../strategies"));
-            }
+        if let Some(file) = &self.file
+            && let Some(parent) = file.parent()
+        {
+            dirs.push(parent.join("strategies"));
+            dirs.push(parent.join("../strategies"));
         }
         for dir in &dirs {
             let path = dir.join(format!("{name}.toml"));

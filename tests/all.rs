@@ -1,4 +1,6 @@
 //! The integration tests: one binary, one module per area.
+// A failed unwrap in a test is a failed test, with its location: the idiom here.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 #[path = "all/ab.rs"]
 mod ab;
 #[path = "all/agreement.rs"]

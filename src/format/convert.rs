@@ -205,18 +205,18 @@ fn to_chat(c: &Conversation, extra: Object) -> Conversation {
                     continue;
                 }
                 // Responses splits one model turn over several items; Chat wants one message.
-                if role == Role::Assistant {
-                    if let Some(last) = out.last_mut() {
-                        if last.role == Role::Assistant && !last.has_tool_uses() {
-                            last.content.extend(blocks);
-                            last.content.extend(calls);
-                            last.form = chat_form(&last.content);
-                            continue;
-                        }
-                        if last.role == Role::Assistant && blocks.is_empty() {
-                            last.content.extend(calls);
-                            continue;
-                        }
+                if role == Role::Assistant
+                    && let Some(last) = out.last_mut()
+                {
+                    if last.role == Role::Assistant && !last.has_tool_uses() {
+                        last.content.extend(blocks);
+                        last.content.extend(calls);
+                        last.form = chat_form(&last.content);
+                        continue;
+                    }
+                    if last.role == Role::Assistant && blocks.is_empty() {
+                        last.content.extend(calls);
+                        continue;
                     }
                 }
                 blocks.extend(calls);

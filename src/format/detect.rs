@@ -107,14 +107,15 @@ pub fn load(
         });
     }
     // A one-line Claude Code log is still a log.
-    if let Value::Object(entry) = &value {
-        if claude_code::looks_like_log(text) && !entry.contains_key("messages") {
-            return Ok(Loaded {
-                conversation: claude_code::import(text, options)?,
-                format: Format::Anthropic,
-                source: Source::ClaudeCode,
-            });
-        }
+    if let Value::Object(entry) = &value
+        && claude_code::looks_like_log(text)
+        && !entry.contains_key("messages")
+    {
+        return Ok(Loaded {
+            conversation: claude_code::import(text, options)?,
+            format: Format::Anthropic,
+            source: Source::ClaudeCode,
+        });
     }
     let format = guess_format(&value)?;
     Ok(Loaded {

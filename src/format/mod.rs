@@ -142,12 +142,15 @@ impl FormatError {
     }
 }
 
-/// Splits a request body into (top-level system value, message array, other fields, bare?).
+/// A request body taken apart: (top-level system value, message array, other fields, bare?).
+pub(crate) type BodyParts<'a> = (Option<Value>, &'a Vec<Value>, Object, bool);
+
+/// Splits a request body into its [`BodyParts`].
 pub(crate) fn split_body<'a>(
     body: &'a Value,
     messages_key: &str,
     system_key: Option<&str>,
-) -> Result<(Option<Value>, &'a Vec<Value>, Object, bool), FormatError> {
+) -> Result<BodyParts<'a>, FormatError> {
     match body {
         Value::Array(items) => Ok((None, items, Object::new(), true)),
         Value::Object(obj) => {

@@ -68,15 +68,15 @@ pub(crate) fn read_message(value: &Value, path: &str) -> Result<Message, FormatE
     }
     let mut content = parts;
     let mut skip: Vec<&str> = vec!["role", "content"];
-    if let Some(Value::Array(calls)) = obj.get("tool_calls") {
-        if !calls.is_empty() {
-            skip.push("tool_calls");
-            for (j, call) in calls.iter().enumerate() {
-                content.push(Block::ToolUse(read_call(
-                    call,
-                    &format!("{path}.tool_calls[{j}]"),
-                )?));
-            }
+    if let Some(Value::Array(calls)) = obj.get("tool_calls")
+        && !calls.is_empty()
+    {
+        skip.push("tool_calls");
+        for (j, call) in calls.iter().enumerate() {
+            content.push(Block::ToolUse(read_call(
+                call,
+                &format!("{path}.tool_calls[{j}]"),
+            )?));
         }
     }
     Ok(Message {
@@ -169,34 +169,34 @@ pub fn write(conversation: &Conversation) -> Value {
 pub(crate) fn write_message(m: &Message) -> Value {
     let mut obj = Object::new();
     obj.insert("role".into(), Value::String(m.role.as_str().into()));
-    if m.role == Role::Tool {
-        if let Some(Block::ToolResult(r)) = m.content.first() {
-            obj.insert("tool_call_id".into(), Value::String(r.tool_use_id.clone()));
-            match &r.content {
-                Some(ToolResultContent::Text(s)) => {
-                    obj.insert("content".into(), Value::String(s.clone()));
-                }
-                Some(ToolResultContent::Blocks(bs)) => {
-                    obj.insert(
-                        "content".into(),
-                        Value::Array(bs.iter().map(write_part).collect()),
-                    );
-                }
-                None => match m.form {
-                    ContentForm::Null => {
-                        obj.insert("content".into(), Value::Null);
-                    }
-                    ContentForm::Absent => {}
-                    _ => {
-                        obj.insert("content".into(), Value::String(String::new()));
-                    }
-                },
+    if m.role == Role::Tool
+        && let Some(Block::ToolResult(r)) = m.content.first()
+    {
+        obj.insert("tool_call_id".into(), Value::String(r.tool_use_id.clone()));
+        match &r.content {
+            Some(ToolResultContent::Text(s)) => {
+                obj.insert("content".into(), Value::String(s.clone()));
             }
-            for (k, v) in &m.extra {
-                obj.insert(k.clone(), v.clone());
+            Some(ToolResultContent::Blocks(bs)) => {
+                obj.insert(
+                    "content".into(),
+                    Value::Array(bs.iter().map(write_part).collect()),
+                );
             }
-            return Value::Object(obj);
+            None => match m.form {
+                ContentForm::Null => {
+                    obj.insert("content".into(), Value::Null);
+                }
+                ContentForm::Absent => {}
+                _ => {
+                    obj.insert("content".into(), Value::String(String::new()));
+                }
+            },
         }
+        for (k, v) in &m.extra {
+            obj.insert(k.clone(), v.clone());
+        }
+        return Value::Object(obj);
     }
     let parts: Vec<&Block> = m
         .content

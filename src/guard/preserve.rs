@@ -37,13 +37,13 @@ pub fn check_compaction(
     if before.system != after.system || pinned(before) != pinned(after) {
         push(None, ViolationKind::SystemChanged);
     }
-    if let (Some(a), Some(b)) = (before.messages.last(), after.messages.last()) {
-        if !same_but_results(a, b) {
-            push(
-                Some(after.messages.len() - 1),
-                ViolationKind::LastMessageChanged,
-            );
-        }
+    if let (Some(a), Some(b)) = (before.messages.last(), after.messages.last())
+        && !same_but_results(a, b)
+    {
+        push(
+            Some(after.messages.len() - 1),
+            ViolationKind::LastMessageChanged,
+        );
     }
     let thinking_in: HashSet<&serde_json::Value> = thinking(before).collect();
     for (i, m) in after.messages.iter().enumerate() {
@@ -54,21 +54,21 @@ pub fn check_compaction(
             push(Some(i), ViolationKind::ThinkingModified);
         }
     }
-    if let Some(last) = before.messages.last() {
-        if last.has_tool_results() || last.role == Role::Tool {
-            let n = before.messages.len();
-            let start = super::units::Units::of(before)
-                .exchange_at(n - 1)
-                .map(|e| e.start);
-            if let Some(start) = start {
-                let kept = before.messages[start..n - 1]
-                    .iter()
-                    .filter(|m| m.role == Role::Assistant);
-                for m in kept {
-                    if !after.messages.contains(m) {
-                        push(None, ViolationKind::OpenLoopChanged);
-                        break;
-                    }
+    if let Some(last) = before.messages.last()
+        && (last.has_tool_results() || last.role == Role::Tool)
+    {
+        let n = before.messages.len();
+        let start = super::units::Units::of(before)
+            .exchange_at(n - 1)
+            .map(|e| e.start);
+        if let Some(start) = start {
+            let kept = before.messages[start..n - 1]
+                .iter()
+                .filter(|m| m.role == Role::Assistant);
+            for m in kept {
+                if !after.messages.contains(m) {
+                    push(None, ViolationKind::OpenLoopChanged);
+                    break;
                 }
             }
         }

@@ -83,10 +83,10 @@ impl Checker<'_> {
         let mut seen = HashSet::new();
         let mut dups = Vec::new();
         for (i, j, b) in self.conv.blocks() {
-            if let Block::ToolUse(t) = b {
-                if !seen.insert(t.id.as_str()) {
-                    dups.push((i, j, t.id.clone()));
-                }
+            if let Block::ToolUse(t) = b
+                && !seen.insert(t.id.as_str())
+            {
+                dups.push((i, j, t.id.clone()));
             }
         }
         for (i, j, id) in dups {
@@ -402,7 +402,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn chat_violations(messages: serde_json::Value) -> Vec<(Option<usize>, ViolationKind)> {
+    fn chat_violations(messages: &serde_json::Value) -> Vec<(Option<usize>, ViolationKind)> {
         let conv = Format::OpenAiChat
             .read(&json!({ "messages": messages }))
             .expect("readable");
@@ -414,7 +414,7 @@ mod tests {
 
     #[test]
     fn chat_assistant_without_content_or_tool_calls_is_refused() {
-        let found = chat_violations(json!([
+        let found = chat_violations(&json!([
             {"role": "user", "content": "hi"},
             {"role": "assistant", "content": null},
             {"role": "user", "content": "again"},
@@ -431,7 +431,7 @@ mod tests {
 
     #[test]
     fn chat_null_content_is_fine_beside_tool_calls_or_a_refusal_but_not_for_a_user() {
-        let found = chat_violations(json!([
+        let found = chat_violations(&json!([
             {"role": "user", "content": "hi"},
             {"role": "assistant", "content": null, "tool_calls": [
                 {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},

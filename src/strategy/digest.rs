@@ -117,14 +117,14 @@ impl Digest {
         let mut all: Vec<(String, u8)> = Vec::new();
         for m in messages {
             for b in &m.content {
-                if let Block::Text(t) = b {
-                    if let Some(rest) = t.text.strip_prefix(MARKER_PREFIX) {
-                        for line in rest.lines().filter(|l| l.starts_with('[')) {
-                            let p = if line.contains("(error)") { 0 } else { 2 };
-                            all.push((line.to_string(), p));
-                        }
-                        continue;
+                if let Block::Text(t) = b
+                    && let Some(rest) = t.text.strip_prefix(MARKER_PREFIX)
+                {
+                    for line in rest.lines().filter(|l| l.starts_with('[')) {
+                        let p = if line.contains("(error)") { 0 } else { 2 };
+                        all.push((line.to_string(), p));
                     }
+                    continue;
                 }
                 let Some(line) = digest_line(m.role, b, &tools, has_error_flag) else {
                     continue;

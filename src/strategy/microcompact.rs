@@ -215,11 +215,10 @@ fn clear_input(conv: &mut Conversation, id: &str, cx: &Context<'_>) -> usize {
             let mut v = t.input.to_value();
             if let Value::Object(obj) = &mut v {
                 for val in obj.values_mut() {
-                    if let Value::String(s) = val {
-                        if s.chars().count() > 200 {
-                            *s =
-                                format!("{CLEARED_PREFIX} {} chars]", thousands(s.chars().count()));
-                        }
+                    if let Value::String(s) = val
+                        && s.chars().count() > 200
+                    {
+                        *s = format!("{CLEARED_PREFIX} {} chars]", thousands(s.chars().count()));
                     }
                 }
             } else {

@@ -860,12 +860,12 @@ mod tests {
     use crate::tokens::{Tokenizer, counter_for};
     use serde_json::json;
 
-    fn conv(v: Value) -> Conversation {
-        Format::Anthropic.read(&v).unwrap()
+    fn conv(v: &Value) -> Conversation {
+        Format::Anthropic.read(v).unwrap()
     }
 
     fn session() -> Conversation {
-        conv(json!({"messages": [
+        conv(&json!({"messages": [
             {"role": "user", "content": "Fix the failing build. Do not touch vendor/."},
             {"role": "assistant", "content": [
                 {"type": "thinking", "thinking": "SECRET PLAN", "signature": "sig"},
@@ -961,7 +961,7 @@ mod tests {
 
     #[test]
     fn call_ids_the_history_does_not_hold_are_marked() {
-        let c = conv(json!({"messages": [
+        let c = conv(&json!({"messages": [
             {"role": "user", "content": "go"},
             {"role": "assistant", "content": [
                 {"type": "tool_use", "id": "toolu_01EPom7jESzNbU8coiKjzVGS", "name": "Read", "input": {}}]},

@@ -148,12 +148,15 @@ fn frozen_messages(c: &Conversation, units: &Units) -> Vec<bool> {
     for f in frozen.iter_mut().take(units.pinned) {
         *f = true;
     }
-    if let Some(last) = units.exchanges.last() {
-        if last.end == n {
-            for i in last.start..n {
-                if c.messages[i].role == Role::Assistant {
-                    frozen[i] = true;
-                }
+    if let Some(last) = units.exchanges.last()
+        && last.end == n
+    {
+        for (f, m) in frozen[last.start..]
+            .iter_mut()
+            .zip(&c.messages[last.start..])
+        {
+            if m.role == Role::Assistant {
+                *f = true;
             }
         }
     }

@@ -304,6 +304,11 @@ pub fn encrypted_estimate(base64_len: usize) -> usize {
     (base64_len * 3).div_ceil(16)
 }
 
+/// The counter a pipeline uses: tiktoken with `tokenizer`, behind the per-block cache.
+pub fn counter_for(tokenizer: Tokenizer) -> std::sync::Arc<dyn TokenCounter> {
+    std::sync::Arc::new(CachedCounter::new(TiktokenCounter::new(tokenizer)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -415,9 +420,4 @@ mod tests {
         let blocks = json!([{"type": "text", "text": "hello world"}, {"type": "text", "text": "hello world"}]);
         assert_eq!(c.count_system(Some(&blocks)), 4);
     }
-}
-
-/// The counter a pipeline uses: tiktoken with `tokenizer`, behind the per-block cache.
-pub fn counter_for(tokenizer: Tokenizer) -> std::sync::Arc<dyn TokenCounter> {
-    std::sync::Arc::new(CachedCounter::new(TiktokenCounter::new(tokenizer)))
 }

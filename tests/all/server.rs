@@ -482,10 +482,10 @@ async fn spawn_upstream(reply: Reply) -> (String, Recorded) {
                 let chunk = chunks.get(i).copied();
                 async move {
                     let chunk = chunk?;
-                    if i == 1 {
-                        if let Some(g) = gate {
-                            g.notified().await;
-                        }
+                    if i == 1
+                        && let Some(g) = gate
+                    {
+                        g.notified().await;
                     }
                     Some((
                         Ok::<_, std::convert::Infallible>(Bytes::from_static(chunk.as_bytes())),

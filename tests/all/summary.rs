@@ -31,10 +31,12 @@ fn llm(server: &FakeLlm, provider: Provider) -> LlmConfig {
 }
 
 fn settings(llm: LlmConfig) -> Settings {
-    let mut s = Settings::default();
-    s.preset = "summary".into();
+    let mut s = Settings {
+        preset: "summary".into(),
+        llm: Some(llm),
+        ..Settings::default()
+    };
     s.policy.tiers = vec!["summary".into(), "truncate".into()];
-    s.llm = Some(llm);
     s
 }
 
