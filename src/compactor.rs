@@ -318,6 +318,15 @@ impl Compactor {
             }
             run.accepted = true;
             degraded |= compaction.degraded;
+            if compaction.degraded {
+                // Why the output is degraded belongs on the report itself, not only in the tier.
+                report.notes.extend(
+                    run.notes
+                        .iter()
+                        .filter(|n| n.contains("fell back"))
+                        .cloned(),
+                );
+            }
             tokens_now = tokens;
             current = Some(compaction.conversation);
             report.tiers.push(run);

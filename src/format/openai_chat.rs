@@ -68,6 +68,14 @@ pub(crate) fn read_message(value: &Value, path: &str) -> Result<Message, FormatE
     }
     let mut content = parts;
     let mut skip: Vec<&str> = vec!["role", "content"];
+    if let Some(other) = obj.get("tool_calls")
+        && !(other.is_array() || other.is_null())
+    {
+        return Err(FormatError::shape(
+            format!("{path}.tool_calls"),
+            format!("expected an array, found {}", json_kind(other)),
+        ));
+    }
     if let Some(Value::Array(calls)) = obj.get("tool_calls")
         && !calls.is_empty()
     {

@@ -114,8 +114,11 @@ impl Checker<'_> {
                     ViolationKind::RoleNotAllowed { role: m.role },
                 );
             }
+            // Only the final assistant message may be empty ("" or [], a prefill); `content`
+            // itself is required (a string or an array) on every message.
             let lenient = last && m.role == Role::Assistant;
-            if m.content.is_empty() && !lenient {
+            let missing = matches!(m.form, ContentForm::Null | ContentForm::Absent);
+            if m.content.is_empty() && (missing || !lenient) {
                 self.push(Some(i), None, ViolationKind::EmptyContent);
             }
             let prev_calls: Vec<&str> = match i.checked_sub(1).map(|p| &msgs[p]) {
@@ -265,7 +268,8 @@ impl Checker<'_> {
                     },
                 );
             }
-            if m.content.is_empty() && matches!(m.form, ContentForm::Null | ContentForm::Absent) {
+            let has_calls = m.content.iter().any(|b| matches!(b, Block::ToolUse(_)));
+            if !has_calls && matches!(m.form, ContentForm::Null | ContentForm::Absent) {
                 // Chat Completions API reference: an assistant message's `content` is required
                 // unless it carries `tool_calls` or `function_call`; a refusal or audio reply
                 // (as the API returns them) is taken as content too. Every other role needs it.
@@ -426,6 +430,47 @@ mod tests {
                 (Some(1), ViolationKind::EmptyContent),
                 (Some(3), ViolationKind::EmptyContent)
             ]
+        );
+    }
+
+    #[test]
+    fn a_tool_message_needs_content_and_anthropic_content_is_never_null() {
+        let found = chat_violations(&json!([
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": null, "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}},
+                {"id": "c2", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": null},
+            {"role": "tool", "tool_call_id": "c2"},
+        ]));
+        assert_eq!(
+            found,
+            vec![
+                (Some(2), ViolationKind::EmptyContent),
+                (Some(3), ViolationKind::EmptyContent)
+            ]
+        );
+        for last in [
+            json!({"role": "assistant", "content": null}),
+            json!({"role": "assistant"}),
+        ] {
+            let conv = Format::Anthropic
+                .read(&json!({"messages": [{"role": "user", "content": "hi"}, last]}))
+                .expect("readable");
+            let found: Vec<_> = validate(&conv, Format::Anthropic, ValidateOptions::default())
+                .into_iter()
+                .map(|v| (v.message, v.kind))
+                .collect();
+            assert_eq!(found, vec![(Some(1), ViolationKind::EmptyContent)]);
+        }
+        // An empty final assistant message (a prefill) stays allowed.
+        let conv = Format::Anthropic
+            .read(&json!({"messages": [{"role": "user", "content": "hi"},
+                                       {"role": "assistant", "content": []}]}))
+            .expect("readable");
+        assert_eq!(
+            validate(&conv, Format::Anthropic, ValidateOptions::default()),
+            vec![]
         );
     }
 

@@ -144,20 +144,21 @@ pub struct LlmConfig {
     /// Fields added to every request body, over those compactor sets (`model`, `max_tokens`,
     /// `temperature`), for the options an endpoint takes: `{ frequency_penalty = 0.5 }` (OpenAI
     /// and llama.cpp), `{ top_k = 40 }`, `{ metadata = { user_id = "..." } }` (Anthropic).
-    /// The keys `messages` and `system` carry the request itself and are never replaced.
+    /// The keys `messages` and `system` carry the request itself and are never replaced, and
+    /// `stream` is never set (the answer is read as one JSON body).
     #[serde(default)]
     pub extra_body: serde_json::Map<String, serde_json::Value>,
 }
 
-/// `body` with the configured [`LlmConfig::extra_body`] fields set on it (never `messages` or
-/// `system`).
+/// `body` with the configured [`LlmConfig::extra_body`] fields set on it (never `messages`,
+/// `system` or `stream`).
 pub(crate) fn with_extra_body(
     mut body: serde_json::Value,
     config: &LlmConfig,
 ) -> serde_json::Value {
     if let Some(obj) = body.as_object_mut() {
         for (k, v) in &config.extra_body {
-            if k != "messages" && k != "system" {
+            if !matches!(k.as_str(), "messages" | "system" | "stream") {
                 obj.insert(k.clone(), v.clone());
             }
         }

@@ -19,6 +19,7 @@ use crate::compactor::CompactError;
 use crate::format::Format;
 use axum::body::Body;
 use axum::extract::State;
+use axum::extract::rejection::BytesRejection;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, Uri};
 use axum::response::Response;
 use bytes::Bytes;
@@ -52,8 +53,10 @@ pub(crate) async fn anthropic(
     State(state): State<AppState>,
     uri: Uri,
     headers: HeaderMap,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, AppError> {
+    // A body over the limit is a JSON 413 like on every other route, not axum's plain text.
+    let body = body?;
     let base = state.settings().server.anthropic_upstream.clone();
     forward(&state, Format::Anthropic, &base, &uri, headers, body).await
 }
@@ -63,8 +66,10 @@ pub(crate) async fn openai_chat(
     State(state): State<AppState>,
     uri: Uri,
     headers: HeaderMap,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, AppError> {
+    // A body over the limit is a JSON 413 like on every other route, not axum's plain text.
+    let body = body?;
     let base = state.settings().server.openai_upstream.clone();
     forward(&state, Format::OpenAiChat, &base, &uri, headers, body).await
 }
@@ -74,8 +79,10 @@ pub(crate) async fn openai_responses(
     State(state): State<AppState>,
     uri: Uri,
     headers: HeaderMap,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, AppError> {
+    // A body over the limit is a JSON 413 like on every other route, not axum's plain text.
+    let body = body?;
     let base = state.settings().server.openai_upstream.clone();
     forward(&state, Format::OpenAiResponses, &base, &uri, headers, body).await
 }

@@ -587,9 +587,10 @@ pub const UNKNOWN_ID_MARK: &str = "(id not in the history)";
 
 /// `text` with [`UNKNOWN_ID_MARK`] after every call id that is neither a tool_use / tool_result
 /// id of `conversation` nor written in `earlier` (an earlier summary), and the number of such
-/// places. A call id: `toolu_`, `call_` or `fc_` (Anthropic, OpenAI Chat, OpenAI Responses)
-/// followed by 12 or more ASCII letters and digits, at least one a digit; shorter or
-/// underscored names (`call_count`) are code, not ids.
+/// distinct ids. A call id: `toolu_`, `call_` or `fc_` (Anthropic, OpenAI Chat, OpenAI Responses)
+/// at the start of a word, then 12 or more ASCII letters, digits and underscores with two
+/// digits or both letter cases (`toolu_01AbC…`, `toolu_vrtx_01…`, DeepSeek's `call_00_AbC…`);
+/// snake_case names (`call_count_total`) are code, not ids.
 fn mark_unknown_ids(text: &str, conversation: &Conversation, earlier: &str) -> (String, usize) {
     let known: HashSet<&str> = conversation
         .messages
@@ -602,7 +603,7 @@ fn mark_unknown_ids(text: &str, conversation: &Conversation, earlier: &str) -> (
         })
         .collect();
     let mut out = String::with_capacity(text.len());
-    let mut marked = 0;
+    let mut marked = HashSet::new();
     let mut rest = text;
     while let Some((start, len)) = next_call_id(rest) {
         let end = start + len;
@@ -611,12 +612,12 @@ fn mark_unknown_ids(text: &str, conversation: &Conversation, earlier: &str) -> (
         if !known.contains(id) && !earlier.contains(id) {
             out.push(' ');
             out.push_str(UNKNOWN_ID_MARK);
-            marked += 1;
+            marked.insert(id);
         }
         rest = &rest[end..];
     }
     out.push_str(rest);
-    (out, marked)
+    (out, marked.len())
 }
 
 /// The first call id in `text` (see [`mark_unknown_ids`]): its byte offset and length.
@@ -630,15 +631,18 @@ fn next_call_id(text: &str) -> Option<(usize, usize)> {
         let (start, prefix) = found;
         let tail = &text[start + prefix..];
         let n = tail
-            .find(|c: char| !c.is_ascii_alphanumeric())
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
             .unwrap_or(tail.len());
         let word_start = start == 0
             || !text[..start]
                 .chars()
                 .next_back()
                 .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_');
-        let ends_word = !tail[n..].starts_with('_');
-        if word_start && ends_word && n >= 12 && tail[..n].bytes().any(|b| b.is_ascii_digit()) {
+        let body = &tail.as_bytes()[..n];
+        let digits = body.iter().filter(|b| b.is_ascii_digit()).count();
+        let mixed_case =
+            body.iter().any(u8::is_ascii_uppercase) && body.iter().any(u8::is_ascii_lowercase);
+        if word_start && n >= 12 && (digits >= 2 || mixed_case) {
             return Some((start, prefix + n));
         }
         from = start + prefix;
@@ -969,18 +973,23 @@ mod tests {
                 {"type": "tool_result", "tool_use_id": "toolu_01EPom7jESzNbU8coiKjzVGS", "content": "ok"}]},
         ]}));
         let text = "Read ran [call toolu_01EPom7jESzNbU8coiKjzVGS]; then \
-                    [call toolu_01G5fXX8sk5nLjyGcqi6l7] and call_9xYzAbCdEfGh12 failed. \
-                    call_count_total and my_call_abcdefghij123 are code; so is toolu_short1. \
-                    fc_0123456789abcdef came from the earlier summary.";
+                    [call toolu_01G5fXX8sk5nLjyGcqi6l7] and call_9xYzAbCdEfGh12 failed, \
+                    call_00_InventedIdXyz12345 and toolu_vrtx_01AbCdEfGhIj too; \
+                    toolu_01G5fXX8sk5nLjyGcqi6l7 again. \
+                    call_count_total, call_retry_limit_2 and my_call_abcdefghij123 are code; \
+                    so is toolu_short1. fc_0123456789abcdef came from the earlier summary.";
         let (marked, n) = mark_unknown_ids(text, &c, "fc_0123456789abcdef: grep");
-        assert_eq!(n, 2);
+        assert_eq!(n, 4);
         assert_eq!(
             marked,
             "Read ran [call toolu_01EPom7jESzNbU8coiKjzVGS]; then \
              [call toolu_01G5fXX8sk5nLjyGcqi6l7 (id not in the history)] and \
-             call_9xYzAbCdEfGh12 (id not in the history) failed. \
-             call_count_total and my_call_abcdefghij123 are code; so is toolu_short1. \
-             fc_0123456789abcdef came from the earlier summary."
+             call_9xYzAbCdEfGh12 (id not in the history) failed, \
+             call_00_InventedIdXyz12345 (id not in the history) and \
+             toolu_vrtx_01AbCdEfGhIj (id not in the history) too; \
+             toolu_01G5fXX8sk5nLjyGcqi6l7 (id not in the history) again. \
+             call_count_total, call_retry_limit_2 and my_call_abcdefghij123 are code; \
+             so is toolu_short1. fc_0123456789abcdef came from the earlier summary."
         );
     }
 

@@ -250,9 +250,15 @@ async fn a_body_over_the_limit_is_a_413() {
     let mut s = settings(0);
     s.server.body_limit_bytes = 1000;
     let big = json!({"request": history(5)});
-    let (status, body) = post_json(app(state(s)), "/v1/compact", &big).await;
+    let (status, body) = post_json(app(state(s.clone())), "/v1/compact", &big).await;
     assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
     assert_eq!(body["error"]["code"], "payload_too_large");
+    // The proxy routes answer the same JSON error.
+    for route in ["/v1/messages", "/v1/chat/completions", "/v1/responses"] {
+        let (status, body) = post_json(app(state(s.clone())), route, &history(5)).await;
+        assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{route}");
+        assert_eq!(body["error"]["code"], "payload_too_large", "{route}");
+    }
 }
 
 #[tokio::test]

@@ -196,10 +196,11 @@ async fn openai_provider_sends_chat_completions_with_a_bearer_key() {
     let server = FakeLlm::start(vec![Reply::Text("ok summary".into())]).await;
     let mut config = llm(&server, Provider::Openai);
     // Extra fields join the body; they never replace the messages.
-    config.extra_body = json!({"frequency_penalty": 0.5, "temperature": 0.2, "messages": []})
-        .as_object()
-        .unwrap()
-        .clone();
+    config.extra_body =
+        json!({"frequency_penalty": 0.5, "temperature": 0.2, "messages": [], "stream": true})
+            .as_object()
+            .unwrap()
+            .clone();
     let client = compactor::llm::openai::OpenAiClient::new(config, Some("sk-test".into())).unwrap();
     let request = SummaryRequest {
         system: "sys".into(),
@@ -322,6 +323,12 @@ async fn falls_back(reply: Reply, reason: &str, timeout_secs: f64, max_summary_t
         summary_tier.notes
     );
     assert!(summary_tier.notes[0].ends_with("fell back to truncate"));
+    // The reason is on the report itself too.
+    assert!(
+        out.report.notes.contains(&summary_tier.notes[0]),
+        "{:?}",
+        out.report.notes
+    );
     assert!(!first_text(&out.conversation).starts_with(SUMMARY_PREFIX));
     assert_valid(&out.conversation, &input, Format::Anthropic);
 }
