@@ -185,14 +185,28 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(code) => code,
         Err(Failure::Invalid(e)) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", describe(&e));
             ExitCode::from(1)
         }
         Err(Failure::Unreadable(e)) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", describe(&e));
             ExitCode::from(2)
         }
     }
+}
+
+/// The error and its causes joined by `: `, leaving out a cause whose text the message before
+/// already holds (the library's errors name their source in their own message).
+fn describe(e: &anyhow::Error) -> String {
+    let mut out = e.to_string();
+    for cause in e.chain().skip(1) {
+        let text = cause.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+    }
+    out
 }
 
 fn read_input(path: &Path) -> Result<Vec<u8>, Failure> {

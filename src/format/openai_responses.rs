@@ -6,8 +6,11 @@
 //! `arguments` a JSON *string*, `function_call_output {call_id, output}`, `custom_tool_call
 //! {call_id, name, input}` / `custom_tool_call_output`, and `reasoning {summary,
 //! encrypted_content}`. A reasoning item belongs with the call or message that follows it (the
-//! guard keeps them in one unit). Every item is one [`Message`]; unknown items pass through as
-//! one [`Block::Other`].
+//! guard keeps them in one unit). The built-in tools' calls that the client answers
+//! (`local_shell_call`, `shell_call`, `apply_patch_call`, `computer_call`: any `*_call` item with
+//! a `call_id`) are calls too, paired with their `*_call_output` by `call_id`; their fields other
+//! than `type`, `id`, `call_id` and `status` are the call's input. Every item is one [`Message`];
+//! unknown items pass through as one [`Block::Other`].
 
 use super::{FormatError, as_object, json_kind, req_str, without};
 use crate::conversation::{
@@ -139,8 +142,58 @@ pub(crate) fn read_item(value: &Value, path: &str) -> Result<Message, FormatErro
             )
         }
         Some("reasoning") => single(Role::Assistant, Block::Thinking(value.clone())),
+        Some(k) if is_native_call(k) && obj.get("call_id").is_some_and(Value::is_string) => {
+            // The input is every field but the item's own bookkeeping, written back as fields.
+            let input = without(obj, &["type", "id", "call_id", "status"]);
+            single(
+                Role::Assistant,
+                Block::ToolUse(ToolUse {
+                    id: req_str(obj, "call_id", path)?,
+                    name: k.trim_end_matches("_call").to_string(),
+                    input: ToolInput::Json(Value::Object(input.clone())),
+                    extra: without(
+                        obj,
+                        &input
+                            .keys()
+                            .map(String::as_str)
+                            .chain(["call_id"])
+                            .collect::<Vec<_>>(),
+                    ),
+                }),
+            )
+        }
+        Some(k)
+            if k.ends_with("_call_output")
+                && is_native_call(k.trim_end_matches("_output"))
+                && obj.get("call_id").is_some_and(Value::is_string) =>
+        {
+            // A string output is the result's text; any other output (a screenshot object, a
+            // list of command outputs) stays in the item as it is.
+            let (content, skip): (_, &[&str]) = match obj.get("output") {
+                Some(Value::String(s)) => (
+                    Some(ToolResultContent::Text(s.clone())),
+                    &["call_id", "output"],
+                ),
+                _ => (None, &["call_id"]),
+            };
+            single(
+                Role::Tool,
+                Block::ToolResult(ToolResult {
+                    tool_use_id: req_str(obj, "call_id", path)?,
+                    content,
+                    is_error: None,
+                    extra: without(obj, skip),
+                }),
+            )
+        }
         Some(_) => single(Role::Assistant, Block::Other(value.clone())),
     })
+}
+
+/// A built-in tool's call item that the client answers with a `*_call_output` (not
+/// `function_call` / `custom_tool_call`, which have their own shapes).
+fn is_native_call(kind: &str) -> bool {
+    kind.ends_with("_call") && kind != "function_call" && kind != "custom_tool_call"
 }
 
 fn read_part(value: &Value, path: &str) -> Result<Block, FormatError> {
@@ -234,6 +287,34 @@ pub(crate) fn write_message(m: &Message, items: &mut Vec<Value>) {
                 flush(&mut parts, items);
                 items.push(v.clone());
             }
+            Block::ToolUse(t)
+                if t.extra
+                    .get("type")
+                    .and_then(Value::as_str)
+                    .is_some_and(is_native_call) =>
+            {
+                // A built-in tool's call: its input fields go back into the item.
+                flush(&mut parts, items);
+                let mut obj = Object::new();
+                for (k, v) in &t.extra {
+                    obj.insert(k.clone(), v.clone());
+                }
+                obj.insert("call_id".into(), Value::String(t.id.clone()));
+                match &t.input {
+                    ToolInput::Json(Value::Object(fields)) => {
+                        for (k, v) in fields {
+                            obj.insert(k.clone(), v.clone());
+                        }
+                    }
+                    ToolInput::Json(v) => {
+                        obj.insert("action".into(), v.clone());
+                    }
+                    ToolInput::Arguments(s) | ToolInput::Freeform(s) => {
+                        obj.insert("action".into(), Value::String(s.clone()));
+                    }
+                }
+                items.push(Value::Object(obj));
+            }
             Block::ToolUse(t) => {
                 flush(&mut parts, items);
                 let mut obj = Object::new();
@@ -289,7 +370,10 @@ pub(crate) fn write_message(m: &Message, items: &mut Vec<Value>) {
                         Value::Array(sub)
                     }
                 };
-                obj.insert("output".into(), output);
+                // A built-in tool's non-text output was kept in the item as it came.
+                if !(r.content.is_none() && r.extra.contains_key("output")) {
+                    obj.insert("output".into(), output);
+                }
                 items.push(Value::Object(obj));
             }
         }
@@ -318,5 +402,49 @@ mod tests {
         let conv = read(&body).unwrap();
         assert_eq!(conv.messages.len(), 9);
         assert_eq!(write(&conv), body);
+    }
+
+    #[test]
+    fn built_in_tool_calls_pair_with_their_outputs_and_round_trip() {
+        let body = json!({"input": [
+            {"role": "user", "content": "list"},
+            {"type": "local_shell_call", "id": "lsh_1", "call_id": "call_a", "status": "completed",
+             "action": {"type": "exec", "command": ["ls"], "env": {}}},
+            {"type": "local_shell_call_output", "call_id": "call_a", "output": "a b"},
+            {"type": "computer_call", "id": "cu_1", "call_id": "call_b", "status": "completed",
+             "action": {"type": "screenshot"}, "pending_safety_checks": []},
+            {"type": "computer_call_output", "call_id": "call_b",
+             "output": {"type": "computer_screenshot", "image_url": "data:image/png;base64,AAAA"}},
+            {"type": "web_search_call", "id": "ws_1", "status": "completed"}
+        ]});
+        let conv = read(&body).unwrap();
+        assert_eq!(write(&conv), body);
+        let call = conv.messages[1].tool_uses().next().unwrap();
+        assert_eq!(
+            (call.id.as_str(), call.name.as_str()),
+            ("call_a", "local_shell")
+        );
+        assert_eq!(
+            call.input,
+            ToolInput::Json(json!({"action": {"type": "exec", "command": ["ls"], "env": {}}}))
+        );
+        let result = conv.messages[2].tool_results().next().unwrap();
+        assert_eq!(
+            (result.tool_use_id.as_str(), result.text()),
+            ("call_a", "a b".into())
+        );
+        let screenshot = conv.messages[4].tool_results().next().unwrap();
+        assert_eq!(screenshot.tool_use_id, "call_b");
+        assert!(matches!(conv.messages[5].content[0], Block::Other(_)));
+        // Without its call, the output is an orphan the guard reports.
+        let mut orphan = body;
+        orphan["input"].as_array_mut().unwrap().remove(1);
+        let violations = crate::guard::validate(
+            &read(&orphan).unwrap(),
+            crate::format::Format::OpenAiResponses,
+            Default::default(),
+        );
+        assert_eq!(violations.len(), 1, "{violations:?}");
+        assert_eq!(violations[0].message, Some(1));
     }
 }

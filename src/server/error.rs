@@ -197,8 +197,20 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
             message: format!("the body is not JSON: {e}"),
             location: Some(format!("line {} column {}", e.line(), e.column())),
         })?;
-        serde_json::from_value(value)
+        // The path of the offending field (`budget`), beside serde's message.
+        serde_path_to_error::deserialize(value)
             .map(ApiJson)
-            .map_err(|e| AppError::bad_request("invalid_request", e.to_string()))
+            .map_err(|e| {
+                let path = e.path().to_string();
+                let mut message = e.into_inner().to_string();
+                if message.starts_with("unknown field") {
+                    message.push_str(" (a whole request body goes under \"request\")");
+                }
+                AppError::BadRequest {
+                    code: "invalid_request",
+                    message,
+                    location: (path != ".").then_some(path),
+                }
+            })
     }
 }

@@ -48,6 +48,7 @@ impl Default for MicrocompactConfig {
                 "BashOutput",
                 "WebFetch",
                 "WebSearch",
+                "local_shell",
                 "NotebookRead",
                 "shell",
                 "bash",
@@ -139,7 +140,9 @@ impl Microcompact {
                 let Some(tool) = stale.get(r.tool_use_id.as_str()).copied() else {
                     continue;
                 };
-                if r.text().starts_with(CLEARED_PREFIX) {
+                // No content: nothing to clear, or a built-in tool's non-text output (a
+                // `computer_call_output` screenshot) that must keep its shape.
+                if r.content.is_none() || r.text().starts_with(CLEARED_PREFIX) {
                     continue;
                 }
                 let before = counter.count_block(&conv.messages[i].content[j]);

@@ -181,7 +181,12 @@ fn hash_block(h: &mut Xxh3, block: &Block) {
         Block::ToolResult(r) => {
             h.update(b"R");
             match &r.content {
-                None => h.update(b"n"),
+                None => {
+                    h.update(b"n");
+                    if let Some(v) = r.extra.get("output") {
+                        hash_value(h, v);
+                    }
+                }
                 Some(ToolResultContent::Text(s)) => {
                     h.update(b"s");
                     hash_str(h, s);

@@ -250,7 +250,9 @@ pub(crate) fn block_tokens<C: TokenCounter + ?Sized>(counter: &C, block: &Block)
                 }
         }
         Block::ToolResult(r) => match &r.content {
-            None => 0,
+            // A built-in tool's non-text output (OpenAI Responses `computer_call_output`) is
+            // kept in the item as it came: counted as the JSON it is.
+            None => r.extra.get("output").map_or(0, |v| json_tokens(counter, v)),
             Some(ToolResultContent::Text(s)) => counter.count_text(s),
             Some(ToolResultContent::Blocks(bs)) => bs.iter().map(|b| counter.count_block(b)).sum(),
         },

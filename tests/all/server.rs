@@ -243,6 +243,29 @@ async fn missing_request_and_unknown_format_are_400s() {
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert_eq!(body["error"]["code"], "unknown_format");
     assert_eq!(body["error"]["location"], "format");
+    // A field of the wrong type is named.
+    let (status, body) = post_json(
+        app(state(settings(0))),
+        "/v1/compact",
+        &json!({"request": history(1), "budget": -5}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(body["error"]["location"], "budget");
+    assert_eq!(
+        body["error"]["message"],
+        "invalid value: integer `-5`, expected usize"
+    );
+    // A bare request body says where it belongs.
+    let (status, body) = post_json(app(state(settings(0))), "/v1/validate", &history(1)).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .ends_with("(a whole request body goes under \"request\")"),
+        "{body}"
+    );
 }
 
 #[tokio::test]
