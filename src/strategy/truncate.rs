@@ -96,7 +96,8 @@ impl Truncate {
         let mut notes = Vec::new();
         let mut offset_map: Vec<usize> = (0..conv.messages.len()).collect();
 
-        if counter.count_conversation(&conv) > budget.target {
+        let mut tokens = counter.count_conversation(&conv);
+        if tokens > budget.target {
             if let Some((dropped, map)) =
                 drop_oldest(&conv, &units, budget, self.config.digest_share, cx)
             {
@@ -105,6 +106,7 @@ impl Truncate {
                 );
                 edits.push(dropped.edit);
                 conv = dropped.conversation;
+                tokens = dropped.tokens;
                 offset_map = map;
             } else {
                 notes.push("no legal cut point: nothing could be dropped".to_string());
@@ -113,8 +115,7 @@ impl Truncate {
 
         // Squeeze: halve the caps on what is kept until under the limit or at the floor.
         let mut squeeze = caps;
-        while counter.count_conversation(&conv) > budget.limit && squeeze.result > c.min_cap_tokens
-        {
+        while tokens > budget.limit && squeeze.result > c.min_cap_tokens {
             squeeze = Caps {
                 result: (squeeze.result / 2).max(c.min_cap_tokens),
                 input: (squeeze.input / 2).max(c.min_cap_tokens),
@@ -129,6 +130,7 @@ impl Truncate {
                 }
                 edits.push(e);
             }
+            tokens = counter.count_conversation(&conv);
         }
         Compaction {
             conversation: conv,
@@ -308,6 +310,8 @@ fn cap_strings(v: &mut Value, cap: usize, cx: &Context<'_>, totals: &mut (usize,
 struct Dropped {
     conversation: Conversation,
     edit: Edit,
+    /// Tokens of `conversation`.
+    tokens: usize,
 }
 
 impl Dropped {
@@ -352,23 +356,14 @@ fn drop_oldest(
         + per_msg[..units_now.pinned].iter().sum::<usize>();
     let digest_cap = ((budget.target as f64) * digest_share) as usize;
     let has_flag = cx.format.has_error_flag();
-    let build = |k: usize, room: usize| -> Conversation {
+    let marker_for = |k: usize, room: usize| -> Message {
         let dropped = &conv.messages[units_now.pinned..k];
         let dropped_tokens: usize = per_msg[units_now.pinned..k].iter().sum();
         let digest = Digest::build(dropped, has_flag, room, counter);
-        let marker = Message::text(
+        Message::text(
             Role::User,
             digest.marker_text(k - units_now.pinned, dropped_tokens),
-        );
-        let mut messages = conv.messages[..units_now.pinned].to_vec();
-        messages.push(marker);
-        messages.extend_from_slice(&conv.messages[k..]);
-        Conversation {
-            system: conv.system.clone(),
-            messages,
-            extra: conv.extra.clone(),
-            bare: conv.bare,
-        }
+        )
     };
     let mut chosen = None;
     for cut in &cuts {
@@ -379,15 +374,25 @@ fn drop_oldest(
             continue;
         }
         let room = budget.target.saturating_sub(base).min(digest_cap.max(32));
-        let candidate = build(cut.index, room);
-        if counter.count_conversation(&candidate) <= budget.target
-            || cut.index == cuts[cuts.len() - 1].index
-        {
-            chosen = Some((cut.index, cut.kind, candidate));
+        let marker = marker_for(cut.index, room);
+        // The candidate's count, from the parts already counted (the sum is additive).
+        let tokens = fixed + counter.count_message(&marker) + suffix[cut.index];
+        if tokens <= budget.target || cut.index == cuts[cuts.len() - 1].index {
+            chosen = Some((cut.index, marker, tokens));
             break;
         }
     }
-    let (k, _kind, conversation) = chosen?;
+    let (k, marker, tokens_after) = chosen?;
+    let mut messages = conv.messages[..units_now.pinned].to_vec();
+    messages.push(marker);
+    messages.extend_from_slice(&conv.messages[k..]);
+    let conversation = Conversation {
+        system: conv.system.clone(),
+        messages,
+        extra: conv.extra.clone(),
+        bare: conv.bare,
+    };
+    debug_assert_eq!(counter.count_conversation(&conversation), tokens_after);
     let dropped = &conv.messages[units_now.pinned..k];
     let calls = dropped.iter().map(|m| m.tool_uses().count()).sum();
     let tokens = per_msg[units_now.pinned..k].iter().sum();
@@ -400,7 +405,14 @@ fn drop_oldest(
         calls,
         tokens,
     };
-    Some((Dropped { conversation, edit }, map))
+    Some((
+        Dropped {
+            conversation,
+            edit,
+            tokens: tokens_after,
+        },
+        map,
+    ))
 }
 
 /// True when a text holds a truncation marker of ours.
