@@ -317,15 +317,10 @@ impl Compactor {
                 continue;
             }
             run.accepted = true;
-            degraded |= compaction.degraded;
-            if compaction.degraded {
+            if let Some(why) = compaction.degraded {
                 // Why the output is degraded belongs on the report itself, not only in the tier.
-                report.notes.extend(
-                    run.notes
-                        .iter()
-                        .filter(|n| n.contains("fell back"))
-                        .cloned(),
-                );
+                degraded = true;
+                report.notes.push(why);
             }
             tokens_now = tokens;
             current = Some(compaction.conversation);

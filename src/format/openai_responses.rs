@@ -113,16 +113,31 @@ pub(crate) fn read_item(value: &Value, path: &str) -> Result<Message, FormatErro
                 }),
             )
         }
-        Some("function_call_output") | Some("custom_tool_call_output") => {
-            let content = match obj.get("output") {
-                Some(Value::String(s)) => Some(ToolResultContent::Text(s.clone())),
-                Some(Value::Array(parts)) => Some(ToolResultContent::Blocks(
-                    parts
-                        .iter()
-                        .enumerate()
-                        .map(|(j, p)| read_part(p, &format!("{path}.output[{j}]")))
-                        .collect::<Result<Vec<_>, _>>()?,
-                )),
+        Some(k)
+            if matches!(k, "function_call_output" | "custom_tool_call_output")
+                || (k.ends_with("_call_output")
+                    && is_native_call(k.trim_end_matches("_output"))
+                    && obj.get("call_id").is_some_and(Value::is_string)) =>
+        {
+            let native = !matches!(k, "function_call_output" | "custom_tool_call_output");
+            let (content, skip): (_, &[&str]) = match obj.get("output") {
+                Some(Value::String(s)) => (
+                    Some(ToolResultContent::Text(s.clone())),
+                    &["call_id", "output"],
+                ),
+                Some(Value::Array(parts)) if !native => (
+                    Some(ToolResultContent::Blocks(
+                        parts
+                            .iter()
+                            .enumerate()
+                            .map(|(j, p)| read_part(p, &format!("{path}.output[{j}]")))
+                            .collect::<Result<Vec<_>, _>>()?,
+                    )),
+                    &["call_id", "output"],
+                ),
+                // A built-in tool's other output (a screenshot object, a list of command
+                // outputs) stays in the item as it came.
+                _ if native => (None, &["call_id"]),
                 Some(other) => {
                     return Err(FormatError::shape(
                         format!("{path}.output"),
@@ -137,7 +152,7 @@ pub(crate) fn read_item(value: &Value, path: &str) -> Result<Message, FormatErro
                     tool_use_id: req_str(obj, "call_id", path)?,
                     content,
                     is_error: None,
-                    extra: without(obj, &["call_id", "output"]),
+                    extra: without(obj, skip),
                 }),
             )
         }
@@ -159,30 +174,6 @@ pub(crate) fn read_item(value: &Value, path: &str) -> Result<Message, FormatErro
                             .chain(["call_id"])
                             .collect::<Vec<_>>(),
                     ),
-                }),
-            )
-        }
-        Some(k)
-            if k.ends_with("_call_output")
-                && is_native_call(k.trim_end_matches("_output"))
-                && obj.get("call_id").is_some_and(Value::is_string) =>
-        {
-            // A string output is the result's text; any other output (a screenshot object, a
-            // list of command outputs) stays in the item as it is.
-            let (content, skip): (_, &[&str]) = match obj.get("output") {
-                Some(Value::String(s)) => (
-                    Some(ToolResultContent::Text(s.clone())),
-                    &["call_id", "output"],
-                ),
-                _ => (None, &["call_id"]),
-            };
-            single(
-                Role::Tool,
-                Block::ToolResult(ToolResult {
-                    tool_use_id: req_str(obj, "call_id", path)?,
-                    content,
-                    is_error: None,
-                    extra: without(obj, skip),
                 }),
             )
         }

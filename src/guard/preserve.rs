@@ -114,7 +114,6 @@ pub fn check_compaction(
     out
 }
 
-/// True when `id` appears in `text` with "error" or "fail" on the same line.
 /// Whether a line of `text` names call `id` together with "error" or "fail" (any case), as
 /// the digest and the summary ledger do for a failed call they replace.
 fn mentions_failure(text: &str, id: &str) -> bool {

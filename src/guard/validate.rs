@@ -32,8 +32,8 @@ impl Default for ValidateOptions {
 /// blocks first in it, tool_use input an object, no empty text, thinking only in assistant turns.
 /// OpenAI Chat: the tool messages answering an assistant's tool_calls follow it directly, one
 /// per id; `arguments` is a JSON object string; `content` is null or missing only on an assistant
-/// message with tool_calls (or a function_call, refusal or audio). OpenAI Responses: each function_call_output
-/// follows its function_call; `arguments` is a JSON object string.
+/// message with tool_calls (or a function_call, refusal or audio). OpenAI Responses: each
+/// function_call_output follows its function_call; `arguments` is a JSON object string.
 pub fn validate(
     conversation: &Conversation,
     format: Format,

@@ -55,8 +55,6 @@ pub(crate) async fn anthropic(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, AppError> {
-    // A body over the limit is a JSON 413 like on every other route, not axum's plain text.
-    let body = body?;
     let base = state.settings().server.anthropic_upstream.clone();
     forward(&state, Format::Anthropic, &base, &uri, headers, body).await
 }
@@ -68,8 +66,6 @@ pub(crate) async fn openai_chat(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, AppError> {
-    // A body over the limit is a JSON 413 like on every other route, not axum's plain text.
-    let body = body?;
     let base = state.settings().server.openai_upstream.clone();
     forward(&state, Format::OpenAiChat, &base, &uri, headers, body).await
 }
@@ -81,8 +77,6 @@ pub(crate) async fn openai_responses(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, AppError> {
-    // A body over the limit is a JSON 413 like on every other route, not axum's plain text.
-    let body = body?;
     let base = state.settings().server.openai_upstream.clone();
     forward(&state, Format::OpenAiResponses, &base, &uri, headers, body).await
 }
@@ -99,8 +93,10 @@ async fn forward(
     base: &str,
     uri: &Uri,
     headers: HeaderMap,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, AppError> {
+    // A body over the limit is a JSON 413 like on every other route, not axum's plain text.
+    let body = body?;
     let route = uri.path().to_string();
     let outgoing = outgoing_body(state, format, &route, body).await;
     let url = format!(

@@ -199,7 +199,7 @@ impl Microcompact {
             conversation: conv,
             edits,
             notes: Vec::new(),
-            degraded: false,
+            degraded: None,
         }
     }
 }

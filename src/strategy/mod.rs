@@ -55,8 +55,9 @@ pub struct Compaction {
     pub edits: Vec<Edit>,
     /// Remarks for the report (why a step was skipped, a fallback taken, ...).
     pub notes: Vec<String>,
-    /// True when the strategy fell back to a lesser method (e.g. summary -> truncate).
-    pub degraded: bool,
+    /// Why the strategy fell back to a lesser method (e.g. summary -> truncate), when it did;
+    /// the pipeline puts it on the report.
+    pub degraded: Option<String>,
 }
 
 impl Compaction {
@@ -66,7 +67,7 @@ impl Compaction {
             conversation: conversation.clone(),
             edits: Vec::new(),
             notes: vec![note.into()],
-            degraded: false,
+            degraded: None,
         }
     }
 }

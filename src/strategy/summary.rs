@@ -496,11 +496,9 @@ impl Summary {
     ) -> Compaction {
         tracing::warn!(%reason, "summary failed: falling back to truncate");
         let mut c = self.fallback.run(conversation, budget, cx);
-        c.degraded = true;
-        c.notes.insert(
-            0,
-            format!("summary failed ({reason}): fell back to truncate"),
-        );
+        let why = format!("summary failed ({reason}): fell back to truncate");
+        c.notes.insert(0, why.clone());
+        c.degraded = Some(why);
         c
     }
 
@@ -852,7 +850,7 @@ impl Strategy for Summary {
                 summary_tokens,
             }],
             notes,
-            degraded: false,
+            degraded: None,
         })
     }
 }

@@ -136,7 +136,7 @@ impl Truncate {
             conversation: conv,
             edits,
             notes,
-            degraded: false,
+            degraded: None,
         }
     }
 }
