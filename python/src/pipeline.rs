@@ -1,0 +1,143 @@
+//! `Compactor`: one configured pipeline an agent keeps across turns (token cache and memory of
+//! earlier compactions stay warm).
+
+use crate::values::{read, to_json, to_py};
+use compactor::config::Loader;
+use compactor::tokens::Breakdown;
+use pyo3::exceptions::{PyOSError, PyRuntimeError};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use std::borrow::Cow;
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+/// The process's async runtime (one thread, driven by the calling thread): the pipeline is
+/// async because the summary tier calls an LLM over HTTP.
+fn runtime() -> PyResult<&'static tokio::runtime::Runtime> {
+    static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    if let Some(rt) = RUNTIME.get() {
+        return Ok(rt);
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| PyRuntimeError::new_err(format!("cannot start the async runtime: {e}")))?;
+    Ok(RUNTIME.get_or_init(|| rt))
+}
+
+/// A configured compaction pipeline (see `compactor.Compactor` for the documented wrapper).
+#[pyclass(module = "compactor._native", name = "Compactor", frozen)]
+pub struct Compactor {
+    inner: compactor::Compactor,
+}
+
+#[pymethods]
+impl Compactor {
+    /// `config`: None (built-in defaults), a path to a TOML/JSON config file, or a dict of the
+    /// same sections (`{"budget": {"tokens": 20000}}`). `strategy`: a preset name or path.
+    #[new]
+    #[pyo3(signature = (config=None, strategy=None))]
+    fn new(
+        py: Python<'_>,
+        config: Option<&Bound<'_, PyAny>>,
+        strategy: Option<String>,
+    ) -> PyResult<Self> {
+        let mut loader = Loader {
+            preset: strategy,
+            ..Loader::default()
+        };
+        // A dict is a config file with that content: written to a private temporary file so
+        // the `config` crate layers it exactly like `--config FILE`.
+        let mut _scratch = None;
+        match config {
+            None => {}
+            Some(c) if c.is_instance_of::<PyDict>() => {
+                let value = to_json(c)?;
+                let dir = tempfile::tempdir()
+                    .map_err(|e| PyOSError::new_err(format!("temporary directory: {e}")))?;
+                let path = dir.path().join("config.json");
+                std::fs::write(&path, value.to_string())
+                    .map_err(|e| PyOSError::new_err(format!("{}: {e}", path.display())))?;
+                loader.file = Some(path);
+                _scratch = Some(dir);
+            }
+            Some(c) => loader.file = Some(c.extract::<PathBuf>()?),
+        }
+        let settings = loader
+            .load()
+            .map_err(|e| crate::errors::config(py, &e))?;
+        let inner = compactor::Compactor::from_config(settings)
+            .map_err(|e| crate::errors::config(py, &e))?;
+        Ok(Compactor { inner })
+    }
+
+    /// Compacts `body` (a request dict or a bare message list). Returns `(body, report, changed)`:
+    /// the output in the input's shape and format (the input object itself when unchanged),
+    /// the report as a dict, and whether the output differs from the input.
+    #[pyo3(signature = (body, budget=None, format=None))]
+    fn compact<'py>(
+        &self,
+        py: Python<'py>,
+        body: &Bound<'py, PyAny>,
+        budget: Option<usize>,
+        format: Option<&str>,
+    ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>, bool)> {
+        let value = to_json(body)?;
+        let (conversation, format) = read(py, &value, format)?;
+        let rt = runtime()?;
+        let inner = &self.inner;
+        let outcome = py.detach(|| {
+            rt.block_on(inner.compact(&conversation, format, budget))
+                .map(|c| {
+                    let written = match &c.conversation {
+                        Cow::Owned(out) => Some(format.write(out)),
+                        Cow::Borrowed(_) => None,
+                    };
+                    (written, c.report)
+                })
+        });
+        let (written, report) = outcome.map_err(|e| match e {
+            compactor::CompactError::InvalidInput(v) => crate::errors::invalid_input(py, &v),
+        })?;
+        let report = to_py(py, &report)?;
+        Ok(match written {
+            Some(out) => (to_py(py, &out)?, report, true),
+            None => (body.clone(), report, false),
+        })
+    }
+
+    /// Tokens of `body` with this pipeline's (cached) counter, split up: `total`, `system`,
+    /// `tools`, `messages`, `by_role`, `by_block_type`, `by_tool`, `largest`.
+    #[pyo3(signature = (body, format=None))]
+    fn count<'py>(
+        &self,
+        py: Python<'py>,
+        body: &Bound<'py, PyAny>,
+        format: Option<&str>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let value = to_json(body)?;
+        let (conversation, format) = read(py, &value, format)?;
+        let counter = self.inner.counter();
+        let breakdown = py.detach(|| Breakdown::new(counter, &conversation, format));
+        to_py(py, &breakdown)
+    }
+
+    /// `(limit, target)` in tokens for an explicit budget, or the configured one.
+    #[pyo3(signature = (budget=None))]
+    fn budget(&self, budget: Option<usize>) -> (usize, usize) {
+        let b = self.inner.budget(budget);
+        (b.limit, b.target)
+    }
+
+    /// The preset in force (`default`, `truncate`, ...).
+    #[getter]
+    fn strategy(&self) -> String {
+        self.inner.settings().preset.clone()
+    }
+
+    /// Tiers of the settings that cannot run here, with the reason.
+    #[getter]
+    fn skipped_tiers(&self) -> Vec<String> {
+        self.inner.skipped_tiers().to_vec()
+    }
+}
