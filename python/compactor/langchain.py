@@ -22,7 +22,7 @@ import asyncio
 import threading
 from typing import Any, Callable, Sequence
 
-from langchain_core.messages import BaseMessage, SystemMessage
+from langchain_core.messages import BaseMessage, SystemMessage, convert_to_messages
 
 from . import Compactor
 from ._lc_messages import Rendering, from_anthropic, to_anthropic
@@ -42,7 +42,7 @@ def _compactor_for(strategy: str) -> Compactor:
 
 
 def compact_messages(
-    messages: Sequence[BaseMessage],
+    messages: Sequence[Any],
     max_tokens: int,
     *,
     compactor: Compactor | None = None,
@@ -62,6 +62,9 @@ def compact_messages(
             the conversation started); ``.message_index`` says which.
     """
     c = compactor if compactor is not None else _compactor_for(strategy)
+    if not all(isinstance(m, BaseMessage) for m in messages):
+        # Message-like values (dicts, ("role", "text") tuples), as LangChain's trim_messages takes.
+        messages = convert_to_messages(messages)
     rendering = Rendering(messages)
     result = c.compact(rendering.body, budget=max_tokens, format="anthropic")
     if not result.changed:

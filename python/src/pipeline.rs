@@ -63,9 +63,7 @@ impl Compactor {
             }
             Some(c) => loader.file = Some(c.extract::<PathBuf>()?),
         }
-        let settings = loader
-            .load()
-            .map_err(|e| crate::errors::config(py, &e))?;
+        let settings = loader.load().map_err(|e| crate::errors::config(py, &e))?;
         let inner = compactor::Compactor::from_config(settings)
             .map_err(|e| crate::errors::config(py, &e))?;
         Ok(Compactor { inner })

@@ -20,7 +20,10 @@ pub fn to_json(obj: &Bound<'_, PyAny>) -> PyResult<Value> {
 }
 
 /// A serializable Rust value as a Python value (objects become dicts, in key order).
-pub fn to_py<'py, T: Serialize + ?Sized>(py: Python<'py>, value: &T) -> PyResult<Bound<'py, PyAny>> {
+pub fn to_py<'py, T: Serialize + ?Sized>(
+    py: Python<'py>,
+    value: &T,
+) -> PyResult<Bound<'py, PyAny>> {
     pythonize::pythonize(py, value).map_err(|e| PyValueError::new_err(e.to_string()))
 }
 

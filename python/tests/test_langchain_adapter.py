@@ -89,6 +89,13 @@ def test_parallel_tool_messages_become_one_user_turn_and_come_back_split():
     assert back[3].status == "error"
 
 
+def test_message_like_values_are_accepted_as_langchain_does():
+    out = trim_messages([("system", "be brief"), ("human", "hi"), {"role": "assistant", "content": "hello"}],
+                        max_tokens=1000)
+    assert [(type(m).__name__, m.content) for m in out] == [
+        ("SystemMessage", "be brief"), ("HumanMessage", "hi"), ("AIMessage", "hello")]
+
+
 def test_a_late_system_message_is_a_located_error():
     with pytest.raises(compactor.FormatError) as info:
         trim_messages([HumanMessage("a"), SystemMessage("late")], max_tokens=1000)
