@@ -169,3 +169,14 @@ def test_load_reads_bytes_and_reports_line_errors():
         compactor.load(b"{not json")
     with pytest.raises(OSError):
         compactor.load("/nonexistent/file.json")
+
+
+def test_one_compactor_serves_threads_with_the_same_results():
+    from concurrent.futures import ThreadPoolExecutor
+
+    c = compactor.Compactor({"policy": {"remember": False}})
+    sessions = [long_session(n) for n in (10, 12, 14, 16)]
+    alone = [compactor.Compactor({"policy": {"remember": False}}).compact(s, budget=3_000).body for s in sessions]
+    with ThreadPoolExecutor(4) as pool:
+        together = list(pool.map(lambda s: c.compact(s, budget=3_000).body, sessions * 2))
+    assert together == alone * 2
