@@ -122,9 +122,16 @@ pub fn check_compaction(
 /// the digest and the summary ledger do for a failed call they replace.
 fn mentions_failure(text: &str, id: &str) -> bool {
     text.match_indices(id).any(|(pos, _)| {
-        let from = text[..pos].rfind('\n').map_or(0, |p| p + 1);
-        let to = text[pos..].find('\n').map_or(text.len(), |p| pos + p);
-        let line = text[from..to].to_lowercase();
+        // Offsets from searches: char boundaries; `get` keeps that checked.
+        let from = text
+            .get(..pos)
+            .and_then(|t| t.rfind('\n'))
+            .map_or(0, |p| p + 1);
+        let to = text
+            .get(pos..)
+            .and_then(|t| t.find('\n'))
+            .map_or(text.len(), |p| pos + p);
+        let line = text.get(from..to).unwrap_or("").to_lowercase();
         line.contains("error") || line.contains("fail")
     })
 }

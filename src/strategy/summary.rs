@@ -153,7 +153,7 @@ fn split_summary(text: &str) -> (&str, Vec<&str>) {
         .rfind(&header_line)
         .map(|p| (p, p + header_line.len()))
         .or_else(|| {
-            body.starts_with(&header_line[1..])
+            body.starts_with(header_line.trim_start_matches('\n'))
                 .then_some((0, header_line.len() - 1))
         });
     match at {
@@ -702,14 +702,14 @@ fn mark_unknown_ids(text: &str, conversation: &Conversation, earlier: &str) -> (
     let mut rest = text;
     while let Some((start, len)) = next_call_id(rest) {
         let end = start + len;
-        let id = &rest[start..end];
-        out.push_str(&rest[..end]);
+        let id = rest.get(start..end).unwrap_or("");
+        out.push_str(rest.get(..end).unwrap_or(""));
         if !known.contains(id) && !earlier.contains(id) {
             out.push(' ');
             out.push_str(UNKNOWN_ID_MARK);
             marked.insert(id);
         }
-        rest = &rest[end..];
+        rest = rest.get(end..).unwrap_or("");
     }
     out.push_str(rest);
     (out, marked.len())
@@ -721,15 +721,17 @@ fn next_call_id(text: &str) -> Option<(usize, usize)> {
     while from < text.len() {
         let found = ["toolu_", "call_", "fc_"]
             .iter()
-            .filter_map(|p| text[from..].find(p).map(|i| (from + i, p.len())))
+            .filter_map(|p| text.get(from..)?.find(p).map(|i| (from + i, p.len())))
             .min()?;
         let (start, prefix) = found;
-        let tail = &text[start + prefix..];
+        let tail = text.get(start + prefix..).unwrap_or("");
         let n = tail
             .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
             .unwrap_or(tail.len());
         let word_start = start == 0
-            || !text[..start]
+            || !text
+                .get(..start)
+                .unwrap_or("")
                 .chars()
                 .next_back()
                 .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_');

@@ -61,8 +61,10 @@ pub fn cut_middle_known(
     if tail_start <= head_end {
         return None;
     }
-    let head = &text[..head_end];
-    let tail = &text[tail_start..];
+    // Both offsets are char boundaries (byte_at_char, line starts, ASCII markers).
+    let (Some(head), Some(tail)) = (text.get(..head_end), text.get(tail_start..)) else {
+        return None;
+    };
     // The middle is not tokenized: what goes is the whole minus what stays.
     let removed =
         tokens.saturating_sub(counter.count_text_cached(head) + counter.count_text_cached(tail));
@@ -113,7 +115,7 @@ fn byte_at_char(text: &str, n: usize) -> usize {
 /// Moves a cut back to just after a line break if one lies in the last fifth before it.
 fn snap_back_to_line(text: &str, at: usize) -> usize {
     let window = at / 5;
-    match text[..at].rfind('\n') {
+    match text.get(..at).and_then(|t| t.rfind('\n')) {
         Some(nl) if at - nl <= window.max(1) => nl + 1,
         _ => at,
     }
@@ -122,7 +124,7 @@ fn snap_back_to_line(text: &str, at: usize) -> usize {
 /// Moves a cut forward to just after a line break if one lies in the next fifth after it.
 fn snap_forward_to_line(text: &str, at: usize) -> usize {
     let window = (text.len() - at) / 5;
-    match text[at..].find('\n') {
+    match text.get(at..).and_then(|t| t.find('\n')) {
         Some(off) if off <= window.max(1) => at + off + 1,
         _ => at,
     }
