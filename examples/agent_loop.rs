@@ -6,6 +6,7 @@
 use compactor::conversation::{
     Block, Message, Role, ToolInput, ToolResult, ToolResultContent, ToolUse,
 };
+use compactor::outcome::OutcomePolicy;
 use compactor::{Compactor, Format, config::Loader};
 use serde_json::json;
 
@@ -47,12 +48,17 @@ async fn main() -> anyhow::Result<()> {
             .collect();
         history.messages.push(Message::new(
             Role::User,
-            vec![Block::ToolResult(ToolResult {
-                tool_use_id: id,
-                content: Some(ToolResultContent::Text(listing)),
-                is_error: None,
-                extra: Default::default(),
-            })],
+            // A result built by hand gets its outcome from the format's policy, as the
+            // readers do (here: Anthropic, no `is_error` = success).
+            vec![Block::ToolResult(OutcomePolicy::Anthropic.apply(
+                ToolResult {
+                    tool_use_id: id,
+                    content: Some(ToolResultContent::Text(listing)),
+                    is_error: None,
+                    extra: Default::default(),
+                    outcome: Default::default(),
+                },
+            ))],
         ));
     }
     Ok(())

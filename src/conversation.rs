@@ -295,6 +295,10 @@ pub struct ToolResult {
     pub is_error: Option<bool>,
     /// Other fields, verbatim.
     pub extra: Object,
+    /// What the call came to, set once by the format adapter's outcome policy when the result
+    /// is read ([`crate::outcome::OutcomePolicy::classify`]); not a wire field, never written.
+    /// A result built by hand starts [`Outcome::Unknown`] until a policy classifies it.
+    pub outcome: Outcome,
 }
 
 /// The content of a tool result.
@@ -306,15 +310,34 @@ pub enum ToolResultContent {
     Blocks(Vec<Block>),
 }
 
-/// What a tool call came to, as far as the history tells.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What a tool call came to, as far as the wire tells.
+///
+/// Computed once, when a format adapter reads the result, by the outcome policy of the format
+/// ([`crate::outcome::OutcomePolicy`]), and carried in [`ToolResult::outcome`] through every
+/// strategy: a result that is cleared or cut stays what it was. Never serialized: the wire
+/// keeps its own signal (Anthropic `is_error`, an exit-code marker in the text).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Outcome {
-    /// Known success (Anthropic result without `is_error`, exit code 0).
+    /// Known success: an Anthropic result without `is_error: true`, or an exit code 0.
     Success,
-    /// Failed: `is_error: true`, a non-zero exit code, a sandbox denial or a tool error marker.
+    /// Known failure: `is_error: true`, Claude Code's `<tool_use_error>` wrapper, or a non-zero
+    /// exit code written by the harness.
     Error,
-    /// The wire carries no outcome (OpenAI tool messages) and the text does not tell.
+    /// The wire does not say (an OpenAI tool message without an exit-code marker). Shown as
+    /// unknown, never as a success.
+    #[default]
     Unknown,
+}
+
+impl Outcome {
+    /// The word a report or digest shows: `ok`, `error`, `outcome unknown`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Success => "ok",
+            Outcome::Error => "error",
+            Outcome::Unknown => "outcome unknown",
+        }
+    }
 }
 
 impl ToolResult {
@@ -324,7 +347,7 @@ impl ToolResult {
     }
 
     /// [`ToolResult::text`], borrowed when the content is one string or one text block.
-    fn text_ref(&self) -> std::borrow::Cow<'_, str> {
+    pub fn text_ref(&self) -> std::borrow::Cow<'_, str> {
         use std::borrow::Cow;
         match &self.content {
             None => Cow::Borrowed(""),
@@ -350,150 +373,22 @@ impl ToolResult {
         }
     }
 
-    /// The outcome of the call. `is_error` decides when present; otherwise the text is read for
-    /// the markers agents write (Claude Code `<tool_use_error>`, Codex `"exit_code": N` metadata
-    /// and `exit code: N`, sandbox denials). Without any marker: [`Outcome::Success`] when the
-    /// wire has an `is_error` convention (Anthropic, where absence means success), else
-    /// [`Outcome::Unknown`].
-    pub fn outcome(&self, has_error_flag: bool) -> Outcome {
-        if self.is_error == Some(true) {
-            return Outcome::Error;
-        }
-        let text = self.text_ref();
-        if let Some(code) = exit_code(&text) {
-            return if code == 0 {
-                Outcome::Success
-            } else {
-                Outcome::Error
-            };
-        }
-        let head = text[..prefix_bytes(&text, 200)].to_lowercase();
-        if head.contains("<tool_use_error>")
-            || head.starts_with("error")
-            || head.contains("failed in sandbox")
-            || head.contains("[request interrupted")
-            // compactor's own placeholder for a cleared failed result (microcompact)
-            || head.starts_with("[compactor: cleared failed")
-        {
-            return Outcome::Error;
-        }
-        if self.is_error == Some(false) || has_error_flag {
-            Outcome::Success
-        } else {
-            Outcome::Unknown
-        }
+    /// The outcome of the call: the typed [`ToolResult::outcome`] field that the format
+    /// adapter set when it read the result (see [`crate::outcome`] for the rule of each
+    /// format). Nothing is re-read from the text here, so a cleared or cut result keeps the
+    /// outcome it had.
+    ///
+    /// `_has_error_flag` is ignored: the format's rule was applied at read time. The
+    /// parameter stays so callers written against the earlier text-guessing method compile.
+    pub fn outcome(&self, _has_error_flag: bool) -> Outcome {
+        self.outcome
     }
-}
-
-/// Finds an exit code written by the agent harness: `"exit_code":N` (Codex metadata),
-/// `Exit code: N` / `exit code: N`, `Process exited with code N`. Looks at the first 4,000
-/// bytes, then the last 2,000 bytes; in each, the markers in that order, each at its last
-/// place.
-fn exit_code(text: &str) -> Option<i64> {
-    const MARKERS: [&str; 5] = [
-        "\"exit_code\":",
-        "exit code: ",
-        "Exit code: ",
-        "Exit code ",
-        "exited with code ",
-    ];
-    let head = &text[..prefix_bytes(text, 4000)];
-    let mut tail_start = text.len().saturating_sub(2000);
-    while !text.is_char_boundary(tail_start) {
-        tail_start += 1;
-    }
-    let tail = &text[tail_start..];
-    // The tail only adds something when the head does not cover the whole text.
-    let hays = if head.len() == text.len() {
-        &[head][..]
-    } else {
-        &[head, tail][..]
-    };
-    for hay in hays {
-        // One pass over the places of "xit", which every marker holds, instead of one search
-        // per marker: this runs on every tool_result of every history the guard checks.
-        let mut last = [None; MARKERS.len()];
-        for p in memchr::memmem::find_iter(hay.as_bytes(), b"xit") {
-            for (m, marker) in MARKERS.iter().enumerate() {
-                let k = marker.find("xit").unwrap_or(0);
-                if p >= k && hay[p - k..].starts_with(marker) {
-                    last[m] = Some(p - k);
-                }
-            }
-        }
-        for (m, marker) in MARKERS.iter().enumerate() {
-            let Some(pos) = last[m] else { continue };
-            let rest = hay[pos + marker.len()..].trim_start();
-            let end = rest
-                .find(|c: char| !(c.is_ascii_digit() || c == '-'))
-                .unwrap_or(rest.len());
-            if let Ok(n) = rest[..end].parse() {
-                return Some(n);
-            }
-        }
-    }
-    None
-}
-
-/// The length of the longest prefix of `text` of at most `max` bytes that ends on a char
-/// boundary.
-fn prefix_bytes(text: &str, max: usize) -> usize {
-    let mut end = max.min(text.len());
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    end
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
-
-    fn result(text: &str, is_error: Option<bool>) -> ToolResult {
-        ToolResult {
-            tool_use_id: "t".into(),
-            content: Some(ToolResultContent::Text(text.into())),
-            is_error,
-            extra: Object::new(),
-        }
-    }
-
-    #[test]
-    fn is_error_flag_decides_first() {
-        assert_eq!(result("all good", Some(true)).outcome(true), Outcome::Error);
-        assert_eq!(result("all good", None).outcome(true), Outcome::Success);
-        assert_eq!(result("all good", None).outcome(false), Outcome::Unknown);
-    }
-
-    #[test]
-    fn codex_exit_codes_are_read() {
-        let ok = r#"{"output":"x","metadata":{"exit_code":0,"duration_seconds":0.0}}"#;
-        let bad = r#"{"output":"x","metadata":{"exit_code":1,"duration_seconds":0.0}}"#;
-        assert_eq!(result(ok, None).outcome(false), Outcome::Success);
-        assert_eq!(result(bad, None).outcome(false), Outcome::Error);
-        let sandbox = "failed in sandbox MacosSeatbelt with execution error: sandbox denied exec error, exit code: 2, stdout: ";
-        assert_eq!(result(sandbox, None).outcome(false), Outcome::Error);
-    }
-
-    #[test]
-    fn claude_code_tool_use_error_marker_is_an_error() {
-        let r = result(
-            "<tool_use_error>File does not exist.</tool_use_error>",
-            None,
-        );
-        assert_eq!(r.outcome(true), Outcome::Error);
-    }
-
-    #[test]
-    fn an_exit_code_at_the_end_of_long_non_ascii_output_is_read() {
-        // 10,013 bytes, two-byte chars first: the last 2,000 bytes start inside a char.
-        let text = format!("{}\nExit code: 3", "é".repeat(5_000));
-        assert!(!text.is_char_boundary(text.len() - 2000));
-        assert_eq!(result(&text, None).outcome(false), Outcome::Error);
-        let text = format!("{}\nExit code: 0", "é".repeat(5_000));
-        assert_eq!(result(&text, None).outcome(false), Outcome::Success);
-    }
 
     #[test]
     fn text_joins_text_blocks_and_skips_the_rest() {
@@ -507,7 +402,21 @@ mod tests {
             ])),
             is_error: None,
             extra: Object::new(),
+            outcome: Outcome::Unknown,
         };
         assert_eq!(r.text(), "one\ntwo\nthree");
+    }
+
+    #[test]
+    fn the_outcome_method_returns_the_typed_field_whatever_the_text_says() {
+        let r = ToolResult {
+            tool_use_id: "t".into(),
+            content: Some(ToolResultContent::Text("Exit code: 1\nerror".into())),
+            is_error: None,
+            extra: Object::new(),
+            outcome: Outcome::Success,
+        };
+        assert_eq!(r.outcome(false), Outcome::Success);
+        assert_eq!(r.outcome(true), Outcome::Success);
     }
 }

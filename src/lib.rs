@@ -34,6 +34,7 @@ pub mod format;
 pub mod guard;
 pub mod llm;
 pub mod memory;
+pub mod outcome;
 pub mod render;
 pub mod report;
 pub mod server;

@@ -11,6 +11,8 @@ mod compaction;
 mod corpus;
 #[path = "all/guard_props.rs"]
 mod guard_props;
+#[path = "all/outcomes.rs"]
+mod outcomes;
 #[path = "all/server.rs"]
 mod server;
 #[path = "all/strategy_props.rs"]

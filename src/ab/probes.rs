@@ -508,12 +508,13 @@ mod tests {
     }
 
     fn result(id: &str, text: &str, is_error: Option<bool>) -> Block {
-        Block::ToolResult(ToolResult {
+        Block::ToolResult(crate::outcome::OutcomePolicy::Anthropic.apply(ToolResult {
             tool_use_id: id.into(),
             content: Some(ToolResultContent::Text(text.into())),
             is_error,
             extra: Default::default(),
-        })
+            outcome: Default::default(),
+        }))
     }
 
     fn conv(messages: Vec<Message>) -> Conversation {

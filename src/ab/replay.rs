@@ -307,6 +307,7 @@ mod tests {
                     content: Some(ToolResultContent::Text("x".repeat(result_chars))),
                     is_error: None,
                     extra: Default::default(),
+                    outcome: Default::default(),
                 })],
             ),
         ]
@@ -319,10 +320,13 @@ mod tests {
             messages.extend(turn(k, result_chars));
         }
         messages.push(Message::text(Role::Assistant, "done"));
-        Conversation {
+        let mut c = Conversation {
             messages,
             ..Default::default()
-        }
+        };
+        // Built by hand, so classified here as the Anthropic reader would.
+        crate::outcome::OutcomePolicy::Anthropic.assign(&mut c);
+        c
     }
 
     #[test]

@@ -8,9 +8,10 @@
 
 use super::{FormatError, as_object, json_kind, req_str, without};
 use crate::conversation::{
-    Block, ContentForm, Conversation, Message, Object, Role, Text, ToolInput, ToolResult,
+    Block, ContentForm, Conversation, Message, Object, Outcome, Role, Text, ToolInput, ToolResult,
     ToolResultContent, ToolUse,
 };
+use crate::outcome::OutcomePolicy;
 use serde_json::Value;
 
 /// Reads an Anthropic request body or a bare array of messages.
@@ -106,7 +107,7 @@ fn read_block(value: &Value, path: &str) -> Result<Block, FormatError> {
             ),
             extra: without(obj, &["type", "id", "name", "input"]),
         }),
-        "tool_result" => Block::ToolResult(ToolResult {
+        "tool_result" => Block::ToolResult(OutcomePolicy::Anthropic.apply(ToolResult {
             tool_use_id: req_str(obj, "tool_use_id", path)?,
             content: match obj.get("content") {
                 None => None,
@@ -136,7 +137,8 @@ fn read_block(value: &Value, path: &str) -> Result<Block, FormatError> {
                 }
             },
             extra: without(obj, &["type", "tool_use_id", "content", "is_error"]),
-        }),
+            outcome: Outcome::Unknown,
+        })),
         "thinking" | "redacted_thinking" => Block::Thinking(value.clone()),
         "image" => Block::Image(value.clone()),
         "document" => Block::Document(value.clone()),

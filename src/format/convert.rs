@@ -7,7 +7,7 @@
 
 use super::Format;
 use crate::conversation::{
-    Block, ContentForm, Conversation, Message, Object, Role, Text, ToolInput, ToolResult,
+    Block, ContentForm, Conversation, Message, Object, Outcome, Role, Text, ToolInput, ToolResult,
     ToolResultContent, ToolUse,
 };
 use serde_json::{Value, json};
@@ -119,8 +119,15 @@ fn anthropic_block(b: &Block, role: Role) -> Option<Block> {
                         .collect(),
                 ),
             }),
-            is_error: r.is_error,
+            // A failure the source's policy found (a non-zero exit code, a `<returncode>`) is
+            // written as Anthropic's own signal, so the API and every later reader see it.
+            is_error: if r.outcome == Outcome::Error {
+                Some(true)
+            } else {
+                r.is_error
+            },
             extra: Object::new(),
+            outcome: r.outcome,
         }),
         Block::Thinking(v) if v.get("type").and_then(Value::as_str) == Some("reasoning") => {
             return None;
@@ -255,7 +262,7 @@ fn chat_form(blocks: &[Block]) -> ContentForm {
 
 fn chat_tool_message(r: &ToolResult) -> Message {
     let mut text = r.text();
-    if r.is_error == Some(true) && !text.to_lowercase().contains("error") {
+    if r.outcome == Outcome::Error && !text.to_lowercase().contains("error") {
         text = format!("Error: {text}");
     }
     let has_image = matches!(&r.content, Some(ToolResultContent::Blocks(bs)) if bs.iter().any(|b| matches!(b, Block::Image(_))));
@@ -269,6 +276,7 @@ fn chat_tool_message(r: &ToolResult) -> Message {
             content: Some(ToolResultContent::Text(text)),
             is_error: None,
             extra: Object::new(),
+            outcome: r.outcome,
         })],
         extra: Object::new(),
         form: ContentForm::String,

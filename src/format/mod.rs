@@ -65,6 +65,15 @@ impl Format {
         self == Format::Anthropic
     }
 
+    /// The rule that tells a tool result's outcome on this wire ([`crate::outcome`]):
+    /// `is_error` for Anthropic, harness exit codes for OpenAI Chat and Responses.
+    pub fn outcome_policy(self) -> crate::outcome::OutcomePolicy {
+        match self {
+            Format::Anthropic => crate::outcome::OutcomePolicy::Anthropic,
+            Format::OpenAiChat | Format::OpenAiResponses => crate::outcome::OutcomePolicy::ExitCode,
+        }
+    }
+
     /// Reads a request body (or bare message array) of this format.
     ///
     /// # Errors

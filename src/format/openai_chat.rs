@@ -8,9 +8,10 @@
 
 use super::{FormatError, as_object, json_kind, req_str, without};
 use crate::conversation::{
-    Block, ContentForm, Conversation, Message, Object, Role, Text, ToolInput, ToolResult,
+    Block, ContentForm, Conversation, Message, Object, Outcome, Role, Text, ToolInput, ToolResult,
     ToolResultContent, ToolUse,
 };
+use crate::outcome::OutcomePolicy;
 use serde_json::Value;
 
 /// Reads an OpenAI Chat request body or a bare array of messages.
@@ -53,12 +54,13 @@ pub(crate) fn read_message(value: &Value, path: &str) -> Result<Message, FormatE
             (ContentForm::Blocks, p) => Some(ToolResultContent::Blocks(p)),
             _ => None,
         };
-        let result = ToolResult {
+        let result = OutcomePolicy::ExitCode.apply(ToolResult {
             tool_use_id,
             content,
             is_error: None,
             extra: Object::new(),
-        };
+            outcome: Outcome::Unknown,
+        });
         return Ok(Message {
             role,
             content: vec![Block::ToolResult(result)],

@@ -14,9 +14,10 @@
 
 use super::{FormatError, as_object, json_kind, req_str, without};
 use crate::conversation::{
-    Block, ContentForm, Conversation, Message, Object, Role, Text, ToolInput, ToolResult,
+    Block, ContentForm, Conversation, Message, Object, Outcome, Role, Text, ToolInput, ToolResult,
     ToolResultContent, ToolUse,
 };
+use crate::outcome::OutcomePolicy;
 use serde_json::Value;
 
 /// Reads a Responses request body (`input` array, `instructions` as the system prompt) or a bare
@@ -148,12 +149,13 @@ pub(crate) fn read_item(value: &Value, path: &str) -> Result<Message, FormatErro
             };
             single(
                 Role::Tool,
-                Block::ToolResult(ToolResult {
+                Block::ToolResult(OutcomePolicy::ExitCode.apply(ToolResult {
                     tool_use_id: req_str(obj, "call_id", path)?,
                     content,
                     is_error: None,
                     extra: without(obj, skip),
-                }),
+                    outcome: Outcome::Unknown,
+                })),
             )
         }
         Some("reasoning") => single(Role::Assistant, Block::Thinking(value.clone())),

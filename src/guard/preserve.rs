@@ -13,9 +13,10 @@ use std::collections::{HashMap, HashSet};
 /// - every thinking / redacted_thinking / reasoning block in the output byte-identical to one of
 ///   the input (their signatures cover the text);
 /// - when the input ends inside a tool loop, the assistant turn that issued the calls verbatim;
-/// - every failed call still visible as a failure: its result kept with the error flag, or its
-///   id named on one line with the word error or fail(ed) in a text block of the output (a
-///   digest line, a summary ledger).
+/// - every failed call ([`ToolResult::outcome`] is [`Outcome::Error`], set by the format's
+///   outcome policy at read time) still a failure: its result kept with that typed outcome (and
+///   with `is_error: true` when the input had it), or its id named on one line with the word
+///   error or fail(ed) in a text block of the output (a digest line, a summary ledger).
 pub fn check_compaction(
     before: &Conversation,
     after: &Conversation,
@@ -73,7 +74,6 @@ pub fn check_compaction(
             }
         }
     }
-    let has_flag = format.has_error_flag();
     let results_after: HashMap<&str, (usize, &ToolResult)> = after
         .messages
         .iter()
@@ -85,15 +85,19 @@ pub fn check_compaction(
         .collect();
     let mut text_after: Option<String> = None;
     for r in before.messages.iter().flat_map(Message::tool_results) {
-        if r.outcome(has_flag) != Outcome::Error {
+        if r.outcome != Outcome::Error {
             continue;
         }
         let id = r.tool_use_id.as_str();
         let (at, kept) = match results_after.get(id) {
+            // A kept result: its typed outcome says whether it still is a failure (a strategy
+            // that clears or cuts it carries the field); its text is not read again, so a cut
+            // that took an exit-code marker with it does not make the failure vanish. Its wire
+            // flag must not have been dropped either.
             Some((i, now)) => (
                 Some(*i),
-                now.outcome(has_flag) == Outcome::Error
-                    || (r.is_error.is_none() && now.text() == r.text()),
+                now.outcome == Outcome::Error
+                    && (r.is_error != Some(true) || now.is_error == Some(true)),
             ),
             None => {
                 let text = text_after.get_or_insert_with(|| {
@@ -118,9 +122,16 @@ pub fn check_compaction(
 /// the digest and the summary ledger do for a failed call they replace.
 fn mentions_failure(text: &str, id: &str) -> bool {
     text.match_indices(id).any(|(pos, _)| {
-        let from = text[..pos].rfind('\n').map_or(0, |p| p + 1);
-        let to = text[pos..].find('\n').map_or(text.len(), |p| pos + p);
-        let line = text[from..to].to_lowercase();
+        // Offsets from searches: char boundaries; `get` keeps that checked.
+        let from = text
+            .get(..pos)
+            .and_then(|t| t.rfind('\n'))
+            .map_or(0, |p| p + 1);
+        let to = text
+            .get(pos..)
+            .and_then(|t| t.find('\n'))
+            .map_or(text.len(), |p| pos + p);
+        let line = text.get(from..to).unwrap_or("").to_lowercase();
         line.contains("error") || line.contains("fail")
     })
 }

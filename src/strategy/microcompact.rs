@@ -2,15 +2,31 @@
 //!
 //! All tool results but those of the `keep_recent` most recent tool calls, for tools on the
 //! compactable list, get their content replaced by a short placeholder that names the tool, the
-//! call id and the original size. Ids, tool names and `is_error` stay, so pairing holds and a
-//! failure still reads as one. Images inside a cleared result go too. Optionally, the string
-//! values of the matching tool_use inputs are cleared as well. When fewer than `clear_at_least`
-//! tokens would go, nothing is done: a cleared prefix costs a prompt-cache rewrite.
+//! call id and the original size. Ids, tool names, `is_error` and the typed
+//! [`ToolResult::outcome`] stay, so pairing holds and a failure still is one. Images inside a
+//! cleared result go too. Optionally, the string values of the matching tool_use inputs are
+//! cleared as well. When fewer than `clear_at_least` tokens would go, nothing is done: a cleared
+//! prefix costs a prompt-cache rewrite.
+//!
+//! Failed results are cleared too, but keep their cause: the placeholder of a failure holds its
+//! exit-code marker (so the wire still says "failed" where it has no `is_error` flag: OpenAI
+//! Chat, Responses) and its first and last informative lines, which are the error itself and
+//! the summary line of most tools (`error[E0425]: …` … `error: could not compile`,
+//! `FAILED tests/x.py::t` … `1 failed, 3 passed`). Leaving failures whole was the other choice;
+//! it was not taken because a failing build or test log is often the largest result of a
+//! session, and the two lines are what a later turn needs of it (the rest can be had by
+//! re-running). A failure whose placeholder would not read as a failure under the format's
+//! outcome policy is left uncleared.
+//!
+//! A clear is applied only when it saves: the placeholder must be smaller than what it
+//! replaces in model tokens *and* in bytes, so the output never grows.
 
 use super::text_cut::thousands;
 use super::{Budget, Compaction, Context, Edit, Strategy, StrategyError};
-use crate::conversation::{Block, Conversation, Outcome, ToolInput, ToolResultContent};
+use crate::conversation::{Block, Conversation, Outcome, ToolInput, ToolResult, ToolResultContent};
 use crate::guard::Units;
+use crate::outcome::exit_marker;
+use crate::render::clip;
 use serde::Deserialize;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -128,7 +144,6 @@ impl Microcompact {
         let mut edits = Vec::new();
         let mut saved = 0usize;
         let mut total = counter.count_conversation(input);
-        let has_flag = cx.format.has_error_flag();
         for i in units.pinned..conv.messages.len() {
             for j in 0..conv.messages[i].content.len() {
                 if total <= budget.target {
@@ -142,30 +157,20 @@ impl Microcompact {
                 };
                 // No content: nothing to clear, or a built-in tool's non-text output (a
                 // `computer_call_output` screenshot) that must keep its shape.
-                if r.content.is_none() || r.text().starts_with(CLEARED_PREFIX) {
+                if r.content.is_none() || r.text_ref().starts_with(CLEARED_PREFIX) {
                     continue;
                 }
                 let before = counter.count_block(&conv.messages[i].content[j]);
                 if before <= c.min_result_tokens {
                     continue;
                 }
-                let failed = r.outcome(has_flag) == Outcome::Error;
                 let id = r.tool_use_id.clone();
-                let placeholder = format!(
-                    "{CLEARED_PREFIX} {}result of {tool} call {id} ({} tokens) to save context; re-run the tool if it is needed]",
-                    if failed { "failed (error) " } else { "" },
-                    thousands(before)
-                );
-                if let Block::ToolResult(r) = &mut conv.messages[i].content[j] {
-                    r.content = Some(match &r.content {
-                        Some(ToolResultContent::Blocks(_)) => {
-                            ToolResultContent::Blocks(vec![Block::text(placeholder)])
-                        }
-                        _ => ToolResultContent::Text(placeholder),
-                    });
-                }
-                let after = counter.count_block(&conv.messages[i].content[j]);
-                let freed = before.saturating_sub(after);
+                let Some(cleared) = clear_result(r, tool, before, cx) else {
+                    continue;
+                };
+                conv.messages[i].content[j] = Block::ToolResult(cleared);
+                let freed =
+                    before.saturating_sub(counter.count_block(&conv.messages[i].content[j]));
                 saved += freed;
                 total = total.saturating_sub(freed);
                 edits.push(Edit::Cleared {
@@ -204,6 +209,138 @@ impl Microcompact {
     }
 }
 
+/// Longest kept line of a failure, in chars.
+const KEPT_LINE_CHARS: usize = 200;
+
+/// Lines that agent harnesses write around a command's output (Codex text output, unified
+/// exec) and that say nothing of the failure itself.
+const FRAME_LINES: &[&str] = &[
+    "Wall time:",
+    "Output:",
+    "Chunk ID:",
+    "Original token count:",
+    "Total output lines:",
+];
+
+/// `r` with its content replaced by a placeholder, or `None` when that would not save tokens
+/// (`before` is the block's count) and bytes, or would hide a failure on the wire.
+fn clear_result(r: &ToolResult, tool: &str, before: usize, cx: &Context<'_>) -> Option<ToolResult> {
+    let failed = r.outcome == Outcome::Error;
+    let text = r.text_ref();
+    let head = format!(
+        "{CLEARED_PREFIX} {}result of {tool} call {} ({} tokens) to save context; re-run the tool if it is needed]",
+        if failed { "failed (error) " } else { "" },
+        r.tool_use_id,
+        thousands(before)
+    );
+    let placeholder = if failed {
+        let mut lines = vec![head];
+        lines.extend(failure_lines(&text));
+        lines.join("\n")
+    } else {
+        head
+    };
+    if placeholder.len() >= content_bytes(r) {
+        return None;
+    }
+    let mut cleared = r.clone();
+    cleared.content = Some(match &r.content {
+        Some(ToolResultContent::Blocks(_)) => {
+            ToolResultContent::Blocks(vec![Block::text(placeholder)])
+        }
+        _ => ToolResultContent::Text(placeholder),
+    });
+    if cx.counter.count_block(&Block::ToolResult(cleared.clone())) >= before {
+        return None;
+    }
+    // The wire must still say "failed" where it can: Anthropic keeps `is_error`, the exit-code
+    // formats keep the marker line copied above.
+    if failed && cx.format.outcome_policy().classify(&cleared) != Outcome::Error {
+        return None;
+    }
+    Some(cleared)
+}
+
+/// Bytes of a result's content as sent: its text, plus the JSON of any other block (images).
+fn content_bytes(r: &ToolResult) -> usize {
+    match &r.content {
+        None => 0,
+        Some(ToolResultContent::Text(s)) => s.len(),
+        Some(ToolResultContent::Blocks(bs)) => bs
+            .iter()
+            .map(|b| match b {
+                Block::Text(t) => t.text.len(),
+                Block::Image(v) | Block::Document(v) | Block::Other(v) | Block::Thinking(v) => {
+                    v.to_string().len()
+                }
+                _ => 0,
+            })
+            .sum(),
+    }
+}
+
+/// What a cleared failure keeps, in order: the line holding its exit-code marker (verbatim
+/// when short, else the marker and code alone), then its first and last informative lines
+/// (clipped to [`KEPT_LINE_CHARS`]). Codex's structured output (`{"output": "…",
+/// "metadata": …}`) is read through its `output` string.
+fn failure_lines(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let marker = exit_marker(text);
+    let mut marker_line = None;
+    if let Some(m) = marker {
+        let from = text
+            .get(..m.start)
+            .and_then(|t| t.rfind('\n'))
+            .map_or(0, |p| p + 1);
+        let to = text
+            .get(m.end..)
+            .and_then(|t| t.find('\n'))
+            .map_or(text.len(), |p| m.end + p);
+        let line = text.get(from..to).unwrap_or("").trim();
+        let kept = if line.chars().count() <= KEPT_LINE_CHARS {
+            line
+        } else {
+            text.get(m.start..m.end).unwrap_or("")
+        };
+        marker_line = Some(line.to_string());
+        out.push(kept.to_string());
+    }
+    let inner = codex_output(text);
+    let body = inner.as_deref().unwrap_or(text);
+    let informative = |l: &&str| {
+        let t = l.trim();
+        t.chars().any(char::is_alphanumeric)
+            && marker_line.as_deref() != Some(t)
+            && !FRAME_LINES.iter().any(|f| t.starts_with(f))
+            && !is_bare_tag(t)
+    };
+    let first = body.lines().find(informative);
+    let last = body.lines().rev().find(informative);
+    for l in [first, last].into_iter().flatten() {
+        let l = clip(l.trim(), KEPT_LINE_CHARS);
+        if !out.contains(&l) {
+            out.push(l);
+        }
+    }
+    out
+}
+
+/// `<output>`, `</output>`, `<returncode>`: a tag alone on its line.
+fn is_bare_tag(t: &str) -> bool {
+    t.starts_with('<') && t.ends_with('>') && !t.contains(' ') && t.matches('<').count() == 1
+}
+
+/// The `output` string of Codex's structured function-call output, if `text` is one.
+fn codex_output(text: &str) -> Option<String> {
+    if !text.starts_with("{\"output\"") {
+        return None;
+    }
+    match serde_json::from_str::<Value>(text).ok()?.get("output")? {
+        Value::String(s) => Some(s.clone()),
+        _ => None,
+    }
+}
+
 /// Clears the long string values of the input of call `id`; returns the tokens freed.
 fn clear_input(conv: &mut Conversation, id: &str, cx: &Context<'_>) -> usize {
     for m in &mut conv.messages {
@@ -239,4 +376,141 @@ fn clear_input(conv: &mut Conversation, id: &str, cx: &Context<'_>) -> usize {
         }
     }
     0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::Format;
+    use crate::tokens::{Tokenizer, counter_for};
+    use serde_json::json;
+
+    fn run(format: Format, body: &Value, target: usize) -> (Conversation, Compaction) {
+        let input = format.read(body).unwrap();
+        let counter = counter_for(Tokenizer::default());
+        let cx = Context {
+            format,
+            counter: counter.as_ref(),
+            instructions: None,
+        };
+        let m = Microcompact {
+            config: MicrocompactConfig {
+                keep_recent: 1,
+                ..Default::default()
+            },
+        };
+        let out = m.run(
+            &input,
+            Budget {
+                limit: target,
+                target,
+            },
+            &cx,
+        );
+        (input, out)
+    }
+
+    fn long_output(head: &str, tail: &str) -> String {
+        let middle: String = (0..60)
+            .map(|i| format!("  searched /etc/app/dir{i}\n"))
+            .collect();
+        format!("{head}\n{middle}{tail}")
+    }
+
+    fn chat(result: &str) -> Value {
+        json!({"messages": [
+            {"role": "user", "content": "fix it"},
+            {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{\"command\":\"ls\"}"}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": result},
+            {"role": "assistant", "content": null, "tool_calls": [{"id": "c2", "type": "function", "function": {"name": "bash", "arguments": "{\"command\":\"ls\"}"}}]},
+            {"role": "tool", "tool_call_id": "c2", "content": "done"},
+            {"role": "user", "content": "thanks"}
+        ]})
+    }
+
+    #[test]
+    fn a_cleared_failure_keeps_its_marker_and_first_and_last_lines() {
+        let text = long_output(
+            "<returncode>2</returncode>\n<output>\nls: cannot access 'conf.yaml': No such file",
+            "ls: 61 paths searched\n</output>",
+        );
+        let (input, out) = run(Format::OpenAiChat, &chat(&text), 10);
+        let counter = counter_for(Tokenizer::default());
+        let tokens = counter.count_block(&input.messages[2].content[0]);
+        let r = out.conversation.messages[2].tool_results().next().unwrap();
+        assert_eq!(r.outcome, Outcome::Error);
+        assert_eq!(
+            r.text(),
+            format!(
+                "[compactor: cleared failed (error) result of bash call c1 ({tokens} tokens) to \
+                 save context; re-run the tool if it is needed]\n<returncode>2</returncode>\n\
+                 ls: cannot access 'conf.yaml': No such file\nls: 61 paths searched"
+            )
+        );
+        // Written and read again, the wire still says failed.
+        let again = Format::OpenAiChat
+            .read(&Format::OpenAiChat.write(&out.conversation))
+            .unwrap();
+        let r = again.messages[2].tool_results().next().unwrap();
+        assert_eq!(r.outcome, Outcome::Error);
+    }
+
+    #[test]
+    fn a_codex_failure_keeps_lines_of_its_output_string_and_the_exit_code() {
+        let inner = long_output(
+            "error[E0425]: cannot find value `x`",
+            "error: could not compile `app`",
+        );
+        let text =
+            json!({"output": inner, "metadata": {"exit_code": 101, "duration_seconds": 1.5}})
+                .to_string();
+        let body = json!({"input": [
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "build"}]},
+            {"type": "function_call", "call_id": "c1", "name": "shell", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "c1", "output": text},
+            {"type": "function_call", "call_id": "c2", "name": "shell", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "c2", "output": "ok"}
+        ]});
+        let (_, out) = run(Format::OpenAiResponses, &body, 10);
+        let r = out.conversation.messages[2].tool_results().next().unwrap();
+        let lines: Vec<String> = r.text().lines().skip(1).map(String::from).collect();
+        assert_eq!(
+            lines,
+            vec![
+                "\"exit_code\":101".to_string(),
+                "error[E0425]: cannot find value `x`".to_string(),
+                "error: could not compile `app`".to_string(),
+            ]
+        );
+        assert_eq!(OutcomePolicy::ExitCode.classify(r), Outcome::Error);
+    }
+
+    #[test]
+    fn a_success_placeholder_has_no_kept_lines() {
+        let text = long_output("<returncode>0</returncode>\n<output>", "</output>");
+        let (_, out) = run(Format::OpenAiChat, &chat(&text), 10);
+        let r = out.conversation.messages[2].tool_results().next().unwrap();
+        assert_eq!(r.outcome, Outcome::Success);
+        assert_eq!(r.text().lines().count(), 1);
+    }
+
+    #[test]
+    fn a_clear_that_would_not_save_bytes_is_not_made() {
+        // ~2 bytes per token: 50 digits in 99 bytes, over min_result_tokens; the ~104-byte
+        // placeholder has fewer tokens but more bytes.
+        let digits = "0 1 2 3 4 5 6 7 8 9 ".repeat(5);
+        let digits = digits.trim_end();
+        let body = json!({"messages": [
+            {"role": "user", "content": "read"},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "Read", "input": {"file_path": "/a"}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": digits}]},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "t2", "name": "Read", "input": {"file_path": "/b"}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t2", "content": "x"}]}
+        ]});
+        let (input, out) = run(Format::Anthropic, &body, 10);
+        assert!(out.edits.is_empty());
+        assert_eq!(out.conversation, input);
+    }
+
+    use crate::outcome::OutcomePolicy;
 }

@@ -57,11 +57,14 @@ pub fn cut_middle_known(
     let head_end = snap_back_to_line(text, byte_at_char(text, head_chars));
     let tail_start =
         snap_forward_to_line(text, byte_at_char(text, chars.saturating_sub(tail_chars)));
+    let tail_start = keep_closing_lines(text, head_end, tail_start);
     if tail_start <= head_end {
         return None;
     }
-    let head = &text[..head_end];
-    let tail = &text[tail_start..];
+    // Both offsets are char boundaries (byte_at_char, line starts, ASCII markers).
+    let (Some(head), Some(tail)) = (text.get(..head_end), text.get(tail_start..)) else {
+        return None;
+    };
     // The middle is not tokenized: what goes is the whole minus what stays.
     let removed =
         tokens.saturating_sub(counter.count_text_cached(head) + counter.count_text_cached(tail));
@@ -78,6 +81,32 @@ pub fn cut_middle_known(
     Some((out, tokens, after))
 }
 
+/// Longest closing part, in bytes, that a cut keeps whole in its tail: the last line of the
+/// text, or everything from an exit-code marker on.
+pub const KEPT_CLOSING_BYTES: usize = 240;
+
+/// Moves the tail's start back so that the tail keeps what a result ends with: its last
+/// line (a test run's `1 failed, 3 passed`, a build's `error: could not compile`) and an
+/// exit-code marker near the end (Codex `"exit_code": 1` metadata after the output), each when
+/// it is at most [`KEPT_CLOSING_BYTES`] from the end and after the head. Without this a cap
+/// could cut a failure's only signal. Offsets stay on char boundaries: a line starts after
+/// `\n`, a marker is ASCII.
+fn keep_closing_lines(text: &str, head_end: usize, tail_start: usize) -> usize {
+    let mut start = tail_start;
+    let near_end = |p: usize| p > head_end && text.len() - p <= KEPT_CLOSING_BYTES;
+    let body = text.trim_end_matches(['\n', '\r']);
+    let last_line = body.rfind('\n').map_or(0, |p| p + 1);
+    if near_end(last_line) {
+        start = start.min(last_line);
+    }
+    if let Some(m) = crate::outcome::exit_marker(text)
+        && near_end(m.start)
+    {
+        start = start.min(m.start);
+    }
+    start
+}
+
 /// Byte offset of the `n`th character (or the end).
 fn byte_at_char(text: &str, n: usize) -> usize {
     text.char_indices().nth(n).map_or(text.len(), |(b, _)| b)
@@ -86,7 +115,7 @@ fn byte_at_char(text: &str, n: usize) -> usize {
 /// Moves a cut back to just after a line break if one lies in the last fifth before it.
 fn snap_back_to_line(text: &str, at: usize) -> usize {
     let window = at / 5;
-    match text[..at].rfind('\n') {
+    match text.get(..at).and_then(|t| t.rfind('\n')) {
         Some(nl) if at - nl <= window.max(1) => nl + 1,
         _ => at,
     }
@@ -95,7 +124,7 @@ fn snap_back_to_line(text: &str, at: usize) -> usize {
 /// Moves a cut forward to just after a line break if one lies in the next fifth after it.
 fn snap_forward_to_line(text: &str, at: usize) -> usize {
     let window = (text.len() - at) / 5;
-    match text[at..].find('\n') {
+    match text.get(at..).and_then(|t| t.find('\n')) {
         Some(off) if off <= window.max(1) => at + off + 1,
         _ => at,
     }
@@ -129,6 +158,34 @@ mod tests {
         let (out, _, _) = cut_middle(&text, 100, &Chars).unwrap();
         assert!(out.chars().count() < text.chars().count());
         assert!(cut_middle(&out, 10, &Chars).is_none());
+    }
+
+    #[test]
+    fn an_exit_code_at_the_end_of_one_long_line_stays_in_the_tail() {
+        let inner = "“quoted” → naïve failed ".repeat(300);
+        let text = format!(
+            "{{\"output\": \"{inner}\", \"metadata\": {{\"exit_code\": 1, \"duration_seconds\": 0.5}}}}"
+        );
+        let (out, _, after) = cut_middle(&text, 40, &Chars).unwrap();
+        assert!(
+            out.ends_with("\"exit_code\": 1, \"duration_seconds\": 0.5}}"),
+            "{out}"
+        );
+        assert!(after < text.chars().count());
+        assert_eq!(crate::outcome::exit_marker(&out).map(|m| m.code), Some(1));
+    }
+
+    #[test]
+    fn the_last_line_stays_in_the_tail() {
+        let mut text: String = (0..200)
+            .map(|i| format!("{}\n", "x".repeat(i % 7 + 30)))
+            .collect();
+        text.push_str("test result: FAILED. 3 passed; 1 failed\n");
+        let (out, _, _) = cut_middle(&text, 20, &Chars).unwrap();
+        assert!(
+            out.ends_with("test result: FAILED. 3 passed; 1 failed\n"),
+            "{out}"
+        );
     }
 
     #[test]

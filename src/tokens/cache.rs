@@ -303,6 +303,7 @@ mod tests {
             content: Some(ToolResultContent::Blocks(vec![Block::text("a.rs b.rs")])),
             is_error: None,
             extra: Object::new(),
+            outcome: Default::default(),
         });
         Conversation {
             system: Some(json!("be brief")),

@@ -385,6 +385,7 @@ mod tests {
             ])),
             is_error: None,
             extra: Object::new(),
+            outcome: Default::default(),
         });
         assert_eq!(c.count_block(&r), 4);
     }
