@@ -17,11 +17,15 @@
 //!   needs a user-role marker or summary message in front; no cut falls inside an exchange
 //!   (including the open last one) or at the very end.
 
+pub mod cache;
+mod envelope;
 mod preserve;
+pub mod refs;
 mod units;
 mod validate;
 mod violation;
 
+pub use envelope::{check_envelope, settle};
 pub use preserve::check_compaction;
 pub use units::{Cut, CutKind, Exchange, Round, Units, is_clean_user};
 pub use validate::{ValidateOptions, validate};
