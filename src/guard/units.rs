@@ -312,3 +312,72 @@ fn merge_linked(
     out.extend(rest);
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::Format;
+    use serde_json::json;
+
+    #[test]
+    fn a_server_tool_and_the_calls_it_made_are_one_exchange() {
+        // The b01 shape: server_tool_use at 1, client calls naming it as caller at 1 and 3,
+        // its result at 5.
+        let caller = json!({"type": "code_execution_20250825", "tool_id": "srvtoolu_1"});
+        let body = json!({"messages": [
+            {"role": "user", "content": "go"},
+            {"role": "assistant", "content": [
+                {"type": "server_tool_use", "id": "srvtoolu_1", "name": "code_execution", "input": {}},
+                {"type": "tool_use", "id": "toolu_a", "name": "f", "input": {}, "caller": caller}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_a", "content": "a"}]},
+            {"role": "assistant", "content": [
+                {"type": "tool_use", "id": "toolu_b", "name": "f", "input": {}, "caller": caller}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_b", "content": "b"}]},
+            {"role": "assistant", "content": [
+                {"type": "code_execution_tool_result", "tool_use_id": "srvtoolu_1", "content": {}},
+                {"type": "text", "text": "done"}]},
+            {"role": "user", "content": "next"}
+        ]});
+        let conv = Format::Anthropic.read(&body).unwrap();
+        let units = Units::of(&conv);
+        let spans: Vec<(usize, usize)> = units.exchanges.iter().map(|e| (e.start, e.end)).collect();
+        assert_eq!(spans, vec![(1, 6)]);
+        assert_eq!(units.exchanges[0].calls, vec!["toolu_a", "toolu_b"]);
+        let cuts: Vec<usize> = units.cuts(&conv).iter().map(|c| c.index).collect();
+        assert_eq!(cuts, vec![1, 6]);
+    }
+
+    #[test]
+    fn an_approval_chain_spans_the_user_turn_between_request_and_response() {
+        let body = json!({"input": [
+            {"role": "user", "content": "add the column"},
+            {"type": "mcp_approval_request", "id": "mcpr_1", "server_label": "db", "name": "sql", "arguments": "{}"},
+            {"role": "user", "content": "yes"},
+            {"type": "mcp_approval_response", "approval_request_id": "mcpr_1", "approve": true},
+            {"type": "mcp_call", "id": "mcp_1", "approval_request_id": "mcpr_1", "name": "sql", "arguments": "{}", "output": "ok"},
+            {"role": "user", "content": "thanks"}
+        ]});
+        let conv = Format::OpenAiResponses.read(&body).unwrap();
+        let units = Units::of(&conv);
+        let spans: Vec<(usize, usize)> = units.exchanges.iter().map(|e| (e.start, e.end)).collect();
+        assert_eq!(spans, vec![(1, 5)]);
+        let cuts: Vec<usize> = units.cuts(&conv).iter().map(|c| c.index).collect();
+        assert_eq!(cuts, vec![1, 5]);
+    }
+
+    #[test]
+    fn a_compaction_item_ends_the_pinned_prefix() {
+        let body = json!({"input": [
+            {"role": "user", "content": "old"},
+            {"type": "compaction", "id": "cmp_1", "encrypted_content": "gAAA"},
+            {"role": "user", "content": "new"},
+            {"role": "assistant", "content": "ok"},
+            {"role": "user", "content": "more"}
+        ]});
+        let conv = Format::OpenAiResponses.read(&body).unwrap();
+        let units = Units::of(&conv);
+        assert_eq!(units.pinned, 2);
+        let cuts: Vec<usize> = units.cuts(&conv).iter().map(|c| c.index).collect();
+        assert_eq!(cuts, vec![3, 4]);
+    }
+}
