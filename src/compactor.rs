@@ -175,13 +175,15 @@ impl Compactor {
         let options = ValidateOptions {
             allow_open_tail: units.exchanges.last().is_some_and(|e| e.open),
         };
-        let invalid = guard::validate(
+        let mut invalid = guard::validate(
             input,
             format,
             ValidateOptions {
                 allow_open_tail: true,
             },
         );
+        // A fault every output repairs (surplus cache_control) does not refuse the input.
+        invalid.retain(|v| !v.kind.is_repairable());
         if !invalid.is_empty() {
             return Err(CompactError::InvalidInput(invalid));
         }
@@ -274,7 +276,7 @@ impl Compactor {
                 edits: Vec::new(),
                 millis,
             };
-            let compaction = match result {
+            let mut compaction = match result {
                 Ok(c) => c,
                 Err(e) => {
                     run.notes
@@ -289,9 +291,16 @@ impl Compactor {
                 report.tiers.push(run);
                 continue;
             }
+            let settled = guard::settle(format, &mut compaction.conversation);
+            run.notes.extend(settled.iter().map(ToString::to_string));
             let t0 = Instant::now();
             let mut violations = guard::validate(&compaction.conversation, format, options);
             violations.extend(guard::check_compaction(
+                input,
+                &compaction.conversation,
+                format,
+            ));
+            violations.extend(guard::check_envelope(
                 input,
                 &compaction.conversation,
                 format,

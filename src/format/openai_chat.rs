@@ -5,6 +5,14 @@
 //! assistant messages may carry `tool_calls: [{id, type: "function", function: {name, arguments}}]`
 //! where `arguments` is a JSON object *encoded as a string*; a `tool` message answers one call by
 //! `tool_call_id`. Parts: `text`, `image_url`, `file`, `input_audio`, `refusal`.
+//!
+//! Legacy (deprecated, still accepted) function calling: an assistant message's
+//! `function_call: {name, arguments}` is answered by the next message, `{"role": "function",
+//! "name", "content"}`, which has no call id (Chat Completions API reference, `function_call` and
+//! the `function` role). The call is read as a [`ToolUse`] and the answer as a [`Role::Tool`]
+//! message with one [`ToolResult`], both marked with [`LEGACY_FUNCTION`] in their `extra`, and
+//! paired by an id the reader makes up (`legacy_function_<message index>`), which is never
+//! written: the writer gives both back in their legacy shape.
 
 use super::{FormatError, as_object, json_kind, req_str, without};
 use crate::conversation::{
@@ -14,6 +22,21 @@ use crate::conversation::{
 use crate::outcome::OutcomePolicy;
 use serde_json::Value;
 
+/// The `extra` key that marks a legacy function call ([`ToolUse::extra`]: an object with the
+/// wire `function_call`'s fields other than `name` and `arguments`) and its answer
+/// ([`ToolResult::extra`]: `true`). Never written to the wire under this key.
+pub const LEGACY_FUNCTION: &str = "function_call";
+
+/// True for a call read from a legacy assistant `function_call`.
+pub fn is_legacy_call(t: &ToolUse) -> bool {
+    t.extra.contains_key(LEGACY_FUNCTION)
+}
+
+/// True for a result read from a legacy `role: "function"` message.
+pub fn is_legacy_result(r: &ToolResult) -> bool {
+    r.extra.contains_key(LEGACY_FUNCTION)
+}
+
 /// Reads an OpenAI Chat request body or a bare array of messages.
 ///
 /// # Errors
@@ -21,11 +44,12 @@ use serde_json::Value;
 /// `messages[4].tool_calls[0].function.arguments: expected a string, found an object`.
 pub fn read(body: &Value) -> Result<Conversation, FormatError> {
     let (_, items, extra, bare) = super::split_body(body, "messages", None)?;
-    let messages = items
+    let mut messages = items
         .iter()
         .enumerate()
         .map(|(i, m)| read_message(m, &format!("messages[{i}]")))
         .collect::<Result<Vec<_>, _>>()?;
+    pair_legacy_functions(&mut messages);
     Ok(Conversation {
         system: None,
         messages,
@@ -44,8 +68,14 @@ pub(crate) fn read_message(value: &Value, path: &str) -> Result<Message, FormatE
         })?,
     };
     let (parts, form) = read_content(obj.get("content"), &format!("{path}.content"))?;
-    if role == Role::Tool && role_name == "tool" {
-        let tool_use_id = req_str(obj, "tool_call_id", path)?;
+    if role == Role::Tool {
+        let legacy = role_name == "function";
+        let tool_use_id = if legacy {
+            // Paired with its function_call by `pair_legacy_functions`.
+            String::new()
+        } else {
+            req_str(obj, "tool_call_id", path)?
+        };
         let content = match (form, parts) {
             (ContentForm::String, mut p) => match p.pop() {
                 Some(Block::Text(t)) => Some(ToolResultContent::Text(t.text)),
@@ -54,11 +84,15 @@ pub(crate) fn read_message(value: &Value, path: &str) -> Result<Message, FormatE
             (ContentForm::Blocks, p) => Some(ToolResultContent::Blocks(p)),
             _ => None,
         };
+        let mut result_extra = Object::new();
+        if legacy {
+            result_extra.insert(LEGACY_FUNCTION.into(), Value::Bool(true));
+        }
         let result = OutcomePolicy::ExitCode.apply(ToolResult {
             tool_use_id,
             content,
             is_error: None,
-            extra: Object::new(),
+            extra: result_extra,
             outcome: Outcome::Unknown,
         });
         return Ok(Message {
@@ -89,12 +123,92 @@ pub(crate) fn read_message(value: &Value, path: &str) -> Result<Message, FormatE
             )?));
         }
     }
+    if role == Role::Assistant
+        && let Some(call) = obj.get(LEGACY_FUNCTION)
+        && !call.is_null()
+    {
+        skip.push(LEGACY_FUNCTION);
+        content.push(Block::ToolUse(read_legacy_call(
+            call,
+            &format!("{path}.{LEGACY_FUNCTION}"),
+        )?));
+    }
     Ok(Message {
         role,
         content,
         extra: without(obj, &skip),
         form,
     })
+}
+
+/// Reads a legacy `function_call: {name, arguments}`; the id is set by
+/// [`pair_legacy_functions`].
+fn read_legacy_call(value: &Value, path: &str) -> Result<ToolUse, FormatError> {
+    let obj = as_object(value, path)?;
+    let name = req_str(obj, "name", path)?;
+    let arguments = match obj.get("arguments") {
+        Some(Value::String(s)) => s.clone(),
+        Some(other) => {
+            return Err(FormatError::shape(
+                format!("{path}.arguments"),
+                format!(
+                    "expected a string (JSON-encoded arguments), found {}",
+                    json_kind(other)
+                ),
+            ));
+        }
+        None => return Err(FormatError::shape(path, "missing \"arguments\"")),
+    };
+    let mut extra = Object::new();
+    extra.insert(
+        LEGACY_FUNCTION.into(),
+        Value::Object(without(obj, &["name", "arguments"])),
+    );
+    Ok(ToolUse {
+        id: String::new(),
+        name,
+        input: ToolInput::Arguments(arguments),
+        extra,
+    })
+}
+
+/// Gives each legacy function call an id (`legacy_function_<message index>`, made unique against
+/// the real call ids) and the same id to the `function` message right after it when its `name`
+/// matches (or is absent); a `function` message that answers no such call gets an id of its own
+/// (`legacy_function_result_<index>`), which the guard reports as an orphan.
+fn pair_legacy_functions(messages: &mut [Message]) {
+    let taken: std::collections::HashSet<String> = messages
+        .iter()
+        .flat_map(|m| m.tool_uses().map(|t| t.id.clone()))
+        .filter(|id| !id.is_empty())
+        .collect();
+    let fresh = |base: String| {
+        let mut id = base;
+        while taken.contains(&id) {
+            id.push('_');
+        }
+        id
+    };
+    let mut open: Option<(String, String)> = None;
+    for (i, m) in messages.iter_mut().enumerate() {
+        let answered = open.take();
+        for b in &mut m.content {
+            match b {
+                Block::ToolUse(t) if is_legacy_call(t) => {
+                    t.id = fresh(format!("legacy_function_{i}"));
+                    open = Some((t.id.clone(), t.name.clone()));
+                }
+                Block::ToolResult(r) if is_legacy_result(r) => {
+                    let name = m.extra.get("name").and_then(Value::as_str);
+                    r.tool_use_id = match &answered {
+                        Some((id, called)) if name.is_none_or(|n| n == called) => id.clone(),
+                        _ => fresh(format!("legacy_function_result_{i}")),
+                    };
+                }
+                _ => {}
+            }
+        }
+    }
 }
 
 fn read_call(value: &Value, path: &str) -> Result<ToolUse, FormatError> {
@@ -182,7 +296,11 @@ pub(crate) fn write_message(m: &Message) -> Value {
     if m.role == Role::Tool
         && let Some(Block::ToolResult(r)) = m.content.first()
     {
-        obj.insert("tool_call_id".into(), Value::String(r.tool_use_id.clone()));
+        if is_legacy_result(r) {
+            obj.insert("role".into(), "function".into());
+        } else {
+            obj.insert("tool_call_id".into(), Value::String(r.tool_use_id.clone()));
+        }
         match &r.content {
             Some(ToolResultContent::Text(s)) => {
                 obj.insert("content".into(), Value::String(s.clone()));
@@ -217,10 +335,14 @@ pub(crate) fn write_message(m: &Message) -> Value {
         .content
         .iter()
         .filter_map(|b| match b {
-            Block::ToolUse(t) => Some(write_call(t)),
+            Block::ToolUse(t) if !is_legacy_call(t) => Some(write_call(t)),
             _ => None,
         })
         .collect();
+    let legacy = m
+        .tool_uses()
+        .find(|t| is_legacy_call(t))
+        .map(write_legacy_call);
     let content = match (m.form, parts.as_slice()) {
         (ContentForm::String, [Block::Text(t)]) if t.extra.is_empty() => {
             Some(Value::String(t.text.clone()))
@@ -238,6 +360,27 @@ pub(crate) fn write_message(m: &Message) -> Value {
     }
     if !calls.is_empty() {
         obj.insert("tool_calls".into(), Value::Array(calls));
+    }
+    if let Some(call) = legacy {
+        obj.insert(LEGACY_FUNCTION.into(), call);
+    }
+    Value::Object(obj)
+}
+
+/// Writes a legacy call back as `function_call: {name, arguments, ...}` (no id on the wire).
+fn write_legacy_call(t: &ToolUse) -> Value {
+    let mut obj = Object::new();
+    obj.insert("name".into(), Value::String(t.name.clone()));
+    let arguments = match &t.input {
+        ToolInput::Arguments(s) => s.clone(),
+        ToolInput::Json(v) => v.to_string(),
+        ToolInput::Freeform(s) => serde_json::json!({ "input": s }).to_string(),
+    };
+    obj.insert("arguments".into(), Value::String(arguments));
+    if let Some(Value::Object(rest)) = t.extra.get(LEGACY_FUNCTION) {
+        for (k, v) in rest {
+            obj.insert(k.clone(), v.clone());
+        }
     }
     Value::Object(obj)
 }
@@ -314,6 +457,73 @@ mod tests {
         assert_eq!(
             read(&body).unwrap_err().to_string(),
             "messages[0].tool_calls[0].function.arguments: expected a string (JSON-encoded arguments), found an object"
+        );
+    }
+}
+
+#[cfg(test)]
+mod legacy_tests {
+    use super::*;
+    use crate::format::Format;
+    use crate::guard::{ValidateOptions, ViolationKind, validate};
+    use serde_json::json;
+
+    #[test]
+    fn legacy_function_messages_pair_with_their_call_and_round_trip() {
+        let body = json!({"model": "gpt-4o", "messages": [
+            {"role": "user", "content": "weather?"},
+            {"role": "assistant", "content": null, "function_call": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}},
+            {"role": "function", "name": "get_weather", "content": "18 C"},
+            {"role": "assistant", "content": "18 C"}
+        ]});
+        let conv = read(&body).unwrap();
+        let call = conv.messages[1].tool_uses().next().unwrap();
+        let result = conv.messages[2].tool_results().next().unwrap();
+        assert_eq!(call.id, "legacy_function_1");
+        assert_eq!(result.tool_use_id, call.id);
+        assert_eq!(result.text(), "18 C");
+        assert_eq!(write(&conv), body);
+        let units = crate::guard::Units::of(&conv);
+        assert_eq!(
+            units
+                .exchanges
+                .iter()
+                .map(|e| (e.start, e.end))
+                .collect::<Vec<_>>(),
+            vec![(1, 3)]
+        );
+        assert_eq!(
+            validate(&conv, Format::OpenAiChat, ValidateOptions::default()),
+            vec![]
+        );
+    }
+
+    #[test]
+    fn a_function_message_that_answers_no_function_call_is_an_orphan() {
+        let body = json!({"messages": [
+            {"role": "user", "content": "weather?"},
+            {"role": "assistant", "content": null, "function_call": {"name": "get_weather", "arguments": "{}"}},
+            {"role": "function", "name": "other", "content": "x"},
+            {"role": "user", "content": "and?"},
+            {"role": "assistant", "content": null, "function_call": {"name": "get_weather", "arguments": "{}"}},
+            {"role": "user", "content": "never mind"}
+        ]});
+        let conv = read(&body).unwrap();
+        let found: Vec<(Option<usize>, ViolationKind)> =
+            validate(&conv, Format::OpenAiChat, ValidateOptions::default())
+                .into_iter()
+                .map(|v| (v.message, v.kind))
+                .collect();
+        // The misnamed answer is refused; an unanswered function_call is allowed by the API.
+        assert_eq!(
+            found,
+            vec![(
+                Some(2),
+                ViolationKind::OrphanResult {
+                    id: "of function message \"other\"".into(),
+                    expected: "in a directly preceding assistant function_call of the same name"
+                }
+            )]
         );
     }
 }

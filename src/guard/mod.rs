@@ -5,8 +5,10 @@
 //! an output that fails is discarded and the input kept.
 //!
 //! ```text
-//! strategy output -> validate(format)   provider rules, pairing
+//! strategy output -> settle(format)     request-wide limits (cache_control count)
+//!                 -> validate(format)   provider rules, pairing, references
 //!                 -> check_compaction   what must survive (system, newest turn, thinking, failures)
+//!                 -> check_envelope     top-level fields, compaction items, breakpoint count
 //!                 -> accepted | rejected (input returned, report says why)
 //! ```
 //!
@@ -16,12 +18,32 @@
 //! - A plain drop may cut only at a round start; a cut at an exchange boundary inside a round
 //!   needs a user-role marker or summary message in front; no cut falls inside an exchange
 //!   (including the open last one) or at the very end.
+//!
+//! ## The rules and where they come from
+//!
+//! | rule | checked by | source |
+//! |---|---|---|
+//! | call ids unique; each result answers an earlier call, once | [`validate`] | Anthropic "Tool use" docs; OpenAI Chat / Responses API references (`tool_call_id`, `call_id`) |
+//! | Anthropic: first message user; each tool_use answered in the very next message; tool_result blocks first in it (text, images or markers before or between them are refused, located at the result) | [`validate`] | Anthropic "Tool use" docs; error text `tool_use ids were found without tool_result blocks immediately after` |
+//! | OpenAI Chat: tool messages follow their assistant tool_calls directly (a user message between parallel tool messages is refused where it stands); legacy `function` message right after its `function_call`, same `name` | [`validate`] | Chat Completions API reference (tool messages; deprecated `function_call` / `function` role) |
+//! | Responses: each `*_call_output` pairs with its call by `call_id`; a reasoning item stays with the item after it | [`validate`], [`Units`] | Responses API reference; error text `Item 'rs_…' of type 'reasoning' was provided without its required following item` |
+//! | Anthropic server tools: `*_tool_result` after its `server_tool_use` in the same turn (same message or a `pause_turn` continuation), `tool_use.caller.tool_id` names a kept `server_tool_use`; the whole chain is one exchange; opaque payloads pass through verbatim | [`validate`], [`Units`] via [`refs`] | Anthropic "Server tools", "Web search tool", "Programmatic tool calling" docs |
+//! | Responses MCP approvals: `mcp_approval_response` / `mcp_call` name a kept `mcp_approval_request`, one unit; `computer_call_output` acknowledges only its call's pending safety checks | [`validate`], [`Units`] via [`refs`] | OpenAI "Remote MCP servers" and "Computer use" guides |
+//! | provider compaction items (Anthropic `compaction` block, Responses `compaction` item): kept byte-identical, pinned with all before them; cuts start after them | [`Units`], [`check_envelope`] | Anthropic "Compaction" docs (`compact_20260112`); OpenAI Responses compaction (`compaction` item) |
+//! | Anthropic `cache_control`: at most 4, none on an empty text block; compaction never adds one; a surplus in the input is removed from every output by [`settle`] (history first, then `tools`), and the report says which | [`validate`], [`settle`], [`check_envelope`] via [`cache`] | Anthropic "Prompt caching" docs; error texts `A maximum of 4 blocks with cache_control may be provided. Found N.`, `cache_control cannot be set for empty text blocks` |
+//! | envelope: every top-level field other than the history byte-identical | [`check_envelope`] | Anthropic and OpenAI "Prompt caching" docs (exact prefix match over tools and system) |
+//! | inline base64 image data not empty and decodable | [`validate`] | Anthropic error texts `image cannot be empty`, `Could not process image`; OpenAI `Invalid image` |
+//! | what a compaction must keep (system prompt, newest message, thinking blocks, open tool loop, failures) | [`check_compaction`] | Anthropic "Extended thinking" docs (signatures); this project's preservation rules |
 
+pub mod cache;
+mod envelope;
 mod preserve;
+pub mod refs;
 mod units;
 mod validate;
 mod violation;
 
+pub use envelope::{check_envelope, settle};
 pub use preserve::check_compaction;
 pub use units::{Cut, CutKind, Exchange, Round, Units, is_clean_user};
 pub use validate::{ValidateOptions, validate};

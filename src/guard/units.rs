@@ -1,5 +1,15 @@
 //! Units of a conversation: pinned prefix, rounds, tool exchanges and the legal cut points.
+//!
+//! Besides the client tool calls paired with their results, these references bind messages into
+//! one unit (see [`super::refs`] for the rules and their sources): an Anthropic
+//! `server_tool_use` / `mcp_tool_use` and its `*_tool_result` (same assistant message or a
+//! `pause_turn` continuation), a `tool_use.caller.tool_id` and the `server_tool_use` it names,
+//! and a Responses `mcp_approval_request` with the `mcp_approval_response` and `mcp_call` that
+//! name it by `approval_request_id`. A provider compaction item (Anthropic `compaction` block,
+//! Responses `compaction` item) ends the pinned prefix: it and everything before it are kept as
+//! they are.
 
+use super::refs;
 use crate::conversation::{Conversation, Message, Role};
 use std::collections::HashSet;
 
@@ -51,7 +61,9 @@ pub struct Cut {
 /// The guard's view of a conversation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Units {
-    /// Number of leading system / developer messages (OpenAI); never dropped or edited.
+    /// Number of leading messages never dropped or edited: the system / developer messages
+    /// (OpenAI) and, when the history holds a provider compaction item, everything up to the
+    /// end of the unit holding the last one (the provider already summarized what is before it).
     pub pinned: usize,
     /// Rounds, oldest first.
     pub rounds: Vec<Round>,
@@ -81,13 +93,13 @@ impl Units {
     pub fn of(conversation: &Conversation) -> Units {
         let msgs = &conversation.messages;
         let n = msgs.len();
-        let pinned = msgs
+        let system = msgs
             .iter()
             .take_while(|m| matches!(m.role, Role::System | Role::Developer))
             .count();
         let mut exchanges = Vec::new();
         let mut assistant_runs = Vec::new();
-        let mut i = pinned;
+        let mut i = system;
         while i < n {
             if msgs[i].role != Role::Assistant {
                 i += 1;
@@ -126,6 +138,21 @@ impl Units {
             });
             i = end;
         }
+        let exchanges = merge_linked(exchanges, &assistant_runs, &refs::links(conversation));
+        let pinned = match refs::last_compaction(conversation) {
+            Some(c) if c >= system => {
+                let unit_end = exchanges
+                    .iter()
+                    .map(|e| (e.start, e.end))
+                    .chain(assistant_runs.iter().copied())
+                    .filter(|&(s, e)| s <= c && c < e)
+                    .map(|(_, e)| e)
+                    .max()
+                    .unwrap_or(c + 1);
+                unit_end.max(c + 1)
+            }
+            _ => system,
+        };
         let mut starts: Vec<usize> = (pinned..n).filter(|&k| is_clean_user(&msgs[k])).collect();
         if starts.first() != Some(&pinned) && pinned < n {
             starts.insert(0, pinned);
@@ -209,5 +236,148 @@ impl Units {
             i = end.max(i + 1);
         }
         out
+    }
+}
+
+/// Folds reference links into the exchanges: every link `(a, b)` (messages `a` and `b` must stay
+/// together) makes the span `a..=b` atomic, widened to the exchanges and assistant runs it
+/// touches; overlapping spans and exchanges become one exchange (calls in order, open when any
+/// part is open).
+fn merge_linked(
+    exchanges: Vec<Exchange>,
+    runs: &[(usize, usize)],
+    links: &[(usize, usize)],
+) -> Vec<Exchange> {
+    if links.is_empty() {
+        return exchanges;
+    }
+    let mut spans: Vec<(usize, usize)> = links
+        .iter()
+        .map(|&(a, b)| (a.min(b), a.max(b) + 1))
+        .filter(|&(s, e)| e > s + 1)
+        .collect();
+    if spans.is_empty() {
+        return exchanges;
+    }
+    let atoms: Vec<(usize, usize)> = exchanges
+        .iter()
+        .map(|e| (e.start, e.end))
+        .chain(runs.iter().copied())
+        .collect();
+    // Widen each span to the atoms it overlaps, until nothing changes.
+    loop {
+        let mut changed = false;
+        for span in spans.iter_mut() {
+            for &(s, e) in &atoms {
+                if s < span.1 && span.0 < e && (s < span.0 || e > span.1) {
+                    *span = (span.0.min(s), span.1.max(e));
+                    changed = true;
+                }
+            }
+        }
+        spans.sort_unstable();
+        let mut merged: Vec<(usize, usize)> = Vec::with_capacity(spans.len());
+        for (s, e) in spans.drain(..) {
+            match merged.last_mut() {
+                Some(last) if s < last.1 => {
+                    last.1 = last.1.max(e);
+                    changed = true;
+                }
+                _ => merged.push((s, e)),
+            }
+        }
+        spans = merged;
+        if !changed {
+            break;
+        }
+    }
+    let mut out: Vec<Exchange> = Vec::new();
+    let mut rest = exchanges.into_iter().peekable();
+    for (s, e) in spans {
+        while let Some(x) = rest.next_if(|x| x.end <= s) {
+            out.push(x);
+        }
+        let mut joined = Exchange {
+            start: s,
+            end: e,
+            calls: Vec::new(),
+            open: false,
+        };
+        while let Some(x) = rest.next_if(|x| x.start < e) {
+            joined.calls.extend(x.calls);
+            joined.open |= x.open;
+        }
+        out.push(joined);
+    }
+    out.extend(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::Format;
+    use serde_json::json;
+
+    #[test]
+    fn a_server_tool_and_the_calls_it_made_are_one_exchange() {
+        // The b01 shape: server_tool_use at 1, client calls naming it as caller at 1 and 3,
+        // its result at 5.
+        let caller = json!({"type": "code_execution_20250825", "tool_id": "srvtoolu_1"});
+        let body = json!({"messages": [
+            {"role": "user", "content": "go"},
+            {"role": "assistant", "content": [
+                {"type": "server_tool_use", "id": "srvtoolu_1", "name": "code_execution", "input": {}},
+                {"type": "tool_use", "id": "toolu_a", "name": "f", "input": {}, "caller": caller}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_a", "content": "a"}]},
+            {"role": "assistant", "content": [
+                {"type": "tool_use", "id": "toolu_b", "name": "f", "input": {}, "caller": caller}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_b", "content": "b"}]},
+            {"role": "assistant", "content": [
+                {"type": "code_execution_tool_result", "tool_use_id": "srvtoolu_1", "content": {}},
+                {"type": "text", "text": "done"}]},
+            {"role": "user", "content": "next"}
+        ]});
+        let conv = Format::Anthropic.read(&body).unwrap();
+        let units = Units::of(&conv);
+        let spans: Vec<(usize, usize)> = units.exchanges.iter().map(|e| (e.start, e.end)).collect();
+        assert_eq!(spans, vec![(1, 6)]);
+        assert_eq!(units.exchanges[0].calls, vec!["toolu_a", "toolu_b"]);
+        let cuts: Vec<usize> = units.cuts(&conv).iter().map(|c| c.index).collect();
+        assert_eq!(cuts, vec![1, 6]);
+    }
+
+    #[test]
+    fn an_approval_chain_spans_the_user_turn_between_request_and_response() {
+        let body = json!({"input": [
+            {"role": "user", "content": "add the column"},
+            {"type": "mcp_approval_request", "id": "mcpr_1", "server_label": "db", "name": "sql", "arguments": "{}"},
+            {"role": "user", "content": "yes"},
+            {"type": "mcp_approval_response", "approval_request_id": "mcpr_1", "approve": true},
+            {"type": "mcp_call", "id": "mcp_1", "approval_request_id": "mcpr_1", "name": "sql", "arguments": "{}", "output": "ok"},
+            {"role": "user", "content": "thanks"}
+        ]});
+        let conv = Format::OpenAiResponses.read(&body).unwrap();
+        let units = Units::of(&conv);
+        let spans: Vec<(usize, usize)> = units.exchanges.iter().map(|e| (e.start, e.end)).collect();
+        assert_eq!(spans, vec![(1, 5)]);
+        let cuts: Vec<usize> = units.cuts(&conv).iter().map(|c| c.index).collect();
+        assert_eq!(cuts, vec![1, 5]);
+    }
+
+    #[test]
+    fn a_compaction_item_ends_the_pinned_prefix() {
+        let body = json!({"input": [
+            {"role": "user", "content": "old"},
+            {"type": "compaction", "id": "cmp_1", "encrypted_content": "gAAA"},
+            {"role": "user", "content": "new"},
+            {"role": "assistant", "content": "ok"},
+            {"role": "user", "content": "more"}
+        ]});
+        let conv = Format::OpenAiResponses.read(&body).unwrap();
+        let units = Units::of(&conv);
+        assert_eq!(units.pinned, 2);
+        let cuts: Vec<usize> = units.cuts(&conv).iter().map(|c| c.index).collect();
+        assert_eq!(cuts, vec![3, 4]);
     }
 }

@@ -1,6 +1,7 @@
 //! Provider rules: is this conversation a request the provider accepts?
 
-use super::units::Units;
+use super::refs;
+use super::units::{Units, is_clean_user};
 use super::violation::{Violation, ViolationKind, path_of};
 use crate::conversation::{Block, ContentForm, Conversation, Role, ToolInput};
 use crate::format::Format;
@@ -32,8 +33,18 @@ impl Default for ValidateOptions {
 /// blocks first in it, tool_use input an object, no empty text, thinking only in assistant turns.
 /// OpenAI Chat: the tool messages answering an assistant's tool_calls follow it directly, one
 /// per id; `arguments` is a JSON object string; `content` is null or missing only on an assistant
-/// message with tool_calls (or a function_call, refusal or audio). OpenAI Responses: each
-/// function_call_output follows its function_call; `arguments` is a JSON object string.
+/// message with tool_calls (or a function_call, refusal or audio); a legacy `role: "function"`
+/// message directly follows the assistant `function_call` it answers, with its `name` (Chat
+/// Completions API reference, deprecated function calling; an unanswered `function_call` is
+/// allowed). OpenAI Responses: each function_call_output follows its function_call;
+/// `arguments` is a JSON object string.
+///
+/// References beyond call/result pairs (see [`super::refs`] for the sources): Anthropic server
+/// tool results name a `server_tool_use` earlier in their turn, a `server_tool_use` of an
+/// earlier turn has its result, `tool_use.caller.tool_id` names an earlier `server_tool_use`;
+/// Responses approvals name an earlier `mcp_approval_request`, a `computer_call_output`
+/// acknowledges only its call's pending safety checks. Anthropic `cache_control`: at most 4, none
+/// on an empty text block. Every format: inline base64 image data is not empty and decodes.
 pub fn validate(
     conversation: &Conversation,
     format: Format,
@@ -50,10 +61,18 @@ pub fn validate(
         return v.out;
     }
     v.unique_calls();
+    v.images();
     match format {
-        Format::Anthropic => v.anthropic(&units, options),
+        Format::Anthropic => {
+            v.anthropic(&units, options);
+            v.server_tools();
+            v.breakpoints();
+        }
         Format::OpenAiChat => v.chat(options),
-        Format::OpenAiResponses => v.responses(&units, options),
+        Format::OpenAiResponses => {
+            v.responses(&units, options);
+            v.approvals();
+        }
     }
     v.out.sort_by_key(|x| (x.message, x.block));
     v.out
@@ -253,10 +272,14 @@ impl Checker<'_> {
     }
 
     fn chat(&mut self, options: ValidateOptions) {
+        use crate::format::openai_chat::{is_legacy_call, is_legacy_result};
         let msgs = &self.conv.messages;
         let mut pending: Vec<(String, usize)> = Vec::new();
         let mut answered: HashSet<String> = HashSet::new();
+        // The legacy function_call of the previous message: only the next message may answer it.
+        let mut legacy: Option<String> = None;
         for (i, m) in msgs.iter().enumerate() {
+            let legacy_open = legacy.take();
             if m.role != Role::Tool && !pending.is_empty() {
                 let ids = pending.drain(..).map(|(id, _)| id).collect();
                 self.push(
@@ -284,7 +307,11 @@ impl Checker<'_> {
                 Role::Assistant => {
                     for (j, b) in m.content.iter().enumerate() {
                         if let Block::ToolUse(t) = b {
-                            pending.push((t.id.clone(), i));
+                            if is_legacy_call(t) {
+                                legacy = Some(t.id.clone());
+                            } else {
+                                pending.push((t.id.clone(), i));
+                            }
                             self.arguments_json(i, j, &t.id, &t.input);
                         }
                     }
@@ -292,7 +319,24 @@ impl Checker<'_> {
                 Role::Tool => {
                     for r in m.tool_results() {
                         let id = r.tool_use_id.clone();
-                        if answered.contains(&id) {
+                        if is_legacy_result(r) {
+                            if legacy_open.as_deref() != Some(id.as_str()) {
+                                self.push(
+                                    Some(i),
+                                    None,
+                                    ViolationKind::OrphanResult {
+                                        id: format!(
+                                            "of function message {:?}",
+                                            m.extra
+                                                .get("name")
+                                                .and_then(serde_json::Value::as_str)
+                                                .unwrap_or("")
+                                        ),
+                                        expected: "in a directly preceding assistant function_call of the same name",
+                                    },
+                                );
+                            }
+                        } else if answered.contains(&id) {
                             self.push(Some(i), None, ViolationKind::DuplicateResult { id });
                         } else if let Some(pos) = pending.iter().position(|(p, _)| *p == id) {
                             pending.remove(pos);
@@ -379,6 +423,187 @@ impl Checker<'_> {
                     },
                 );
             }
+        }
+    }
+
+    /// Inline base64 images, at the top level of a message and inside tool results.
+    fn images(&mut self) {
+        let mut found = Vec::new();
+        for (i, j, b) in self.conv.blocks() {
+            let nested: Vec<&Block> = match b {
+                Block::ToolResult(r) => match &r.content {
+                    Some(crate::conversation::ToolResultContent::Blocks(bs)) => bs.iter().collect(),
+                    _ => Vec::new(),
+                },
+                b => vec![b],
+            };
+            for nb in nested {
+                if let Block::Image(v) = nb
+                    && let Some(reason) = crate::tokens::image::image_data_fault(v)
+                {
+                    found.push((i, j, reason));
+                }
+            }
+        }
+        for (i, j, reason) in found {
+            self.push(Some(i), Some(j), ViolationKind::BadImage { reason });
+        }
+    }
+
+    /// Anthropic server tools and programmatic tool calling (see [`refs`]).
+    fn server_tools(&mut self) {
+        let mut turn = 0usize;
+        let mut uses: HashMap<&str, (usize, usize, usize)> = HashMap::new();
+        let mut done: HashSet<&str> = HashSet::new();
+        let mut found = Vec::new();
+        for (i, m) in self.conv.messages.iter().enumerate() {
+            if i > 0 && is_clean_user(m) {
+                turn += 1;
+            }
+            for (j, b) in m.content.iter().enumerate() {
+                if let Some(id) = refs::server_use_id(b) {
+                    if m.role != Role::Assistant {
+                        found.push((
+                            i,
+                            j,
+                            ViolationKind::BlockNotAllowed {
+                                block: b.kind().into(),
+                                role: m.role,
+                            },
+                        ));
+                    }
+                    uses.entry(id).or_insert((i, j, turn));
+                }
+                if let Some(id) = refs::server_result_id(b) {
+                    match uses.get(id) {
+                        Some(&(_, _, t)) if t == turn && done.insert(id) => {}
+                        Some(&(_, _, t)) if t == turn => {
+                            found.push((i, j, ViolationKind::DuplicateResult { id: id.into() }))
+                        }
+                        _ => {
+                            found.push((i, j, ViolationKind::OrphanServerResult { id: id.into() }))
+                        }
+                    }
+                }
+                if let (Some(caller), Block::ToolUse(t)) = (refs::caller_id(b), b)
+                    && !uses.contains_key(caller)
+                {
+                    found.push((
+                        i,
+                        j,
+                        ViolationKind::CallerMissing {
+                            id: t.id.clone(),
+                            caller: caller.into(),
+                        },
+                    ));
+                }
+            }
+        }
+        for (id, &(i, j, t)) in &uses {
+            if t < turn && !done.contains(id) {
+                found.push((
+                    i,
+                    j,
+                    ViolationKind::ServerCallWithoutResult {
+                        id: (*id).to_string(),
+                    },
+                ));
+            }
+        }
+        found.sort_by_key(|f| (f.0, f.1));
+        for (i, j, kind) in found {
+            self.push(Some(i), Some(j), kind);
+        }
+    }
+
+    /// Anthropic `cache_control` breakpoints (see [`super::cache`]).
+    fn breakpoints(&mut self) {
+        let found = super::cache::count(self.conv);
+        if found > super::cache::MAX_BREAKPOINTS {
+            self.push(None, None, ViolationKind::TooManyCacheBreakpoints { found });
+        }
+        for site in super::cache::on_empty_text(self.conv) {
+            match site {
+                super::cache::Site::Block { message, block, .. } => {
+                    self.push(
+                        Some(message),
+                        Some(block),
+                        ViolationKind::CacheControlOnEmptyText,
+                    );
+                }
+                _ => self.push(None, None, ViolationKind::CacheControlOnEmptyText),
+            }
+        }
+    }
+
+    /// Responses MCP approvals and computer-use safety checks (see [`refs`]).
+    fn approvals(&mut self) {
+        let mut requests: HashSet<&str> = HashSet::new();
+        let mut pending_checks: HashMap<&str, HashSet<&str>> = HashMap::new();
+        let mut found = Vec::new();
+        for (i, j, b) in self.conv.blocks() {
+            if let Some((t, id, names)) = refs::approval_ref(b) {
+                if t == "mcp_approval_request"
+                    && let Some(id) = id
+                {
+                    requests.insert(id);
+                }
+                if let Some(r) = names
+                    && !requests.contains(r)
+                {
+                    found.push((
+                        i,
+                        j,
+                        ViolationKind::OrphanApproval {
+                            item: t.into(),
+                            id: r.into(),
+                        },
+                    ));
+                }
+            }
+            match b {
+                Block::ToolUse(t) => {
+                    if let ToolInput::Json(v) = &t.input
+                        && let Some(serde_json::Value::Array(checks)) =
+                            v.get("pending_safety_checks")
+                    {
+                        pending_checks.insert(
+                            t.id.as_str(),
+                            checks
+                                .iter()
+                                .filter_map(|c| c.get("id").and_then(serde_json::Value::as_str))
+                                .collect(),
+                        );
+                    }
+                }
+                Block::ToolResult(r) => {
+                    if let Some(serde_json::Value::Array(acks)) =
+                        r.extra.get("acknowledged_safety_checks")
+                    {
+                        let raised = pending_checks.get(r.tool_use_id.as_str());
+                        for ack in acks {
+                            let Some(check) = ack.get("id").and_then(serde_json::Value::as_str)
+                            else {
+                                continue;
+                            };
+                            if !raised.is_some_and(|s| s.contains(check)) {
+                                found.push((
+                                    i,
+                                    j,
+                                    ViolationKind::UnknownSafetyCheck {
+                                        id: r.tool_use_id.clone(),
+                                        check: check.into(),
+                                    },
+                                ));
+                            }
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        for (i, j, kind) in found {
+            self.push(Some(i), Some(j), kind);
         }
     }
 
@@ -485,5 +710,149 @@ mod tests {
             {"role": "user", "content": null},
         ]));
         assert_eq!(found, vec![(Some(4), ViolationKind::EmptyContent)]);
+    }
+}
+
+#[cfg(test)]
+mod reference_tests {
+    use super::*;
+    use serde_json::json;
+
+    fn found(format: Format, body: serde_json::Value) -> Vec<(Option<usize>, ViolationKind)> {
+        let conv = format.read(&body).expect("readable");
+        validate(&conv, format, ValidateOptions::default())
+            .into_iter()
+            .map(|v| (v.message, v.kind))
+            .collect()
+    }
+
+    #[test]
+    fn server_results_and_callers_must_name_an_earlier_server_tool_use() {
+        let got = found(
+            Format::Anthropic,
+            json!({"messages": [
+                {"role": "user", "content": "go"},
+                {"role": "assistant", "content": [
+                    {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_x", "content": []},
+                    {"type": "server_tool_use", "id": "srvtoolu_y", "name": "web_search", "input": {}},
+                    {"type": "tool_use", "id": "toolu_a", "name": "f", "input": {},
+                     "caller": {"type": "code_execution_20250825", "tool_id": "srvtoolu_z"}}]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_a", "content": "a"}]},
+                {"role": "assistant", "content": "ok"},
+                {"role": "user", "content": "next"}
+            ]}),
+        );
+        assert_eq!(
+            got,
+            vec![
+                (
+                    Some(1),
+                    ViolationKind::OrphanServerResult {
+                        id: "srvtoolu_x".into()
+                    }
+                ),
+                (
+                    Some(1),
+                    ViolationKind::ServerCallWithoutResult {
+                        id: "srvtoolu_y".into()
+                    }
+                ),
+                (
+                    Some(1),
+                    ViolationKind::CallerMissing {
+                        id: "toolu_a".into(),
+                        caller: "srvtoolu_z".into()
+                    }
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_user_text_between_parallel_tool_messages_is_refused_where_it_stands() {
+        let got = found(
+            Format::OpenAiChat,
+            json!({"messages": [
+                {"role": "user", "content": "go"},
+                {"role": "assistant", "content": null, "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}},
+                    {"id": "c2", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+                {"role": "tool", "tool_call_id": "c1", "content": "a"},
+                {"role": "user", "content": "reminder"},
+                {"role": "tool", "tool_call_id": "c2", "content": "b"}
+            ]}),
+        );
+        assert_eq!(
+            got,
+            vec![
+                (
+                    Some(3),
+                    ViolationKind::MissingResults {
+                        ids: vec!["c2".into()],
+                        expected: "before this message"
+                    }
+                ),
+                (
+                    Some(4),
+                    ViolationKind::OrphanResult {
+                        id: "c2".into(),
+                        expected: "in a directly preceding assistant tool_calls"
+                    }
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn approvals_safety_checks_images_and_breakpoints_are_checked() {
+        let got = found(
+            Format::OpenAiResponses,
+            json!({"input": [
+                {"role": "user", "content": [{"type": "input_image", "image_url": ""}]},
+                {"type": "mcp_approval_response", "approval_request_id": "mcpr_gone", "approve": true},
+                {"type": "computer_call", "id": "cu_1", "call_id": "call_c", "action": {"type": "click"},
+                 "pending_safety_checks": [{"id": "cs_1", "code": "malicious_instructions"}]},
+                {"type": "computer_call_output", "call_id": "call_c",
+                 "acknowledged_safety_checks": [{"id": "cs_1"}, {"id": "cs_9"}],
+                 "output": {"type": "computer_screenshot", "image_url": "data:image/png;base64,AAAA"}}
+            ]}),
+        );
+        assert_eq!(
+            got,
+            vec![
+                (
+                    Some(0),
+                    ViolationKind::BadImage {
+                        reason: "data is empty"
+                    }
+                ),
+                (
+                    Some(1),
+                    ViolationKind::OrphanApproval {
+                        item: "mcp_approval_response".into(),
+                        id: "mcpr_gone".into()
+                    }
+                ),
+                (
+                    Some(3),
+                    ViolationKind::UnknownSafetyCheck {
+                        id: "call_c".into(),
+                        check: "cs_9".into()
+                    }
+                ),
+            ]
+        );
+        let cc = json!({"type": "ephemeral"});
+        let blocks: Vec<serde_json::Value> = (0..5)
+            .map(|k| json!({"type": "text", "text": format!("n{k}"), "cache_control": cc}))
+            .collect();
+        let got = found(
+            Format::Anthropic,
+            json!({"messages": [{"role": "user", "content": blocks}]}),
+        );
+        assert_eq!(
+            got,
+            vec![(None, ViolationKind::TooManyCacheBreakpoints { found: 5 })]
+        );
     }
 }

@@ -90,6 +90,77 @@ pub enum ViolationKind {
         /// The parser's complaint.
         reason: String,
     },
+    /// Anthropic: a server tool result (`web_search_tool_result`, `code_execution_tool_result`,
+    /// ...) whose `server_tool_use` is not earlier in the same turn (Anthropic "Server tools"
+    /// docs; error text `unexpected tool_use_id found in ... tool_result blocks`).
+    OrphanServerResult {
+        /// The server tool call id (`srvtoolu_…`) the result names.
+        id: String,
+    },
+    /// Anthropic: a `server_tool_use` of an earlier turn left without its result (only the
+    /// newest turn may end with one pending, a `pause_turn` continuation).
+    ServerCallWithoutResult {
+        /// The server tool call id.
+        id: String,
+    },
+    /// Anthropic: a `tool_use.caller.tool_id` that names no earlier `server_tool_use`
+    /// (Anthropic "Programmatic tool calling" docs).
+    CallerMissing {
+        /// The client call id.
+        id: String,
+        /// The server tool call id it names.
+        caller: String,
+    },
+    /// Responses: an `mcp_approval_response` / `mcp_call` whose `approval_request_id` names no
+    /// earlier `mcp_approval_request` (OpenAI "Remote MCP servers" docs).
+    OrphanApproval {
+        /// The item type.
+        item: String,
+        /// The approval request id it names.
+        id: String,
+    },
+    /// Responses: a `computer_call_output` acknowledging a safety check its `computer_call` did
+    /// not raise (OpenAI "Computer use" docs: acknowledge the call's `pending_safety_checks`).
+    UnknownSafetyCheck {
+        /// The call id.
+        id: String,
+        /// The safety check id.
+        check: String,
+    },
+    /// Anthropic: more than 4 `cache_control` breakpoints (error text `A maximum of 4 blocks
+    /// with cache_control may be provided. Found N.`). Repaired by compaction
+    /// ([`ViolationKind::is_repairable`]).
+    TooManyCacheBreakpoints {
+        /// Breakpoints found.
+        found: usize,
+    },
+    /// Anthropic: `cache_control` on an empty text block (error text `cache_control cannot be
+    /// set for empty text blocks`).
+    CacheControlOnEmptyText,
+    /// An inline base64 image whose data is empty or not base64 (Anthropic error texts `image
+    /// cannot be empty`, `Could not process image`; OpenAI `Invalid image`): every later request
+    /// that carries it fails.
+    BadImage {
+        /// What is wrong with the data.
+        reason: &'static str,
+    },
+    /// A provider compaction item (Anthropic `compaction` block, Responses `compaction` item) of
+    /// the input is missing from the output or changed: it holds the provider's summary of all
+    /// that came before it.
+    CompactionItemLost,
+    /// Compaction: a top-level field other than the history changed (tools, model, metadata,
+    /// ...), which would break the provider's prompt cache and tool definitions.
+    EnvelopeChanged {
+        /// The top-level key.
+        key: String,
+    },
+    /// Compaction: the output holds more `cache_control` breakpoints than the input.
+    CacheBreakpointsAdded {
+        /// Breakpoints in the input.
+        before: usize,
+        /// Breakpoints in the output.
+        after: usize,
+    },
     /// Compaction: the system prompt changed.
     SystemChanged,
     /// Compaction: the newest message changed beyond shortening its tool results.
@@ -110,6 +181,15 @@ pub enum ViolationKind {
         /// Tokens after.
         after: usize,
     },
+}
+
+impl ViolationKind {
+    /// True for a fault of the input that compaction itself repairs (a surplus of
+    /// `cache_control` breakpoints: the guard removes the surplus from every output), so an
+    /// input with it is compacted rather than refused.
+    pub fn is_repairable(&self) -> bool {
+        matches!(self, ViolationKind::TooManyCacheBreakpoints { .. })
+    }
 }
 
 impl std::fmt::Display for ViolationKind {
@@ -146,6 +226,42 @@ impl std::fmt::Display for ViolationKind {
                     f,
                     "tool call {id} arguments is not a JSON object string: {reason}"
                 )
+            }
+            OrphanServerResult { id } => write!(
+                f,
+                "server tool result for {id} has no server_tool_use earlier in its turn"
+            ),
+            ServerCallWithoutResult { id } => write!(
+                f,
+                "server_tool_use {id} has no result (only the newest turn may leave one pending)"
+            ),
+            CallerMissing { id, caller } => write!(
+                f,
+                "tool_use {id} names caller {caller}, which is no earlier server_tool_use"
+            ),
+            OrphanApproval { item, id } => write!(
+                f,
+                "{item} names approval_request_id {id}, which no earlier mcp_approval_request has"
+            ),
+            UnknownSafetyCheck { id, check } => write!(
+                f,
+                "computer_call_output {id} acknowledges safety check {check}, which its computer_call did not raise"
+            ),
+            TooManyCacheBreakpoints { found } => write!(
+                f,
+                "{found} cache_control breakpoints (A maximum of 4 blocks with cache_control may be provided)"
+            ),
+            CacheControlOnEmptyText => {
+                write!(f, "cache_control cannot be set for empty text blocks")
+            }
+            BadImage { reason } => write!(f, "image {reason}"),
+            CompactionItemLost => write!(
+                f,
+                "a provider compaction item of the input is missing or changed"
+            ),
+            EnvelopeChanged { key } => write!(f, "top-level field {key:?} changed"),
+            CacheBreakpointsAdded { before, after } => {
+                write!(f, "cache_control breakpoints rose from {before} to {after}")
             }
             SystemChanged => write!(f, "system prompt changed"),
             LastMessageChanged => {

@@ -91,6 +91,30 @@ pub fn image_dimensions(block: &Value) -> Option<(usize, usize)> {
     None
 }
 
+/// What is wrong with an image block's inline data, if anything: `"data is empty"` for a base64
+/// source or data URL with no payload (and an empty `image_url`), `"data is not valid base64"`
+/// when the payload does not decode (whitespace is not allowed). Images by URL or file id are
+/// not looked at. Used by the guard (Anthropic error texts `image cannot be empty` and `Could not
+/// process image`).
+pub fn image_data_fault(block: &Value) -> Option<&'static str> {
+    let empty_url = match block.get("image_url") {
+        Some(Value::String(s)) => s.is_empty(),
+        Some(obj) => obj.get("url").and_then(Value::as_str) == Some(""),
+        None => false,
+    };
+    if empty_url {
+        return Some("data is empty");
+    }
+    let data = inline_base64(block)?;
+    if data.is_empty() {
+        return Some("data is empty");
+    }
+    base64::engine::general_purpose::STANDARD
+        .decode(data)
+        .is_err()
+        .then_some("data is not valid base64")
+}
+
 /// The base64 payload of an inline image or file: Anthropic `source.data` (base64 sources), an
 /// OpenAI `image_url.url` / Responses `image_url` data URL, OpenAI `file.file_data` / Responses
 /// `file_data` (a data URL or bare base64).
@@ -213,6 +237,23 @@ mod tests {
         let responses =
             json!({"type": "input_image", "image_url": format!("data:image/png;base64,{data}")});
         assert_eq!(image_tokens(&responses), 54);
+    }
+
+    #[test]
+    fn empty_and_undecodable_image_data_are_named() {
+        let img = |data: &str| json!({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data}});
+        assert_eq!(image_data_fault(&img("")), Some("data is empty"));
+        assert_eq!(
+            image_data_fault(&img("not base64!")),
+            Some("data is not valid base64")
+        );
+        assert_eq!(image_data_fault(&img(&png_b64(4, 4))), None);
+        let chat = json!({"type": "image_url", "image_url": {"url": "data:image/png;base64,"}});
+        assert_eq!(image_data_fault(&chat), Some("data is empty"));
+        let responses = json!({"type": "input_image", "image_url": ""});
+        assert_eq!(image_data_fault(&responses), Some("data is empty"));
+        let by_url = json!({"type": "image", "source": {"type": "url", "url": "https://x/y.png"}});
+        assert_eq!(image_data_fault(&by_url), None);
     }
 
     #[test]

@@ -5,6 +5,12 @@
 //! exchanges with 1..=6 parallel calls, thinking, failed results, replies, an optional open last
 //! exchange) and rendered to a request body of one format. The renderer also records where each
 //! exchange and round lies, which is the ground truth the guard's units are checked against.
+//!
+//! Turns marked `special` add the provider-specific kinds: an Anthropic `server_tool_use` with
+//! its `web_search_tool_result` and client calls naming it as `caller`; a Responses MCP approval
+//! chain (`mcp_approval_request`, `mcp_approval_response`, `mcp_call`); a legacy Chat
+//! `function_call` answered by a `role: "function"` message. A Responses history may start with a
+//! server-side `compaction` item, which ends the pinned prefix.
 
 use compactor::conversation::{Conversation, Message, Role};
 use compactor::format::Format;
@@ -46,6 +52,8 @@ struct Turn {
     rotate: usize,
     /// Anthropic: user text after the tool_result blocks in the results message.
     after_text: Option<String>,
+    /// Add the format's provider-specific items (see the module docs).
+    special: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -68,6 +76,8 @@ pub(crate) struct Plan {
     last_reply: bool,
     /// Calls at the very end still waiting for their results.
     open: Option<Turn>,
+    /// Responses: the input starts with a server-side compaction item.
+    compaction: bool,
 }
 
 fn text() -> impl Strategy<Value = String> {
@@ -102,14 +112,18 @@ fn turn() -> impl Strategy<Value = Turn> {
         prop::collection::vec(call(), 1..=6),
         0..6usize,
         prop::option::weighted(0.25, text()),
+        prop::bool::weighted(0.3),
     )
-        .prop_map(|(thinking, pre_text, calls, rotate, after_text)| Turn {
-            thinking,
-            pre_text,
-            calls,
-            rotate,
-            after_text,
-        })
+        .prop_map(
+            |(thinking, pre_text, calls, rotate, after_text, special)| Turn {
+                thinking,
+                pre_text,
+                calls,
+                rotate,
+                after_text,
+                special,
+            },
+        )
 }
 
 fn round(min_turns: usize) -> impl Strategy<Value = Round> {
@@ -152,15 +166,17 @@ pub(crate) fn plan(min_turns: usize) -> impl Strategy<Value = Plan> {
         prop::collection::vec(round(0), 0..=3),
         any::<bool>(),
         prop::option::weighted(0.3, turn()),
+        prop::bool::weighted(0.2),
     )
         .prop_map(
-            |(format, system, bare, first, rest, last_reply, open)| Plan {
+            |(format, system, bare, first, rest, last_reply, open, compaction)| Plan {
                 format,
                 system,
                 bare,
                 rounds: std::iter::once(first).chain(rest).collect(),
                 last_reply,
                 open,
+                compaction: compaction && format == Format::OpenAiResponses,
             },
         )
 }
@@ -277,7 +293,7 @@ impl Renderer {
     }
 
     fn turn(&mut self, t: &Turn, open: bool) {
-        let start = self.items.len();
+        let mut start = self.items.len();
         let prefix = match self.format {
             Format::Anthropic => "toolu_",
             _ => "call_",
@@ -294,9 +310,23 @@ impl Renderer {
                 if let Some(p) = &t.pre_text {
                     content.push(json!({"type": "text", "text": p}));
                 }
+                let server = t.special.then(|| self.id("srvtoolu_"));
+                if let Some(srv) = &server {
+                    content.push(
+                        json!({"type": "server_tool_use", "id": srv, "name": "web_search",
+                                        "input": {"query": t.calls[0].arg}}),
+                    );
+                    content.push(json!({"type": "web_search_tool_result", "tool_use_id": srv,
+                                        "content": [{"type": "web_search_result", "url": "https://example.com/",
+                                                     "title": t.calls[0].result, "encrypted_content": "EqWs"}]}));
+                }
                 for (c, id) in t.calls.iter().zip(&ids) {
-                    content.push(json!({"type": "tool_use", "id": id, "name": c.name,
-                                        "input": {"arg": c.arg}}));
+                    let mut b = json!({"type": "tool_use", "id": id, "name": c.name,
+                                        "input": {"arg": c.arg}});
+                    if let Some(srv) = &server {
+                        b["caller"] = json!({"type": "code_execution_20250825", "tool_id": srv});
+                    }
+                    content.push(b);
                 }
                 self.items
                     .push(json!({"role": "assistant", "content": content}));
@@ -322,6 +352,17 @@ impl Renderer {
                 }
             }
             Format::OpenAiChat => {
+                if t.special && !open {
+                    let c = &t.calls[0];
+                    self.items.push(
+                        json!({"role": "assistant", "content": null, "function_call": {
+                        "name": c.name, "arguments": json!({"arg": c.arg}).to_string()}}),
+                    );
+                    self.items.push(json!({"role": "function", "name": c.name,
+                                           "content": self.result_text(c)}));
+                    self.exchanges.push((start, self.items.len(), false));
+                    start = self.items.len();
+                }
                 let calls: Vec<Value> = t
                     .calls
                     .iter()
@@ -360,6 +401,19 @@ impl Renderer {
                         .push(json!({"type": "message", "role": "assistant", "id": id,
                         "content": [{"type": "output_text", "text": p, "annotations": []}]}));
                 }
+                if t.special {
+                    let req = self.id("mcpr_");
+                    let call = self.id("mcp_");
+                    self.items
+                        .push(json!({"type": "mcp_approval_request", "id": req,
+                        "server_label": "db", "name": "run_sql", "arguments": "{}"}));
+                    self.items.push(json!({"type": "mcp_approval_response",
+                        "approval_request_id": req, "approve": true}));
+                    self.items
+                        .push(json!({"type": "mcp_call", "id": call, "server_label": "db",
+                        "name": "run_sql", "approval_request_id": req, "arguments": "{}",
+                        "output": t.calls[0].result}));
+                }
                 for (c, id) in t.calls.iter().zip(&ids) {
                     let item_id = self.id("fc_");
                     self.items.push(
@@ -397,6 +451,10 @@ pub(crate) fn render(plan: &Plan) -> Rendered {
     };
     if let (Format::OpenAiChat, Some(s)) = (plan.format, &plan.system) {
         r.items.push(json!({"role": "system", "content": s}));
+    }
+    if plan.compaction {
+        r.items
+            .push(json!({"type": "compaction", "id": "cmp_0", "encrypted_content": "gAAAAcmp"}));
     }
     let last = plan.rounds.len() - 1;
     for (k, round) in plan.rounds.iter().enumerate() {
@@ -508,7 +566,8 @@ fn violation(
 fn is_assistant_item(format: Format, item: &Value) -> bool {
     match format {
         Format::OpenAiResponses => match item["type"].as_str() {
-            Some("function_call") | Some("reasoning") => true,
+            Some("function_call") | Some("reasoning") | Some("compaction") => true,
+            Some(t) if t.starts_with("mcp_") => true,
             Some("function_call_output") => false,
             _ => item["role"] == "assistant",
         },
@@ -718,11 +777,13 @@ proptest! {
                     .map(|(i, m)| (i, m[key].as_str().unwrap().to_string()))
                     .collect();
                 let (t, id) = pick.get(&results).clone();
-                // Anywhere after the original, but not inside a run of assistant items.
+                // Anywhere after the original, but not inside a run of assistant items nor
+                // between a legacy function_call and the function message answering it.
                 let places: Vec<usize> = (t + 1..=items.len())
                     .filter(|&p| p == items.len()
-                        || !(is_assistant_item(format, &items[p - 1])
-                             && is_assistant_item(format, &items[p])))
+                        || !((is_assistant_item(format, &items[p - 1])
+                             && is_assistant_item(format, &items[p]))
+                             || items[p]["role"] == "function"))
                     .collect();
                 let p = *place.get(&places);
                 let copy = items[t].clone();

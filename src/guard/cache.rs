@@ -1,0 +1,342 @@
+//! Anthropic prompt-cache breakpoints (`cache_control`): how many a request holds, where, and
+//! how a compaction output is brought back to the provider's limit.
+//!
+//! Rules (Anthropic docs, "Prompt caching": up to 4 cache breakpoints per request; error texts
+//! `A maximum of 4 blocks with cache_control may be provided. Found N.` and `cache_control cannot
+//! be set for empty text blocks`). Breakpoints sit on `tools[i]`, on `system` text blocks and on
+//! content blocks of messages (also on blocks nested in a `tool_result`).
+
+use crate::conversation::{Block, Conversation, ToolResultContent};
+use serde_json::Value;
+
+/// The most `cache_control` breakpoints one Anthropic request may hold.
+pub const MAX_BREAKPOINTS: usize = 4;
+
+const KEY: &str = "cache_control";
+
+/// Where a breakpoint sits, in the request's own terms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Site {
+    /// `tools[i]`.
+    Tool(usize),
+    /// `system[i]` (a text block of an array system prompt).
+    System(usize),
+    /// `messages[message].content[block]`, or a block nested in that tool_result's content.
+    Block {
+        /// Message index.
+        message: usize,
+        /// Block index.
+        block: usize,
+        /// Index inside the tool_result's content, for a nested block.
+        nested: Option<usize>,
+    },
+}
+
+impl std::fmt::Display for Site {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Site::Tool(i) => write!(f, "tools[{i}]"),
+            Site::System(i) => write!(f, "system[{i}]"),
+            Site::Block {
+                message,
+                block,
+                nested: None,
+            } => write!(f, "messages[{message}].content[{block}]"),
+            Site::Block {
+                message,
+                block,
+                nested: Some(k),
+            } => write!(f, "messages[{message}].content[{block}].content[{k}]"),
+        }
+    }
+}
+
+/// A breakpoint that [`fit`] removed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemovedBreakpoint {
+    /// Where it was.
+    pub site: Site,
+    /// Breakpoints in the request before [`fit`] ran.
+    pub found: usize,
+}
+
+impl std::fmt::Display for RemovedBreakpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "removed cache_control from {}: the request held {} breakpoints, the Anthropic API takes at most {MAX_BREAKPOINTS}",
+            self.site, self.found
+        )
+    }
+}
+
+fn has_key(v: &Value) -> bool {
+    v.get(KEY).is_some()
+}
+
+fn block_has(b: &Block) -> bool {
+    match b {
+        Block::Text(t) => t.extra.contains_key(KEY),
+        Block::ToolUse(t) => t.extra.contains_key(KEY),
+        Block::ToolResult(r) => r.extra.contains_key(KEY),
+        Block::Thinking(v) | Block::Image(v) | Block::Document(v) | Block::Other(v) => has_key(v),
+    }
+}
+
+/// Every breakpoint of the request, in prefix order (tools, system, messages).
+pub fn sites(c: &Conversation) -> Vec<Site> {
+    let mut out = Vec::new();
+    if let Some(Value::Array(tools)) = c.tools() {
+        out.extend(
+            (0..tools.len())
+                .filter(|&i| has_key(&tools[i]))
+                .map(Site::Tool),
+        );
+    }
+    if let Some(Value::Array(system)) = &c.system {
+        out.extend(
+            (0..system.len())
+                .filter(|&i| has_key(&system[i]))
+                .map(Site::System),
+        );
+    }
+    for (message, block, b) in c.blocks() {
+        if block_has(b) {
+            out.push(Site::Block {
+                message,
+                block,
+                nested: None,
+            });
+        }
+        if let Block::ToolResult(r) = b
+            && let Some(ToolResultContent::Blocks(bs)) = &r.content
+        {
+            for (k, nb) in bs.iter().enumerate() {
+                if block_has(nb) {
+                    out.push(Site::Block {
+                        message,
+                        block,
+                        nested: Some(k),
+                    });
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The number of breakpoints in the request.
+pub fn count(c: &Conversation) -> usize {
+    sites(c).len()
+}
+
+/// The breakpoints that sit on an empty (or whitespace-only) text block.
+pub fn on_empty_text(c: &Conversation) -> Vec<Site> {
+    sites(c)
+        .into_iter()
+        .filter(|s| match *s {
+            Site::Block {
+                message,
+                block,
+                nested,
+            } => {
+                let b = c.messages.get(message).and_then(|m| m.content.get(block));
+                let b = match (b, nested) {
+                    (Some(Block::ToolResult(r)), Some(k)) => match &r.content {
+                        Some(ToolResultContent::Blocks(bs)) => bs.get(k),
+                        _ => None,
+                    },
+                    (b, _) => b,
+                };
+                matches!(b, Some(Block::Text(t)) if t.text.trim().is_empty())
+            }
+            Site::System(i) => c
+                .system
+                .as_ref()
+                .and_then(|s| s.get(i))
+                .and_then(|b| b.get("text"))
+                .and_then(Value::as_str)
+                .is_some_and(|t| t.trim().is_empty()),
+            Site::Tool(_) => false,
+        })
+        .collect()
+}
+
+/// Brings a compaction output back to at most [`MAX_BREAKPOINTS`] breakpoints and takes every
+/// breakpoint off an empty text block. Surplus breakpoints go in this order, each group oldest
+/// first: those in history messages other than the newest one (their cached prefix changed with
+/// the compaction anyway), then `tools`, then `system` (a later breakpoint's cached prefix
+/// covers them), then the newest message. Returns what was removed, for the report; a request
+/// within the limit is left as it is.
+pub fn fit(c: &mut Conversation) -> Vec<RemovedBreakpoint> {
+    let all = sites(c);
+    let found = all.len();
+    let mut doomed: Vec<Site> = on_empty_text(c);
+    let keep_room = found - doomed.len();
+    if keep_room > MAX_BREAKPOINTS {
+        let last = c.messages.len().saturating_sub(1);
+        let rank = |s: &Site| match s {
+            Site::Block { message, .. } if *message < last => 0,
+            Site::Tool(_) => 1,
+            Site::System(_) => 2,
+            Site::Block { .. } => 3,
+        };
+        let mut rest: Vec<Site> = all.into_iter().filter(|s| !doomed.contains(s)).collect();
+        rest.sort_by_key(rank);
+        doomed.extend(rest.into_iter().take(keep_room - MAX_BREAKPOINTS));
+    }
+    for s in &doomed {
+        remove(c, *s);
+    }
+    doomed
+        .into_iter()
+        .map(|site| RemovedBreakpoint { site, found })
+        .collect()
+}
+
+fn remove(c: &mut Conversation, site: Site) {
+    fn from_block(b: &mut Block) {
+        match b {
+            Block::Text(t) => {
+                t.extra.shift_remove(KEY);
+            }
+            Block::ToolUse(t) => {
+                t.extra.shift_remove(KEY);
+            }
+            Block::ToolResult(r) => {
+                r.extra.shift_remove(KEY);
+            }
+            Block::Thinking(v) | Block::Image(v) | Block::Document(v) | Block::Other(v) => {
+                if let Some(o) = v.as_object_mut() {
+                    o.shift_remove(KEY);
+                }
+            }
+        }
+    }
+    match site {
+        Site::Tool(i) => {
+            if let Some(o) = c
+                .extra
+                .get_mut("tools")
+                .and_then(|t| t.get_mut(i))
+                .and_then(Value::as_object_mut)
+            {
+                o.shift_remove(KEY);
+            }
+        }
+        Site::System(i) => {
+            if let Some(o) = c
+                .system
+                .as_mut()
+                .and_then(|s| s.get_mut(i))
+                .and_then(Value::as_object_mut)
+            {
+                o.shift_remove(KEY);
+            }
+        }
+        Site::Block {
+            message,
+            block,
+            nested,
+        } => {
+            let Some(b) = c
+                .messages
+                .get_mut(message)
+                .and_then(|m| m.content.get_mut(block))
+            else {
+                return;
+            };
+            match (b, nested) {
+                (Block::ToolResult(r), Some(k)) => {
+                    if let Some(ToolResultContent::Blocks(bs)) = &mut r.content
+                        && let Some(nb) = bs.get_mut(k)
+                    {
+                        from_block(nb);
+                    }
+                }
+                (b, _) => from_block(b),
+            }
+        }
+    }
+}
+
+/// A copy of `v` without any `cache_control` key at any depth (to compare envelopes whose only
+/// difference is a removed breakpoint).
+pub(crate) fn without_breakpoints(v: &Value) -> Value {
+    match v {
+        Value::Object(o) => Value::Object(
+            o.iter()
+                .filter(|(k, _)| k.as_str() != KEY)
+                .map(|(k, x)| (k.clone(), without_breakpoints(x)))
+                .collect(),
+        ),
+        Value::Array(a) => Value::Array(a.iter().map(without_breakpoints).collect()),
+        other => other.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::Format;
+    use serde_json::json;
+
+    fn text(t: &str) -> Value {
+        json!({"type": "text", "text": t, "cache_control": {"type": "ephemeral"}})
+    }
+
+    #[test]
+    fn fit_drops_history_then_tools_first_and_keeps_the_newest_message() {
+        let body = json!({
+            "system": [text("sys")],
+            "tools": [{"name": "t", "input_schema": {"type": "object"}, "cache_control": {"type": "ephemeral"}}],
+            "messages": [
+                {"role": "user", "content": [text("old")]},
+                {"role": "assistant", "content": "ok"},
+                {"role": "user", "content": [text("a"), text("b"), text("c")]}
+            ]
+        });
+        let mut conv = Format::Anthropic.read(&body).unwrap();
+        assert_eq!(count(&conv), 6);
+        let removed: Vec<Site> = fit(&mut conv).into_iter().map(|r| r.site).collect();
+        assert_eq!(
+            removed,
+            vec![
+                Site::Block {
+                    message: 0,
+                    block: 0,
+                    nested: None
+                },
+                Site::Tool(0)
+            ]
+        );
+        assert_eq!(count(&conv), 4);
+        assert_eq!(conv.system, body.get("system").cloned());
+        assert_eq!(
+            Format::Anthropic.write(&conv)["messages"][2],
+            body["messages"][2]
+        );
+        // Within the limit: nothing moves.
+        assert_eq!(fit(&mut conv), vec![]);
+    }
+
+    #[test]
+    fn a_breakpoint_on_an_empty_text_block_is_found_and_removed() {
+        let body = json!({"messages": [{"role": "user", "content": [text(" "), text("x")]}]});
+        let mut conv = Format::Anthropic.read(&body).unwrap();
+        let empty = Site::Block {
+            message: 0,
+            block: 0,
+            nested: None,
+        };
+        assert_eq!(on_empty_text(&conv), vec![empty]);
+        assert_eq!(
+            fit(&mut conv),
+            vec![RemovedBreakpoint {
+                site: empty,
+                found: 2
+            }]
+        );
+        assert_eq!(count(&conv), 1);
+    }
+}
