@@ -568,7 +568,7 @@ async fn without_an_llm_the_summary_tier_is_skipped_with_a_note() {
 }
 
 fn shared() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared")
+    super::support::shared("")
 }
 
 /// Writes `value` to a temp file and runs the independent checker on it.
