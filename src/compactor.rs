@@ -71,7 +71,7 @@ impl Compactor {
                     config: settings.microcompact.clone(),
                 })),
                 "summary" => match &settings.llm {
-                    None => skipped.push("summary tier skipped: no LLM configured".to_string()),
+                    None => skipped.push("summary tier skipped: no [llm] configured".to_string()),
                     Some(llm) => {
                         let summarizer =
                             crate::llm::from_config(llm).map_err(|e| ConfigError::Invalid {
@@ -129,7 +129,7 @@ impl Compactor {
     }
 
     /// Tiers of the settings that cannot run here, with the reason (`summary tier skipped: no
-    /// LLM configured`).
+    /// [llm] configured`).
     pub fn skipped_tiers(&self) -> &[String] {
         &self.skipped
     }
@@ -204,6 +204,7 @@ impl Compactor {
             tiers: Vec::new(),
             continued_from: None,
             notes: Vec::new(),
+            skipped: Vec::new(),
             timings,
         };
         if tokens_before <= trigger {
@@ -217,18 +218,22 @@ impl Compactor {
             });
         }
         report.notes.extend(self.skipped.iter().cloned());
+        report.skipped = self.skipped.clone();
         let cx = Context {
             format,
             counter: self.counter.as_ref(),
             instructions,
         };
         let mut current: Option<Conversation> = None;
+        // Why the output is degraded (a tier fell back, here or in the remembered prefix).
+        let mut degraded: Option<String> = None;
         let mut tokens_now = tokens_before;
         // Hysteresis across calls: continue from the remembered compaction of this history's
         // prefix, so the compacted prefix (and the provider's prompt cache) stays the same.
         let hashes = PrefixHashes::of(input, budget.limit as u64);
         let remember = self.settings.policy.remember;
-        if let Some((len, mut candidate)) = remember.then(|| self.memory.recall(&hashes)).flatten()
+        if let Some((len, mut candidate, was_degraded)) =
+            remember.then(|| self.memory.recall(&hashes)).flatten()
         {
             candidate.messages.extend_from_slice(&input.messages[len..]);
             let t0 = Instant::now();
@@ -243,11 +248,23 @@ impl Compactor {
                 ));
                 tokens_now = tokens;
                 report.continued_from = Some(len);
+                if let Some(why) = &was_degraded {
+                    // The remembered prefix was made by a fallback: so is this output.
+                    report
+                        .notes
+                        .push(format!("remembered compaction was degraded: {why}"));
+                    degraded = Some(why.clone());
+                }
                 if tokens <= trigger {
-                    self.memory.remember(&hashes, &candidate);
+                    self.memory
+                        .remember(&hashes, &candidate, degraded.as_deref());
 
                     report.tokens_after = tokens;
-                    report.status = Status::Compacted;
+                    report.status = if degraded.is_some() {
+                        Status::Degraded
+                    } else {
+                        Status::Compacted
+                    };
                     report.messages_after = candidate.messages.len();
                     report.timings.total_ms = ms(started);
                     return Ok(Compacted {
@@ -258,7 +275,6 @@ impl Compactor {
                 current = Some(candidate);
             }
         }
-        let mut degraded = false;
         for tier in &self.tiers {
             let base = current.as_ref().unwrap_or(input);
             let t0 = Instant::now();
@@ -273,17 +289,21 @@ impl Compactor {
                 notes: Vec::new(),
                 edits: Vec::new(),
                 millis,
+                degraded: None,
+                failed: None,
             };
             let compaction = match result {
                 Ok(c) => c,
                 Err(e) => {
                     run.notes
                         .push(format!("{} could not run: {e}", tier.name()));
+                    run.failed = Some(e.to_string());
                     report.tiers.push(run);
                     continue;
                 }
             };
             run.notes = compaction.notes;
+            run.degraded.clone_from(&compaction.degraded);
             run.edits = compaction.edits;
             if run.edits.is_empty() {
                 report.tiers.push(run);
@@ -319,8 +339,8 @@ impl Compactor {
             run.accepted = true;
             if let Some(why) = compaction.degraded {
                 // Why the output is degraded belongs on the report itself, not only in the tier.
-                degraded = true;
-                report.notes.push(why);
+                report.notes.push(why.clone());
+                degraded = Some(why);
             }
             tokens_now = tokens;
             current = Some(compaction.conversation);
@@ -334,7 +354,7 @@ impl Compactor {
             None if tokens_before > budget.limit => Status::OverBudget,
             None => Status::Unchanged,
             Some(_) if tokens_now > budget.limit => Status::OverBudget,
-            Some(_) if degraded => Status::Degraded,
+            Some(_) if degraded.is_some() => Status::Degraded,
             Some(_) => Status::Compacted,
         };
         if current.is_some() && tokens_now > budget.target {
@@ -347,7 +367,7 @@ impl Compactor {
         let conversation = match current {
             Some(c) => {
                 if remember {
-                    self.memory.remember(&hashes, &c);
+                    self.memory.remember(&hashes, &c, degraded.as_deref());
                 }
                 Cow::Owned(c)
             }
