@@ -4,7 +4,7 @@
 // Test helpers outside `#[test]` fns: a panic is the failure report.
 #![allow(clippy::unwrap_used)]
 
-use super::corpus::{CASES, CORPUS, LOGS, cassette_requests};
+use super::corpus::{CORPUS, LOGS, cassette_requests};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;

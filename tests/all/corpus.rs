@@ -13,7 +13,6 @@ use serde_json::Value;
 use std::collections::HashSet;
 
 pub const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/corpus");
-pub const CASES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/cases");
 
 fn read(name: &str) -> String {
     let path = super::support::shared("corpus").join(name);

@@ -10,7 +10,7 @@ use compactor::llm::{LlmConfig, Provider, Summarizer, SummaryRequest};
 use compactor::report::{Report, Status};
 use compactor::strategy::summary::SUMMARY_PREFIX;
 use serde_json::{Value, json};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 const SECRET_THINKING: &str = "PRIVATE-CHAIN-OF-THOUGHT-7731";
