@@ -395,3 +395,92 @@ fn summary_prompt(file: &str) -> Result<String, ConfigError> {
 fn ms(since: Instant) -> f64 {
     since.elapsed().as_secs_f64() * 1000.0
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::strategy::{Compaction, StrategyError};
+    use serde_json::json;
+
+    /// The real truncation, reported the way `summary` reports its fallback.
+    struct FellBack(Truncate);
+
+    #[async_trait::async_trait]
+    impl Strategy for FellBack {
+        fn name(&self) -> &str {
+            "summary"
+        }
+        async fn compact(
+            &self,
+            conversation: &Conversation,
+            budget: Budget,
+            cx: &Context<'_>,
+        ) -> Result<Compaction, StrategyError> {
+            let mut c = self.0.compact(conversation, budget, cx).await?;
+            c.degraded = Some("summary failed (connection refused): fell back to truncate".into());
+            Ok(c)
+        }
+    }
+
+    fn history(turns: usize) -> Conversation {
+        let long = "output line ".repeat(300);
+        let mut messages = vec![json!({"role": "user", "content": "start"})];
+        for i in 0..turns {
+            let id = format!("toolu_{i}");
+            messages.push(json!({"role": "assistant", "content": [
+                {"type": "tool_use", "id": id, "name": "Bash", "input": {"command": "ls"}}]}));
+            messages.push(json!({"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": id, "content": long}]}));
+            messages.push(json!({"role": "assistant", "content": format!("turn {i}")}));
+            messages.push(json!({"role": "user", "content": "go on"}));
+        }
+        Format::Anthropic
+            .read(&json!({"model": "m", "max_tokens": 8, "messages": messages}))
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_fallback_is_named_warned_and_stays_degraded_when_continued_from_memory() {
+        let settings = Settings::default();
+        let counter = crate::tokens::counter_for(settings.tokens.tokenizer);
+        let engine = Compactor::with_parts(
+            settings.clone(),
+            counter,
+            vec![Box::new(FellBack(Truncate {
+                config: settings.truncate.clone(),
+            }))],
+        );
+        let first = history(8);
+        let out = engine
+            .compact(&first, Format::Anthropic, Some(2_000))
+            .await
+            .unwrap();
+        assert_eq!(out.report.status, Status::Degraded);
+        assert_eq!(out.report.applied(), "truncate after summary failed");
+        assert!(
+            out.report
+                .summary_line()
+                .contains(" by truncate after summary failed [default]")
+        );
+        assert_eq!(
+            out.report.warnings(),
+            vec!["summary failed (connection refused): fell back to truncate".to_string()]
+        );
+        // The next turn extends the same history and fits after the remembered prefix.
+        let mut next = first.clone();
+        next.messages.push(crate::conversation::Message::new(
+            crate::conversation::Role::Assistant,
+            vec![crate::conversation::Block::text("ok")],
+        ));
+        next.messages.push(crate::conversation::Message::new(
+            crate::conversation::Role::User,
+            vec![crate::conversation::Block::text("and now?")],
+        ));
+        let again = engine
+            .compact(&next, Format::Anthropic, Some(2_000))
+            .await
+            .unwrap();
+        assert_eq!(again.report.continued_from, Some(first.messages.len()));
+        assert_eq!(again.report.status, Status::Degraded, "{:?}", again.report);
+    }
+}
