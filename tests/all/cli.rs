@@ -205,6 +205,7 @@ fn an_explicit_config_tier_list_wins_and_a_typo_names_the_file_and_key() {
     );
 }
 
+#[allow(clippy::needless_pass_by_value)] // reads best with `json!` arguments
 fn cc_line(kind: &str, content: Value, id: &str) -> String {
     let mut v = json!({"type": kind, "sessionId": "s", "parentUuid": null, "isSidechain": false,
                        "uuid": id, "message": {"role": kind, "content": content}});
