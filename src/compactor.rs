@@ -71,7 +71,7 @@ impl Compactor {
                     config: settings.microcompact.clone(),
                 })),
                 "summary" => match &settings.llm {
-                    None => skipped.push("summary tier skipped: no LLM configured".to_string()),
+                    None => skipped.push("summary tier skipped: no [llm] configured".to_string()),
                     Some(llm) => {
                         let summarizer =
                             crate::llm::from_config(llm).map_err(|e| ConfigError::Invalid {
@@ -129,7 +129,7 @@ impl Compactor {
     }
 
     /// Tiers of the settings that cannot run here, with the reason (`summary tier skipped: no
-    /// LLM configured`).
+    /// [llm] configured`).
     pub fn skipped_tiers(&self) -> &[String] {
         &self.skipped
     }
@@ -206,6 +206,7 @@ impl Compactor {
             tiers: Vec::new(),
             continued_from: None,
             notes: Vec::new(),
+            skipped: Vec::new(),
             timings,
         };
         if tokens_before <= trigger {
@@ -219,18 +220,22 @@ impl Compactor {
             });
         }
         report.notes.extend(self.skipped.iter().cloned());
+        report.skipped = self.skipped.clone();
         let cx = Context {
             format,
             counter: self.counter.as_ref(),
             instructions,
         };
         let mut current: Option<Conversation> = None;
+        // Why the output is degraded (a tier fell back, here or in the remembered prefix).
+        let mut degraded: Option<String> = None;
         let mut tokens_now = tokens_before;
         // Hysteresis across calls: continue from the remembered compaction of this history's
         // prefix, so the compacted prefix (and the provider's prompt cache) stays the same.
         let hashes = PrefixHashes::of(input, budget.limit as u64);
         let remember = self.settings.policy.remember;
-        if let Some((len, mut candidate)) = remember.then(|| self.memory.recall(&hashes)).flatten()
+        if let Some((len, mut candidate, was_degraded)) =
+            remember.then(|| self.memory.recall(&hashes)).flatten()
         {
             candidate.messages.extend_from_slice(&input.messages[len..]);
             let t0 = Instant::now();
@@ -245,11 +250,23 @@ impl Compactor {
                 ));
                 tokens_now = tokens;
                 report.continued_from = Some(len);
+                if let Some(why) = &was_degraded {
+                    // The remembered prefix was made by a fallback: so is this output.
+                    report
+                        .notes
+                        .push(format!("remembered compaction was degraded: {why}"));
+                    degraded = Some(why.clone());
+                }
                 if tokens <= trigger {
-                    self.memory.remember(&hashes, &candidate);
+                    self.memory
+                        .remember(&hashes, &candidate, degraded.as_deref());
 
                     report.tokens_after = tokens;
-                    report.status = Status::Compacted;
+                    report.status = if degraded.is_some() {
+                        Status::Degraded
+                    } else {
+                        Status::Compacted
+                    };
                     report.messages_after = candidate.messages.len();
                     report.timings.total_ms = ms(started);
                     return Ok(Compacted {
@@ -260,7 +277,6 @@ impl Compactor {
                 current = Some(candidate);
             }
         }
-        let mut degraded = false;
         for tier in &self.tiers {
             let base = current.as_ref().unwrap_or(input);
             let t0 = Instant::now();
@@ -275,17 +291,21 @@ impl Compactor {
                 notes: Vec::new(),
                 edits: Vec::new(),
                 millis,
+                degraded: None,
+                failed: None,
             };
             let mut compaction = match result {
                 Ok(c) => c,
                 Err(e) => {
                     run.notes
                         .push(format!("{} could not run: {e}", tier.name()));
+                    run.failed = Some(e.to_string());
                     report.tiers.push(run);
                     continue;
                 }
             };
             run.notes = compaction.notes;
+            run.degraded.clone_from(&compaction.degraded);
             run.edits = compaction.edits;
             if run.edits.is_empty() {
                 report.tiers.push(run);
@@ -328,8 +348,8 @@ impl Compactor {
             run.accepted = true;
             if let Some(why) = compaction.degraded {
                 // Why the output is degraded belongs on the report itself, not only in the tier.
-                degraded = true;
-                report.notes.push(why);
+                report.notes.push(why.clone());
+                degraded = Some(why);
             }
             tokens_now = tokens;
             current = Some(compaction.conversation);
@@ -343,7 +363,7 @@ impl Compactor {
             None if tokens_before > budget.limit => Status::OverBudget,
             None => Status::Unchanged,
             Some(_) if tokens_now > budget.limit => Status::OverBudget,
-            Some(_) if degraded => Status::Degraded,
+            Some(_) if degraded.is_some() => Status::Degraded,
             Some(_) => Status::Compacted,
         };
         if current.is_some() && tokens_now > budget.target {
@@ -356,7 +376,7 @@ impl Compactor {
         let conversation = match current {
             Some(c) => {
                 if remember {
-                    self.memory.remember(&hashes, &c);
+                    self.memory.remember(&hashes, &c, degraded.as_deref());
                 }
                 Cow::Owned(c)
             }
@@ -383,4 +403,93 @@ fn summary_prompt(file: &str) -> Result<String, ConfigError> {
 
 fn ms(since: Instant) -> f64 {
     since.elapsed().as_secs_f64() * 1000.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::strategy::{Compaction, StrategyError};
+    use serde_json::json;
+
+    /// The real truncation, reported the way `summary` reports its fallback.
+    struct FellBack(Truncate);
+
+    #[async_trait::async_trait]
+    impl Strategy for FellBack {
+        fn name(&self) -> &str {
+            "summary"
+        }
+        async fn compact(
+            &self,
+            conversation: &Conversation,
+            budget: Budget,
+            cx: &Context<'_>,
+        ) -> Result<Compaction, StrategyError> {
+            let mut c = self.0.compact(conversation, budget, cx).await?;
+            c.degraded = Some("summary failed (connection refused): fell back to truncate".into());
+            Ok(c)
+        }
+    }
+
+    fn history(turns: usize) -> Conversation {
+        let long = "output line ".repeat(300);
+        let mut messages = vec![json!({"role": "user", "content": "start"})];
+        for i in 0..turns {
+            let id = format!("toolu_{i}");
+            messages.push(json!({"role": "assistant", "content": [
+                {"type": "tool_use", "id": id, "name": "Bash", "input": {"command": "ls"}}]}));
+            messages.push(json!({"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": id, "content": long}]}));
+            messages.push(json!({"role": "assistant", "content": format!("turn {i}")}));
+            messages.push(json!({"role": "user", "content": "go on"}));
+        }
+        Format::Anthropic
+            .read(&json!({"model": "m", "max_tokens": 8, "messages": messages}))
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_fallback_is_named_warned_and_stays_degraded_when_continued_from_memory() {
+        let settings = Settings::default();
+        let counter = crate::tokens::counter_for(settings.tokens.tokenizer);
+        let engine = Compactor::with_parts(
+            settings.clone(),
+            counter,
+            vec![Box::new(FellBack(Truncate {
+                config: settings.truncate.clone(),
+            }))],
+        );
+        let first = history(8);
+        let out = engine
+            .compact(&first, Format::Anthropic, Some(2_000))
+            .await
+            .unwrap();
+        assert_eq!(out.report.status, Status::Degraded);
+        assert_eq!(out.report.applied(), "truncate after summary failed");
+        assert!(
+            out.report
+                .summary_line()
+                .contains(" by truncate after summary failed [default]")
+        );
+        assert_eq!(
+            out.report.warnings(),
+            vec!["summary failed (connection refused): fell back to truncate".to_string()]
+        );
+        // The next turn extends the same history and fits after the remembered prefix.
+        let mut next = first.clone();
+        next.messages.push(crate::conversation::Message::new(
+            crate::conversation::Role::Assistant,
+            vec![crate::conversation::Block::text("ok")],
+        ));
+        next.messages.push(crate::conversation::Message::new(
+            crate::conversation::Role::User,
+            vec![crate::conversation::Block::text("and now?")],
+        ));
+        let again = engine
+            .compact(&next, Format::Anthropic, Some(2_000))
+            .await
+            .unwrap();
+        assert_eq!(again.report.continued_from, Some(first.messages.len()));
+        assert_eq!(again.report.status, Status::Degraded, "{:?}", again.report);
+    }
 }

@@ -43,6 +43,16 @@ pub enum ConfigError {
         /// What is wrong.
         message: String,
     },
+    /// An error of one source of settings, named: the config file, the preset file or the
+    /// environment variables.
+    #[error("{origin}: {source}")]
+    In {
+        /// `config file my.toml`, `preset truncate`, `environment (COMPACTOR__BUDGET__TRIGGER)`.
+        origin: String,
+        /// The error that source alone gives over the built-in defaults.
+        #[source]
+        source: Box<ConfigError>,
+    },
     /// `--strategy NAME` names no preset.
     #[error(
         "no strategy preset {name:?} (looked in {searched}; built in: default, truncate, microcompact, summary)"
@@ -223,29 +233,90 @@ impl Default for Loader {
 impl Loader {
     /// Merges the layers and checks the result.
     ///
+    /// Order: built-in defaults, then the `--config` file, then the preset, then the
+    /// environment. When no preset is asked for, the implicit `default` preset goes *under* the
+    /// file, so a file's explicit `[policy] tiers` (or any key) wins over it. Each source is
+    /// also checked alone over the defaults, so a bad key or an unknown tier name is an error
+    /// naming its source ([`ConfigError::In`]) even where a later source overrides it.
+    ///
     /// # Errors
     /// [`ConfigError`] naming the file, key or preset at fault.
     pub fn load(&self) -> Result<Settings, ConfigError> {
-        let mut builder =
-            Config::builder().add_source(File::from_str(DEFAULT_CONFIG, FileFormat::Toml));
-        if let Some(file) = &self.file {
-            builder = builder.add_source(File::from(file.as_path()).required(true));
-        }
         let name = self.preset.clone().unwrap_or_else(|| "default".into());
         let (preset_name, preset_text) = self.find_preset(&name)?;
-        builder = builder.add_source(File::from_str(&preset_text, FileFormat::Toml));
-        if self.env {
-            builder = builder.add_source(
-                Environment::with_prefix("COMPACTOR")
-                    .separator("__")
-                    .try_parsing(true)
-                    .list_separator(",")
-                    .with_list_parse_key("policy.tiers")
-                    .with_list_parse_key("microcompact.compactable_tools"),
-            );
+        let preset = || File::from_str(&preset_text, FileFormat::Toml);
+        let file = || {
+            self.file
+                .as_ref()
+                .map(|f| File::from(f.as_path()).required(true))
+        };
+        let mut builder = defaults();
+        if self.preset.is_none() {
+            builder = builder.add_source(preset());
         }
-        let raw: RawSettings = builder.build()?.try_deserialize()?;
-        check(raw, preset_name)
+        if let Some(f) = file() {
+            builder = builder.add_source(f);
+        }
+        if self.preset.is_some() {
+            builder = builder.add_source(preset());
+        }
+        let env_vars: Vec<String> = if self.env {
+            std::env::vars()
+                .map(|(k, _)| k)
+                .filter(|k| k.starts_with("COMPACTOR__"))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        if !env_vars.is_empty() {
+            builder = builder.add_source(environment());
+        }
+        let merged = builder
+            .build()
+            .and_then(|c| c.try_deserialize::<RawSettings>())
+            .map_err(ConfigError::from)
+            .and_then(|raw| check(raw, preset_name.clone()));
+        // Each source alone: the first one at fault names itself.
+        let mut alone: Vec<(String, config::ConfigBuilder<config::builder::DefaultState>)> =
+            Vec::new();
+        if let (Some(path), Some(f)) = (&self.file, file()) {
+            alone.push((
+                format!("config file {}", path.display()),
+                defaults().add_source(f),
+            ));
+        }
+        alone.push((
+            format!("preset {preset_name}"),
+            defaults().add_source(preset()),
+        ));
+        if !env_vars.is_empty() {
+            alone.push((
+                format!("environment ({})", env_vars.join(", ")),
+                defaults().add_source(environment()),
+            ));
+        }
+        for (origin, builder) in alone {
+            let one = builder
+                .build()
+                .and_then(|c| c.try_deserialize::<RawSettings>())
+                .map_err(ConfigError::from)
+                .and_then(|raw| check(raw, preset_name.clone()));
+            // When the merged settings are fine, a source alone may still break a rule that
+            // involves another source (trigger vs target); only its own faults count then.
+            let own_fault = |e: &ConfigError| {
+                matches!(e, ConfigError::Load(_))
+                    || matches!(e, ConfigError::Invalid { key, .. } if key == "policy.tiers")
+            };
+            if let Err(e) = one
+                && (merged.is_err() || own_fault(&e))
+            {
+                return Err(ConfigError::In {
+                    origin,
+                    source: Box::new(e),
+                });
+            }
+        }
+        merged
     }
 
     fn find_preset(&self, name: &str) -> Result<(String, String), ConfigError> {
@@ -285,6 +356,20 @@ impl Loader {
             searched: searched.join(", "),
         })
     }
+}
+
+fn defaults() -> config::ConfigBuilder<config::builder::DefaultState> {
+    Config::builder().add_source(File::from_str(DEFAULT_CONFIG, FileFormat::Toml))
+}
+
+/// `COMPACTOR__SECTION__KEY` variables (lists comma separated).
+fn environment() -> Environment {
+    Environment::with_prefix("COMPACTOR")
+        .separator("__")
+        .try_parsing(true)
+        .list_separator(",")
+        .with_list_parse_key("policy.tiers")
+        .with_list_parse_key("microcompact.compactable_tools")
 }
 
 fn check(raw: RawSettings, preset: String) -> Result<Settings, ConfigError> {
@@ -468,7 +553,7 @@ mod tests {
         let file = dir.join("range.toml");
         std::fs::write(&file, "[budget]\ntrigger = 0.5\ntarget = 0.7\n").unwrap();
         let err = Loader {
-            file: Some(file),
+            file: Some(file.clone()),
             ..loader()
         }
         .load()
@@ -476,8 +561,62 @@ mod tests {
         .to_string();
         assert_eq!(
             err,
-            "configuration: budget.target: must be in (0, trigger = 0.5], found 0.7"
+            format!(
+                "config file {}: configuration: budget.target: must be in (0, trigger = 0.5], found 0.7",
+                file.display()
+            )
         );
+    }
+
+    fn file_with(tag: &str, text: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("compactor-cfg-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join(format!("{tag}.toml"));
+        std::fs::write(&file, text).unwrap();
+        file
+    }
+
+    #[test]
+    fn a_config_files_tiers_win_over_the_implicit_default_preset_but_not_an_explicit_one() {
+        let file = file_with("tiers", "[policy]\ntiers = [\"truncate\"]\n");
+        let s = Loader {
+            file: Some(file.clone()),
+            ..loader()
+        }
+        .load()
+        .unwrap();
+        assert_eq!(s.policy.tiers, vec!["truncate"]);
+        let s = Loader {
+            file: Some(file),
+            preset: Some("microcompact".into()),
+            ..loader()
+        }
+        .load()
+        .unwrap();
+        assert_eq!(s.policy.tiers, vec!["microcompact"]);
+    }
+
+    #[test]
+    fn an_unknown_tier_is_an_error_naming_the_file_even_when_a_preset_overrides_it() {
+        let file = file_with("typo", "[policy]\ntiers = [\"microcompakt\"]\n");
+        for preset in [None, Some("truncate".to_string())] {
+            let err = Loader {
+                file: Some(file.clone()),
+                preset,
+                ..loader()
+            }
+            .load()
+            .unwrap_err()
+            .to_string();
+            assert_eq!(
+                err,
+                format!(
+                    "config file {}: configuration: policy.tiers: unknown strategy \"microcompakt\" \
+                     (known: microcompact, summary, truncate)",
+                    file.display()
+                )
+            );
+        }
     }
 
     #[test]

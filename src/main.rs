@@ -4,7 +4,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use compactor::format::{self, Format, Source};
 use compactor::guard::{self, ValidateOptions};
-use compactor::tokens::{Breakdown, CachedCounter, TiktokenCounter, Tokenizer};
+use compactor::tokens::{Breakdown, CachedCounter, TiktokenCounter, TokenCounter, Tokenizer};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -52,6 +52,12 @@ enum Command {
         /// Claude Code logs: keep everything, not only what follows the last compaction.
         #[arg(long)]
         whole_log: bool,
+        /// `model` for an output that lacks it (every provider requires one).
+        #[arg(long)]
+        model: Option<String>,
+        /// `max_tokens` for an Anthropic output that lacks it (Anthropic requires one).
+        #[arg(long)]
+        max_tokens: Option<u64>,
     },
     /// Compact a history to a token budget; the output keeps the input's format.
     Compact {
@@ -64,8 +70,14 @@ enum Command {
         #[arg(long, default_value = "auto")]
         format: String,
         /// The budget in tokens (default: from the config, context window minus reserve).
-        #[arg(long)]
+        #[arg(long, value_parser = parse_budget)]
         budget: Option<usize>,
+        /// `model` for an output that lacks it (an imported session log).
+        #[arg(long)]
+        model: Option<String>,
+        /// `max_tokens` for an Anthropic output that lacks it (an imported session log).
+        #[arg(long)]
+        max_tokens: Option<u64>,
         /// A strategy preset: a name from strategies/ (default, truncate, microcompact) or a path.
         #[arg(long)]
         strategy: Option<String>,
@@ -113,7 +125,7 @@ enum Command {
         )]
         strategies: Vec<String>,
         /// A budget in tokens; repeat for several (default: 50000 and 20000).
-        #[arg(long = "budget")]
+        #[arg(long = "budget", value_parser = parse_budget)]
         budgets: Vec<usize>,
         /// Replay at most this many model calls per file, evenly spaced.
         #[arg(long, default_value_t = 200)]
@@ -172,26 +184,106 @@ enum Command {
     },
 }
 
-/// A failure with the exit status it maps to.
+/// A failure with the exit status it maps to (the table in README.md, "Exit codes").
 enum Failure {
-    /// Exit 2: the input could not be read or parsed.
+    /// Exit 2: the input could not be read or parsed, or the command line or configuration is
+    /// wrong (clap's own usage errors exit 2 too).
     Unreadable(anyhow::Error),
     /// Exit 1: the input was read but is invalid, or the command failed.
     Invalid(anyhow::Error),
+    /// Exit 3: an output (file or stdout) could not be written.
+    Write(anyhow::Error),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    match run(cli) {
-        Ok(code) => code,
-        Err(Failure::Invalid(e)) => {
-            eprintln!("error: {}", describe(&e));
-            ExitCode::from(1)
-        }
-        Err(Failure::Unreadable(e)) => {
-            eprintln!("error: {}", describe(&e));
-            ExitCode::from(2)
-        }
+    let (e, code) = match run(cli) {
+        Ok(code) => return code,
+        Err(Failure::Invalid(e)) => (e, 1),
+        Err(Failure::Unreadable(e)) => (e, 2),
+        Err(Failure::Write(e)) => (e, 3),
+    };
+    eprintln!("error: {}", describe(&e));
+    ExitCode::from(code)
+}
+
+/// `--budget N`: a positive number of tokens.
+fn parse_budget(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(0) => Err(
+            "a budget is the number of tokens the compacted request may hold \
+                       (system prompt, tools and messages); it must be at least 1 (leave \
+                       --budget out to use the configured one)"
+                .into(),
+        ),
+        Ok(n) => Ok(n),
+        Err(e) => Err(format!("expected a number of tokens: {e}")),
+    }
+}
+
+/// A format error is exit 1 when the input was JSON of the wrong shape (located), exit 2 when
+/// it could not be read as JSON at all.
+fn format_failure(e: anyhow::Error) -> Failure {
+    match e.downcast_ref::<format::FormatError>() {
+        Some(format::FormatError::Shape { path, .. }) if path != "input" => Failure::Invalid(e),
+        _ => Failure::Unreadable(e),
+    }
+}
+
+/// Tells on stderr what loading left out: the messages before the last `compact_boundary` of
+/// a Claude Code log (and their tokens), a cut-off last line.
+fn tell_load_notes(path: &Path, loaded: &format::detect::Loaded) {
+    if let Some(line) = loaded.notes.skipped_last_line {
+        eprintln!(
+            "warning: {}: line {line} is cut off (the log is still being written?): skipped",
+            path.display()
+        );
+    }
+    if let Some(before) = &loaded.notes.before_boundary {
+        let counter = CachedCounter::new(TiktokenCounter::new(Tokenizer::default()));
+        let tokens: usize = before.iter().map(|m| counter.count_message(m)).sum();
+        eprintln!(
+            "note: {}: read from the last compact_boundary; {} earlier messages ({} tokens) \
+             left out; --whole-log reads everything",
+            path.display(),
+            before.len(),
+            compactor::strategy::thousands(tokens)
+        );
+    }
+}
+
+/// Fills the top-level fields a request of `to` needs (`model`, `max_tokens`) from the flags,
+/// and says on stderr which are still missing.
+fn fill_required(
+    conversation: &mut compactor::Conversation,
+    to: Format,
+    model: Option<&str>,
+    max_tokens: Option<u64>,
+) {
+    if let Some(m) = model
+        && !conversation.extra.contains_key("model")
+    {
+        conversation
+            .extra
+            .insert("model".into(), serde_json::Value::String(m.into()));
+    }
+    if let Some(n) = max_tokens
+        && to == Format::Anthropic
+        && !conversation.extra.contains_key("max_tokens")
+    {
+        conversation.extra.insert("max_tokens".into(), n.into());
+    }
+    let missing = format::missing_fields(conversation, to);
+    if !missing.is_empty() {
+        let flags: Vec<String> = missing
+            .iter()
+            .map(|k| format!("--{}", k.replace('_', "-")))
+            .collect();
+        eprintln!(
+            "warning: the {to} request lacks {} (the provider requires it); give {}",
+            missing.join(", "),
+            flags.join(" / ")
+        );
     }
 }
 
@@ -230,9 +322,20 @@ fn load(
     whole_log: bool,
 ) -> Result<format::detect::Loaded, Failure> {
     let bytes = read_input(path)?;
-    format::load(&bytes, hint, format::detect::ImportOptions { whole_log })
-        .with_context(|| format!("{}", path.display()))
-        .map_err(Failure::Unreadable)
+    load_bytes(path, &bytes, hint, whole_log)
+}
+
+fn load_bytes(
+    path: &Path,
+    bytes: &[u8],
+    hint: Option<Format>,
+    whole_log: bool,
+) -> Result<format::detect::Loaded, Failure> {
+    let loaded = format::load(bytes, hint, format::detect::ImportOptions { whole_log })
+        .map_err(anyhow::Error::from)
+        .map_err(|e| format_failure(e.context(path.display().to_string())))?;
+    tell_load_notes(path, &loaded);
+    Ok(loaded)
 }
 
 fn write_output(path: Option<&Path>, value: &serde_json::Value) -> Result<(), Failure> {
@@ -241,11 +344,11 @@ fn write_output(path: Option<&Path>, value: &serde_json::Value) -> Result<(), Fa
     match path {
         Some(p) if p != Path::new("-") => std::fs::write(p, text)
             .with_context(|| format!("writing {}", p.display()))
-            .map_err(Failure::Invalid),
+            .map_err(Failure::Write),
         _ => std::io::stdout()
             .write_all(text.as_bytes())
             .context("writing stdout")
-            .map_err(Failure::Invalid),
+            .map_err(Failure::Write),
     }
 }
 
@@ -282,15 +385,25 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
             output,
             format,
             whole_log,
+            model,
+            max_tokens,
         } => {
             let loaded = load(&file, format, whole_log)?;
-            let converted = format::convert(&loaded.conversation, loaded.format, to);
+            let mut converted = format::convert(&loaded.conversation, loaded.format, to);
+            fill_required(&mut converted, to, model.as_deref(), max_tokens);
             write_output(output.as_deref(), &to.write(&converted))?;
             if !matches!(loaded.source, Source::Request(_)) || loaded.format != to {
                 eprintln!(
                     "{:?} -> {to}: {} messages",
                     loaded.source,
                     converted.messages.len()
+                );
+            }
+            let dropped = format::Dropped::between(&loaded.conversation, &converted);
+            if !dropped.is_empty() {
+                eprintln!(
+                    "warning: {} -> {to} dropped {dropped} (they cannot cross providers)",
+                    loaded.format
                 );
             }
             Ok(ExitCode::SUCCESS)
@@ -305,6 +418,8 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
             report,
             instructions,
             whole_log,
+            model,
+            max_tokens,
         } => {
             let hint = match format.as_str() {
                 "auto" => None,
@@ -314,17 +429,23 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
                 ),
             };
             let bytes = read_input(&input)?;
-            let loaded = format::load(&bytes, hint, format::detect::ImportOptions { whole_log })
-                .with_context(|| format!("{}", input.display()))
-                .map_err(Failure::Unreadable)?;
             let loader = compactor::config::Loader {
                 file: config,
                 preset: strategy,
                 ..Default::default()
             };
-            let settings = loader.load().map_err(|e| Failure::Invalid(e.into()))?;
+            let settings = loader.load().map_err(|e| Failure::Unreadable(e.into()))?;
             let engine = compactor::Compactor::from_config(settings)
-                .map_err(|e| Failure::Invalid(e.into()))?;
+                .map_err(|e| Failure::Unreadable(e.into()))?;
+            let mut loaded = load_bytes(&input, &bytes, hint, whole_log)?;
+            if !matches!(loaded.source, Source::Request(_)) {
+                fill_required(
+                    &mut loaded.conversation,
+                    loaded.format,
+                    model.as_deref(),
+                    max_tokens,
+                );
+            }
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
@@ -345,11 +466,11 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
                 match output.as_deref() {
                     Some(p) if p != Path::new("-") => std::fs::write(p, &bytes)
                         .with_context(|| format!("writing {}", p.display()))
-                        .map_err(Failure::Invalid)?,
+                        .map_err(Failure::Write)?,
                     _ => std::io::stdout()
                         .write_all(&bytes)
                         .context("writing stdout")
-                        .map_err(Failure::Invalid)?,
+                        .map_err(Failure::Write)?,
                 }
             } else {
                 write_output(
@@ -362,7 +483,10 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
                     .map_err(|e| Failure::Invalid(e.into()))?;
                 std::fs::write(&path, json + "\n")
                     .with_context(|| format!("writing {}", path.display()))
-                    .map_err(Failure::Invalid)?;
+                    .map_err(Failure::Write)?;
+            }
+            for w in result.report.warnings() {
+                eprintln!("warning: {w}");
             }
             eprintln!("{}", result.report.summary_line());
             Ok(ExitCode::SUCCESS)
@@ -394,7 +518,7 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
                     .lock()
                     .write_all(text.as_bytes())
                     .context("writing stdout")
-                    .map_err(Failure::Invalid)?;
+                    .map_err(Failure::Write)?;
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -436,10 +560,37 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
                 file: config,
                 ..Default::default()
             };
+            // Fail fast (exit 2, one message) on a strategy that names no preset or a bad
+            // config, and on an input that is not there, rather than print empty tables.
+            for s in &strategies {
+                compactor::config::Loader {
+                    preset: Some(s.clone()),
+                    ..base.clone()
+                }
+                .load()
+                .with_context(|| format!("--strategies {s}"))
+                .map_err(Failure::Unreadable)?;
+            }
+            if let Some(missing) = files.iter().find(|f| !f.exists()) {
+                return Err(Failure::Unreadable(anyhow::anyhow!(
+                    "{}: no such file or directory",
+                    missing.display()
+                )));
+            }
             let arms: Vec<ab::Arm> = strategies.iter().map(|s| ab::Arm::load(s, &base)).collect();
             let paths = ab::expand(&files)
                 .context("listing inputs")
                 .map_err(Failure::Unreadable)?;
+            if paths.is_empty() {
+                return Err(Failure::Unreadable(anyhow::anyhow!(
+                    "no transcripts (.json, .jsonl, .yaml) in {}",
+                    files
+                        .iter()
+                        .map(|f| f.display().to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )));
+            }
             let import = format::detect::ImportOptions { whole_log };
             let transcripts: Vec<ab::Transcript> = paths
                 .iter()
@@ -474,11 +625,11 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
                     std::io::stdout()
                         .write_all(text.as_bytes())
                         .context("writing stdout")
-                        .map_err(Failure::Invalid)
+                        .map_err(Failure::Write)
                 } else {
                     std::fs::write(path, text)
                         .with_context(|| format!("writing {}", path.display()))
-                        .map_err(Failure::Invalid)
+                        .map_err(Failure::Write)
                 }
             };
             let markdown_to_stdout = markdown.as_deref() == Some(Path::new("-"));
@@ -516,7 +667,7 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
             let text = compactor::render::conversation_lines(&loaded.conversation);
             out.write_all(text.as_bytes())
                 .context("writing stdout")
-                .map_err(Failure::Invalid)?;
+                .map_err(Failure::Write)?;
             Ok(ExitCode::SUCCESS)
         }
     }
@@ -539,7 +690,8 @@ fn serve(
         preset: strategy,
         ..Default::default()
     };
-    let state = compactor::server::AppState::new(loader).map_err(|e| Failure::Invalid(e.into()))?;
+    let state =
+        compactor::server::AppState::new(loader).map_err(|e| Failure::Unreadable(e.into()))?;
     let addr = match listen {
         Some(a) => a,
         None => state
@@ -548,7 +700,7 @@ fn serve(
             .listen
             .parse()
             .context("server.listen")
-            .map_err(Failure::Invalid)?,
+            .map_err(Failure::Unreadable)?,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

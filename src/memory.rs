@@ -30,6 +30,8 @@ struct Entry {
     key: u64,
     /// The compacted output.
     output: Conversation,
+    /// Why the output is degraded (a tier fell back), when it is.
+    degraded: Option<String>,
 }
 
 /// Hashes of every prefix of a conversation: `prefix[k]` covers the context and messages `..k`.
@@ -61,18 +63,19 @@ impl PrefixHashes {
 
 impl Memory {
     /// The remembered output whose input is the longest prefix of the conversation hashed in
-    /// `hashes`, with that prefix's length.
-    pub fn recall(&self, hashes: &PrefixHashes) -> Option<(usize, Conversation)> {
+    /// `hashes`, with that prefix's length and why it was degraded, if it was.
+    pub fn recall(&self, hashes: &PrefixHashes) -> Option<(usize, Conversation, Option<String>)> {
         let entries = self.entries.lock().ok()?;
         entries
             .iter()
             .filter(|e| hashes.prefix.get(e.len) == Some(&e.key))
             .max_by_key(|e| e.len)
-            .map(|e| (e.len, e.output.clone()))
+            .map(|e| (e.len, e.output.clone(), e.degraded.clone()))
     }
 
-    /// Remembers `output` as the compaction of the whole conversation hashed in `hashes`.
-    pub fn remember(&self, hashes: &PrefixHashes, output: &Conversation) {
+    /// Remembers `output` as the compaction of the whole conversation hashed in `hashes`, and
+    /// why it is degraded (`None`: it is not).
+    pub fn remember(&self, hashes: &PrefixHashes, output: &Conversation, degraded: Option<&str>) {
         let len = hashes.prefix.len() - 1;
         let Some(&key) = hashes.prefix.last() else {
             return;
@@ -86,6 +89,7 @@ impl Memory {
                 len,
                 key,
                 output: output.clone(),
+                degraded: degraded.map(str::to_string),
             });
         }
     }

@@ -35,6 +35,13 @@ pub struct TierRun {
     pub edits: Vec<Edit>,
     /// Wall time of the strategy, in milliseconds.
     pub millis: f64,
+    /// Why the strategy fell back to `truncate` (the only fallback: `summary` falls back to the
+    /// rule truncation, see [`crate::strategy::Compaction::degraded`]), when it did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub degraded: Option<String>,
+    /// Why the strategy could not run at all, when it could not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failed: Option<String>,
 }
 
 /// Wall times in milliseconds.
@@ -80,18 +87,25 @@ pub struct Report {
     pub continued_from: Option<usize>,
     /// Remarks (skipped tiers, unreachable target, ...).
     pub notes: Vec<String>,
+    /// Tiers of the policy that could not run here, with the reason (`summary tier skipped: no
+    /// [llm] configured`).
+    pub skipped: Vec<String>,
     /// Timings.
     pub timings: Timings,
 }
 
 impl Report {
-    /// Tiers whose output was taken, joined by `+` (`microcompact+truncate`), or `none`.
+    /// Tiers whose output was taken, joined by `+` (`microcompact+truncate`), or `none`. A tier
+    /// that fell back is named by what did the work: `truncate after summary failed`.
     pub fn applied(&self) -> String {
-        let names: Vec<&str> = self
+        let names: Vec<String> = self
             .tiers
             .iter()
             .filter(|t| t.accepted)
-            .map(|t| t.strategy.as_str())
+            .map(|t| match &t.degraded {
+                Some(_) => format!("truncate after {} failed", t.strategy),
+                None => t.strategy.clone(),
+            })
             .collect();
         match (names.is_empty(), self.continued_from) {
             (true, Some(_)) => "remembered".into(),
@@ -99,6 +113,22 @@ impl Report {
             (false, Some(_)) => format!("remembered+{}", names.join("+")),
             (false, None) => names.join("+"),
         }
+    }
+
+    /// One line per tier that was skipped, could not run, or fell back, for stderr:
+    /// `summary tier skipped: no [llm] configured`,
+    /// `summary failed (connection refused): fell back to truncate`.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut out = self.skipped.clone();
+        for t in &self.tiers {
+            if let Some(why) = &t.failed {
+                out.push(format!("{} failed ({why}); went on without it", t.strategy));
+            }
+            if let Some(why) = t.degraded.as_ref().filter(|_| t.accepted) {
+                out.push(why.clone());
+            }
+        }
+        out
     }
 
     /// Violations the guard found in rejected outputs.

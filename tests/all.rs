@@ -5,12 +5,16 @@
 mod ab;
 #[path = "all/agreement.rs"]
 mod agreement;
+#[path = "all/cli.rs"]
+mod cli;
 #[path = "all/compaction.rs"]
 mod compaction;
 #[path = "all/corpus.rs"]
 mod corpus;
 #[path = "all/guard_props.rs"]
 mod guard_props;
+#[path = "all/lossless.rs"]
+mod lossless;
 #[path = "all/outcomes.rs"]
 mod outcomes;
 #[path = "all/server.rs"]
@@ -21,3 +25,5 @@ mod strategy_props;
 mod summary;
 #[path = "all/support/mod.rs"]
 mod support;
+#[path = "all/unicode_props.rs"]
+mod unicode_props;

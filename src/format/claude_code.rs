@@ -33,11 +33,26 @@ use super::json_kind;
 use crate::conversation::{Block, ContentForm, Conversation, Message, Object, Role};
 use serde_json::Value;
 
-/// True when the text looks like a Claude Code session log.
+/// True when the text looks like a Claude Code session log: some line carries a `sessionId` or
+/// `parentUuid` key. Every line is looked at, since a log may open with any number of
+/// `summary` / `file-history-snapshot` lines, which carry neither.
 pub fn looks_like_log(text: &str) -> bool {
     text.lines()
-        .take(50)
         .any(|l| l.contains("\"sessionId\"") || l.contains("\"parentUuid\""))
+}
+
+/// A log as imported, with what the import left out.
+#[derive(Debug, Clone)]
+pub struct Imported {
+    /// The conversation the model saw (from the last `compact_boundary` on, unless
+    /// [`ImportOptions::whole_log`]).
+    pub conversation: Conversation,
+    /// The messages before the last `compact_boundary` that were left out (`None` when the log
+    /// has no boundary or the whole log was read).
+    pub before_boundary: Option<Vec<Message>>,
+    /// 1-based number of the last line when it was skipped because it is cut off (the log is
+    /// still being written: the line does not end in a newline and its JSON ends early).
+    pub skipped_last_line: Option<usize>,
 }
 
 /// One user / assistant entry of the log, already decoded.
@@ -67,8 +82,17 @@ enum Line {
 /// [`FormatError`] naming the line of the first malformed entry: `line 17: not valid JSON: ...`,
 /// `line 17: message.content[2]: content block has no "type"`, ...
 pub fn import(text: &str, options: ImportOptions) -> Result<Conversation, FormatError> {
-    let lines = parse_lines(text)?;
-    let entries = select(lines, options);
+    import_log(text, options).map(|i| i.conversation)
+}
+
+/// [`import`], also saying what was left out: the messages before the last `compact_boundary`
+/// and a cut-off last line.
+///
+/// # Errors
+/// As [`import`]; a malformed line other than a cut-off last one is an error naming it.
+pub fn import_log(text: &str, options: ImportOptions) -> Result<Imported, FormatError> {
+    let (lines, skipped_last_line) = parse_lines(text)?;
+    let (earlier, entries) = select(lines, options);
     let model = entries
         .iter()
         .rev()
@@ -81,25 +105,49 @@ pub fn import(text: &str, options: ImportOptions) -> Result<Conversation, Format
     if let Some(model) = model {
         extra.insert("model".into(), Value::String(model));
     }
-    Ok(Conversation {
+    let conversation = Conversation {
         system: None,
         messages,
         extra,
         bare: false,
+    };
+    Ok(Imported {
+        conversation,
+        before_boundary: earlier.map(join),
+        skipped_last_line,
     })
 }
 
-fn parse_lines(text: &str) -> Result<Vec<Line>, FormatError> {
+/// The lines that matter, and the number of a cut-off last line that was skipped.
+fn parse_lines(text: &str) -> Result<(Vec<Line>, Option<usize>), FormatError> {
     let mut out = Vec::new();
+    let last = text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .last()
+        .map(|(n, _)| n + 1);
+    let unterminated = !text.trim_end_matches([' ', '\t']).ends_with('\n');
+    let mut skipped = None;
     for (n, raw) in text.lines().enumerate() {
         let line = n + 1;
         if raw.trim().is_empty() {
             continue;
         }
-        let value: Value = serde_json::from_str(raw).map_err(|source| FormatError::Json {
-            location: format!("line {line}"),
-            source,
-        })?;
+        let value: Value = match serde_json::from_str(raw) {
+            Ok(v) => v,
+            // A log still being written ends in a partial line: its JSON stops early.
+            Err(e) if e.is_eof() && unterminated && Some(line) == last => {
+                skipped = Some(line);
+                continue;
+            }
+            Err(source) => {
+                return Err(FormatError::Json {
+                    location: format!("line {line}"),
+                    source,
+                });
+            }
+        };
         let Value::Object(obj) = value else {
             return Err(FormatError::shape(
                 format!("line {line}"),
@@ -116,7 +164,7 @@ fn parse_lines(text: &str) -> Result<Vec<Line>, FormatError> {
             _ => {}
         }
     }
-    Ok(out)
+    Ok((out, skipped))
 }
 
 fn entry(obj: &Object, kind: &str, line: usize, sidechain: bool) -> Result<Entry, FormatError> {
@@ -183,8 +231,9 @@ fn entry(obj: &Object, kind: &str, line: usize, sidechain: bool) -> Result<Entry
 }
 
 /// Keeps the entries that make up the conversation: the main chain (or the sidechain when the
-/// file holds nothing else), from the last compact boundary on unless `whole_log`.
-fn select(lines: Vec<Line>, options: ImportOptions) -> Vec<Entry> {
+/// file holds nothing else), from the last compact boundary on unless `whole_log`. Also returns
+/// the entries of that chain before the boundary, when one was used.
+fn select(lines: Vec<Line>, options: ImportOptions) -> (Option<Vec<Entry>>, Vec<Entry>) {
     let all_sidechain = lines.iter().all(|l| match l {
         Line::Entry(e) => e.sidechain,
         Line::Boundary { .. } => true,
@@ -198,14 +247,19 @@ fn select(lines: Vec<Line>, options: ImportOptions) -> Vec<Entry> {
             .rposition(|l| matches!(l, Line::Boundary { sidechain } if wanted(*sidechain)))
             .map_or(0, |i| i + 1)
     };
-    lines
-        .into_iter()
-        .skip(start)
-        .filter_map(|l| match l {
-            Line::Entry(e) if wanted(e.sidechain) => Some(e),
-            _ => None,
-        })
-        .collect()
+    let (mut earlier, mut kept) = (Vec::new(), Vec::new());
+    for (i, l) in lines.into_iter().enumerate() {
+        if let Line::Entry(e) = l
+            && wanted(e.sidechain)
+        {
+            if i < start {
+                earlier.push(e)
+            } else {
+                kept.push(e)
+            }
+        }
+    }
+    ((start > 0).then_some(earlier), kept)
 }
 
 /// Joins entries into alternating messages (see the module docs).
@@ -461,6 +515,57 @@ mod tests {
         assert_eq!(
             whole["messages"][0],
             json!({"role": "user", "content": "old"})
+        );
+    }
+
+    #[test]
+    fn the_messages_before_the_boundary_are_reported_as_left_out() {
+        let entries = [
+            user(json!("old")),
+            assistant("m1", text("old answer")),
+            json!({"type": "system", "subtype": "compact_boundary", "sessionId": "s", "isSidechain": false}),
+            user(json!("new")),
+        ];
+        let live = import_log(&log(&entries), ImportOptions::default()).unwrap();
+        let before = live.before_boundary.unwrap();
+        assert_eq!(before.len(), 2);
+        assert_eq!(before[1].role, Role::Assistant);
+        assert_eq!(live.conversation.messages.len(), 1);
+        let whole = import_log(&log(&entries), ImportOptions { whole_log: true }).unwrap();
+        assert!(whole.before_boundary.is_none());
+        let none = import_log(&log(&entries[..2]), ImportOptions::default()).unwrap();
+        assert!(none.before_boundary.is_none());
+    }
+
+    #[test]
+    fn many_leading_summary_lines_still_make_a_log() {
+        let mut entries: Vec<Value> = (0..60)
+            .map(|i| json!({"type": "summary", "summary": format!("s{i}"), "leafUuid": format!("l{i}")}))
+            .collect();
+        entries.push(user(json!("hi")));
+        entries.push(assistant("m1", text("hello")));
+        let text = log(&entries);
+        assert!(looks_like_log(&text));
+        let loaded = crate::format::load(text.as_bytes(), None, ImportOptions::default()).unwrap();
+        assert_eq!(loaded.format, Format::Anthropic);
+        assert_eq!(loaded.conversation.messages.len(), 2);
+    }
+
+    #[test]
+    fn a_cut_off_last_line_is_skipped_and_reported_but_a_bad_inner_line_is_an_error() {
+        let full = log(&[user(json!("hi")), assistant("m1", text("hello"))]);
+        let partial = user(json!("half written")).to_string();
+        let text = format!("{full}{}", &partial[..partial.len() / 2]);
+        let imported = import_log(&text, ImportOptions::default()).unwrap();
+        assert_eq!(imported.skipped_last_line, Some(3));
+        assert_eq!(imported.conversation.messages.len(), 2);
+        let loaded = crate::format::load(text.as_bytes(), None, ImportOptions::default()).unwrap();
+        assert_eq!(loaded.notes.skipped_last_line, Some(3));
+        // The same cut line followed by a newline is not a log being written: an error.
+        let err = import_log(&format!("{text}\n"), ImportOptions::default()).unwrap_err();
+        assert!(
+            err.to_string().starts_with("line 3: not valid JSON"),
+            "{err}"
         );
     }
 

@@ -405,3 +405,120 @@ fn convert_tools(tools: &Value, to: Format) -> Value {
         .collect();
     Value::Array(converted)
 }
+
+/// What a cross-format conversion left out, counted by kind (blocks of the input with no
+/// counterpart in the output).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Dropped {
+    /// Anthropic `thinking` / `redacted_thinking` blocks (signed for Anthropic only).
+    pub thinking: usize,
+    /// OpenAI Responses `reasoning` items without `encrypted_content`.
+    pub reasoning: usize,
+    /// OpenAI Responses `reasoning` items with `encrypted_content` (readable by OpenAI only).
+    pub encrypted_reasoning: usize,
+    /// Blocks of types the target has no shape for, written as a `[type]` text placeholder.
+    pub placeholders: usize,
+}
+
+impl Dropped {
+    /// Compares the blocks of `before` (the conversion's input) with those of `after`.
+    pub fn between(before: &Conversation, after: &Conversation) -> Dropped {
+        let a = Dropped::count(before);
+        let b = Dropped::count(after);
+        Dropped {
+            thinking: a.thinking.saturating_sub(b.thinking),
+            reasoning: a.reasoning.saturating_sub(b.reasoning),
+            encrypted_reasoning: a.encrypted_reasoning.saturating_sub(b.encrypted_reasoning),
+            placeholders: a.placeholders.saturating_sub(b.placeholders),
+        }
+    }
+
+    /// Whether nothing was dropped.
+    pub fn is_empty(&self) -> bool {
+        *self == Dropped::default()
+    }
+
+    fn count(c: &Conversation) -> Dropped {
+        let mut d = Dropped::default();
+        for b in c.messages.iter().flat_map(|m| &m.content) {
+            match b {
+                Block::Thinking(v)
+                    if v.get("type").and_then(Value::as_str) == Some("reasoning") =>
+                {
+                    if v.get("encrypted_content").is_some_and(|e| !e.is_null()) {
+                        d.encrypted_reasoning += 1;
+                    } else {
+                        d.reasoning += 1;
+                    }
+                }
+                Block::Thinking(_) => d.thinking += 1,
+                Block::Other(_) => d.placeholders += 1,
+                _ => {}
+            }
+        }
+        d
+    }
+}
+
+impl std::fmt::Display for Dropped {
+    /// `2 thinking blocks, 3 encrypted reasoning items` (kinds with a count of 0 left out).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let parts: Vec<String> = [
+            (self.thinking, "thinking block(s)"),
+            (self.reasoning, "reasoning item(s)"),
+            (self.encrypted_reasoning, "encrypted reasoning item(s)"),
+            (
+                self.placeholders,
+                "block(s) of other types written as a [type] placeholder",
+            ),
+        ]
+        .iter()
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, what)| format!("{n} {what}"))
+        .collect();
+        f.write_str(&parts.join(", "))
+    }
+}
+
+/// Top-level fields a request body of `format` needs that `conversation` lacks: `model` (every
+/// provider: Anthropic Messages, OpenAI Chat Completions and Responses references list it as
+/// required) and `max_tokens` (Anthropic Messages: "max_tokens: required"). A bare message
+/// array needs none.
+pub fn missing_fields(conversation: &Conversation, format: Format) -> Vec<&'static str> {
+    if conversation.bare {
+        return Vec::new();
+    }
+    let mut keys = vec!["model"];
+    if format == Format::Anthropic {
+        keys.push("max_tokens");
+    }
+    keys.into_iter()
+        .filter(|k| !conversation.extra.contains_key(*k))
+        .collect()
+}
+
+#[cfg(test)]
+mod dropped_tests {
+    use super::*;
+    use crate::format::Format;
+
+    #[test]
+    fn thinking_and_encrypted_reasoning_are_counted_when_they_cannot_cross() {
+        let body = json!({"model": "m", "input": [
+            {"role": "user", "content": "hi"},
+            {"type": "reasoning", "id": "r1", "summary": [], "encrypted_content": "gAAA"},
+            {"type": "reasoning", "id": "r2", "summary": []},
+            {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "ok"}]}
+        ]});
+        let c = Format::OpenAiResponses.read(&body).unwrap();
+        let out = convert(&c, Format::OpenAiResponses, Format::Anthropic);
+        let d = Dropped::between(&c, &out);
+        assert_eq!((d.encrypted_reasoning, d.reasoning, d.thinking), (1, 1, 0));
+        assert_eq!(
+            d.to_string(),
+            "1 reasoning item(s), 1 encrypted reasoning item(s)"
+        );
+        assert_eq!(missing_fields(&out, Format::Anthropic), vec!["max_tokens"]);
+        assert!(Dropped::between(&c, &c).is_empty());
+    }
+}

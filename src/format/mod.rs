@@ -21,7 +21,7 @@ pub mod openai_chat;
 pub mod openai_responses;
 pub mod trajectory;
 
-pub use convert::convert;
+pub use convert::{Dropped, convert, missing_fields};
 pub use detect::{Source, load};
 
 use crate::conversation::{Conversation, Object};

@@ -83,6 +83,16 @@ pub(crate) async fn compact(
     State(state): State<AppState>,
     ApiJson(req): ApiJson<ApiRequest>,
 ) -> Result<Json<Value>, AppError> {
+    if req.budget == Some(0) {
+        return Err(AppError::BadRequest {
+            code: "invalid_request",
+            message: "a budget is the number of tokens the compacted request may hold (system \
+                      prompt, tools and messages); it must be at least 1 (leave \"budget\" out \
+                      to use the configured one)"
+                .into(),
+            location: Some("budget".into()),
+        });
+    }
     let compactor = state.compactor(req.strategy.as_deref())?;
     let (value, format, conversation) = req.read()?;
     let compacted = compactor

@@ -7,10 +7,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 fn shared(dir: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("..")
-        .join("shared")
-        .join(dir)
+    super::support::shared(dir)
 }
 
 #[test]

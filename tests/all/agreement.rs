@@ -4,7 +4,7 @@
 // Test helpers outside `#[test]` fns: a panic is the failure report.
 #![allow(clippy::unwrap_used)]
 
-use super::corpus::{CASES, CORPUS, LOGS, cassette_requests};
+use super::corpus::{CORPUS, LOGS, cassette_requests};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -118,8 +118,7 @@ fn validate_agrees_with_the_checker_on_every_converted_corpus_file() {
 fn validate_agrees_with_the_checker_on_every_case() {
     let dir = out_dir();
     let mut names = Vec::new();
-    for entry in std::fs::read_dir(CASES).unwrap() {
-        let path = entry.unwrap().path();
+    for path in super::support::shared_dir("cases") {
         if path.extension().and_then(|e| e.to_str()) != Some("json") {
             continue;
         }

@@ -11,15 +11,14 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 pub fn shared() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared")
+    super::support::shared("")
 }
 
 /// Session logs and request bodies of the corpus that the importers read (the YAML cassette
 /// holds several request bodies and is covered by the round-trip tests instead).
 pub fn corpus_files() -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(shared().join("corpus"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
+    let mut files: Vec<PathBuf> = super::support::shared_dir("corpus")
+        .into_iter()
         .filter(|p| {
             matches!(
                 p.extension().and_then(|e| e.to_str()),

@@ -13,10 +13,10 @@ use serde_json::Value;
 use std::collections::HashSet;
 
 pub const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/corpus");
-pub const CASES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/cases");
 
 fn read(name: &str) -> String {
-    std::fs::read_to_string(format!("{CORPUS}/{name}")).unwrap()
+    let path = super::support::shared("corpus").join(name);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
 }
 
 /// What one session log imports to.
@@ -302,8 +302,7 @@ fn cassette_request_bodies_round_trip_and_validate() {
 
 #[test]
 fn case_request_bodies_round_trip() {
-    for entry in std::fs::read_dir(CASES).unwrap() {
-        let path = entry.unwrap().path();
+    for path in super::support::shared_dir("cases") {
         if path.extension().and_then(|e| e.to_str()) != Some("json") {
             continue;
         }

@@ -10,7 +10,7 @@ use compactor::llm::{LlmConfig, Provider, Summarizer, SummaryRequest};
 use compactor::report::{Report, Status};
 use compactor::strategy::summary::{LEDGER_HEADER, SUMMARY_PREFIX};
 use serde_json::{Value, json};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 const SECRET_THINKING: &str = "PRIVATE-CHAIN-OF-THOUGHT-7731";
@@ -658,7 +658,7 @@ async fn without_an_llm_the_summary_tier_is_skipped_with_a_note() {
 }
 
 fn shared() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared")
+    super::support::shared("")
 }
 
 /// Writes `value` to a temp file and runs the independent checker on it.

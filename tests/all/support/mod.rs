@@ -1,2 +1,34 @@
 //! Test helpers shared by the integration-test modules.
 pub mod fake_llm;
+
+use std::path::{Path, PathBuf};
+
+/// Where the shared corpus, failure cases and checker are expected: `../shared` next to the
+/// repository (`/work/shared` through the worktree's symlink).
+pub const SHARED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared");
+
+/// `../shared/<sub>` (a folder or file the tests read), or a panic with one message naming the
+/// path that is missing, instead of an unwrap on a read error deep in a test.
+pub fn shared(sub: &str) -> PathBuf {
+    let path = Path::new(SHARED).join(sub);
+    if !path.exists() {
+        panic!(
+            "these tests read the shared corpus, cases and checker: {} does not exist \
+             (expected the folder `shared` next to the repository, holding corpus/, cases/ \
+             and tools/)",
+            path.display()
+        );
+    }
+    path
+}
+
+/// The entries of a shared folder, sorted (see [`shared`] for a missing folder).
+pub fn shared_dir(sub: &str) -> Vec<PathBuf> {
+    let dir = shared(sub);
+    let mut paths: Vec<PathBuf> = match std::fs::read_dir(&dir) {
+        Ok(entries) => entries.filter_map(|e| e.ok().map(|e| e.path())).collect(),
+        Err(e) => panic!("cannot list {}: {e}", dir.display()),
+    };
+    paths.sort();
+    paths
+}
