@@ -159,6 +159,20 @@ enum Command {
         #[arg(long)]
         listen: Option<std::net::SocketAddr>,
     },
+    /// Fit each model's token ratio from recorded usage (Claude Code logs, Codex rollouts):
+    /// prints per model the ratio, the per-segment constants, the fit's error and a config
+    /// snippet for `[tokens.models]`.
+    Calibrate {
+        /// Claude Code session logs (`message.usage`) and Codex rollouts (token_count events).
+        #[arg(required = true)]
+        logs: Vec<PathBuf>,
+        /// The vocabulary counted with: o200k_base (default) or cl100k_base.
+        #[arg(long, default_value = "o200k_base")]
+        tokenizer: Tokenizer,
+        /// Print the fit as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Print one line per message.
     Show {
         /// Input (`-` for stdin).
@@ -506,6 +520,11 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        Command::Calibrate {
+            logs,
+            tokenizer,
+            json,
+        } => calibrate(&logs, tokenizer, json),
         Command::Show {
             file,
             format,
@@ -520,6 +539,37 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// `compactor calibrate`: reads every log, fits, prints the text report (or JSON).
+fn calibrate(logs: &[PathBuf], tokenizer: Tokenizer, json: bool) -> Result<ExitCode, Failure> {
+    use compactor::tokens::calibrate;
+    let counter = CachedCounter::new(TiktokenCounter::new(tokenizer));
+    let mut points = Vec::new();
+    for path in logs {
+        let bytes = read_input(path)?;
+        let text = String::from_utf8_lossy(&bytes);
+        let p = calibrate::usage_points(&text, &counter)
+            .with_context(|| format!("{}", path.display()))
+            .map_err(Failure::Unreadable)?;
+        points.push(p);
+    }
+    let names: Vec<String> = logs.iter().map(|p| p.display().to_string()).collect();
+    let fits = calibrate::fit(&points);
+    if json {
+        write_output(None, &serde_json::json!({"tokenizer": tokenizer, "models": fits}))?;
+    } else {
+        let text = calibrate::render(&fits, &names, &points, tokenizer);
+        std::io::stdout()
+            .write_all(text.as_bytes())
+            .context("writing stdout")
+            .map_err(Failure::Invalid)?;
+    }
+    if fits.is_empty() {
+        eprintln!("error: no usage records with a spread of prompt sizes in these logs");
+        return Ok(ExitCode::from(1));
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn serve(
