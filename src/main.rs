@@ -81,6 +81,10 @@ enum Command {
         /// Claude Code logs: keep everything, not only what follows the last compaction.
         #[arg(long)]
         whole_log: bool,
+        /// The target model when the input names none (sets `[tokens] model`): the budget is
+        /// in this model's tokens.
+        #[arg(long)]
+        model: Option<String>,
     },
     /// Count the tokens of a history: the total, then by role, block type and tool, and the
     /// largest blocks.
@@ -99,6 +103,13 @@ enum Command {
         /// Claude Code logs: keep everything, not only what follows the last compaction.
         #[arg(long)]
         whole_log: bool,
+        /// Also give the total in this model's tokens (`[tokens.models]` of the built-in
+        /// config, or --config); the input's own `model` when not given.
+        #[arg(long)]
+        model: Option<String>,
+        /// A config file (TOML) for `--model`'s rules.
+        #[arg(long)]
+        config: Option<PathBuf>,
     },
     /// Compare strategies side by side on transcripts: compaction, fidelity probes, replay.
     Ab {
@@ -319,6 +330,7 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
             report,
             instructions,
             whole_log,
+            model,
         } => {
             let hint = match format.as_str() {
                 "auto" => None,
@@ -336,7 +348,10 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
                 preset: strategy,
                 ..Default::default()
             };
-            let settings = loader.load().map_err(|e| Failure::Invalid(e.into()))?;
+            let mut settings = loader.load().map_err(|e| Failure::Invalid(e.into()))?;
+            if let Some(m) = model {
+                settings.tokens.model = m;
+            }
             let engine = compactor::Compactor::from_config(settings)
                 .map_err(|e| Failure::Invalid(e.into()))?;
             let runtime = tokio::runtime::Builder::new_current_thread()
@@ -387,23 +402,38 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
             tokenizer,
             json,
             whole_log,
+            model,
+            config,
         } => {
             let loaded = load(&file, format, whole_log)?;
+            let basis = model_basis(&loaded.conversation, model, config)?;
+            let tokenizer = basis.as_ref().map_or(tokenizer, |b| b.tokenizer);
             let counter = CachedCounter::new(TiktokenCounter::new(tokenizer));
             let breakdown = Breakdown::new(&counter, &loaded.conversation, loaded.format);
+            let model_total = basis.as_ref().map(|b| {
+                let counted = compactor::tokens::TokenCounter::count_conversation(
+                    &counter,
+                    &loaded.conversation,
+                );
+                (b, b.to_model(counted))
+            });
             if json {
                 let value = serde_json::json!({
                     "format": loaded.format,
                     "tokenizer": tokenizer,
+                    "model_tokens": model_total.map(|(b, n)| serde_json::json!({"total": n, "counting": b})),
                     "breakdown": breakdown,
                 });
                 write_output(None, &value)?;
             } else {
-                let text = format!(
+                let mut text = format!(
                     "{} ({}, {tokenizer})\n{breakdown}",
                     file.display(),
                     loaded.format
                 );
+                if let Some((b, n)) = model_total {
+                    text.push_str(&format!("model tokens: {n} ({})\n", b.describe()));
+                }
                 std::io::stdout()
                     .lock()
                     .write_all(text.as_bytes())
@@ -539,6 +569,29 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// The counting basis for `count --model`: the flag's model, else the input's own `model`,
+/// with the rules of the built-in config (or `config`). `None` when neither names a model.
+fn model_basis(
+    conversation: &compactor::Conversation,
+    model: Option<String>,
+    config: Option<PathBuf>,
+) -> Result<Option<compactor::tokens::ModelTokens>, Failure> {
+    let body = conversation.extra.get("model").and_then(|m| m.as_str());
+    let Some(model) = model.or(body.map(str::to_string)) else {
+        return Ok(None);
+    };
+    let settings = compactor::config::Loader {
+        file: config,
+        ..Default::default()
+    }
+    .load()
+    .map_err(|e| Failure::Invalid(e.into()))?;
+    let t = &settings.tokens;
+    let calibration =
+        compactor::tokens::Calibration::new(t.tokenizer, "", t.models.clone(), false);
+    Ok(Some(calibration.resolve(Some(&model))))
 }
 
 /// `compactor calibrate`: reads every log, fits, prints the text report (or JSON).
