@@ -19,3 +19,5 @@ mod strategy_props;
 mod summary;
 #[path = "all/support/mod.rs"]
 mod support;
+#[path = "all/budgets.rs"]
+mod budgets;
