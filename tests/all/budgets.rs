@@ -133,3 +133,127 @@ async fn the_default_configuration_keeps_every_claude_code_log_inside_a_200k_win
     }
 }
 
+
+mod proxy {
+    use axum::Router;
+    use axum::body::{Body, Bytes, to_bytes};
+    use axum::http::Request;
+    use axum::routing::post;
+    use compactor::config::Loader;
+    use compactor::format::Format;
+    use compactor::server::{AppState, app};
+    use compactor::tokens::{TokenCounter, counter_for};
+    use serde_json::{Value, json};
+    use tower::ServiceExt;
+
+    /// The provider's rule in the fake: 1.5 model tokens per o200k token of the request it
+    /// receives, plus the configured overhead.
+    const TRUE_RATIO: f64 = 1.5;
+
+    fn provider_count(body: &Bytes) -> u64 {
+        let v: Value = serde_json::from_slice(body).unwrap();
+        let counted = counter_for(Default::default())
+            .count_conversation(&Format::Anthropic.read(&v).unwrap());
+        (counted as f64 * TRUE_RATIO).round() as u64 + 350
+    }
+
+    /// A fake Messages API on 127.0.0.1 that answers with its count of the prompt in `usage`:
+    /// as JSON, or as SSE (`message_start` then `message_delta`) when the request streams.
+    async fn upstream() -> String {
+        let handler = |body: Bytes| async move {
+            let input = provider_count(&body);
+            let stream = serde_json::from_slice::<Value>(&body).unwrap()["stream"] == true;
+            if stream {
+                let events = format!(
+                    "event: message_start\ndata: {}\n\nevent: message_delta\ndata: {}\n\n",
+                    json!({"type": "message_start", "message": {"usage": {"input_tokens": 2, "cache_read_input_tokens": input - 2, "output_tokens": 1}}}),
+                    json!({"type": "message_delta", "usage": {"output_tokens": 9}})
+                );
+                axum::response::Response::builder()
+                    .header("content-type", "text/event-stream")
+                    .body(Body::from(events))
+                    .unwrap()
+            } else {
+                axum::response::Response::builder()
+                    .header("content-type", "application/json")
+                    .body(Body::from(
+                        json!({"id": "msg", "usage": {"input_tokens": input, "output_tokens": 3}})
+                            .to_string(),
+                    ))
+                    .unwrap()
+            }
+        };
+        let router = Router::new().route("/v1/messages", post(handler));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+        format!("http://{addr}")
+    }
+
+    fn body(rounds: usize, stream: bool) -> Value {
+        let mut messages = vec![json!({"role": "user", "content": "Fix the failing test"})];
+        for i in 0..rounds {
+            let id = format!("toolu_{i}");
+            messages.push(json!({"role": "assistant", "content": [
+                {"type": "tool_use", "id": id, "name": "Read", "input": {"path": format!("src/f{i}.rs")}}]}));
+            let text: String = (0..30).map(|k| format!("fn f{i}_{k}() {{}}\n")).collect();
+            messages.push(json!({"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": id, "content": text}]}));
+        }
+        json!({"model": "claude-opus-4-6", "max_tokens": 100, "stream": stream,
+               "system": "You are a coding agent.", "messages": messages})
+    }
+
+    /// The ratio the `x-compactor-tokens` header names.
+    fn ratio_in(header: &str) -> f64 {
+        let at = header.find("ratio=").unwrap() + "ratio=".len();
+        header[at..].split(' ').next().unwrap().parse().unwrap()
+    }
+
+    #[tokio::test]
+    async fn the_proxy_learns_the_ratio_from_usage_and_shows_it() {
+        let url = upstream().await;
+        let loader = Loader {
+            file: None,
+            preset: None,
+            env: false,
+            preset_dirs: Vec::new(),
+        };
+        let mut settings = loader.load().unwrap();
+        settings.server.anthropic_upstream = url;
+        let state = AppState::from_parts(settings, loader, None).unwrap();
+        let router = app(state);
+        let mut ratios = Vec::new();
+        for turn in 0..8 {
+            let req = Request::post("/v1/messages")
+                .header("content-type", "application/json")
+                .body(Body::from(body(turn + 1, turn % 2 == 1).to_string()))
+                .unwrap();
+            let res = router.clone().oneshot(req).await.unwrap();
+            let header = res.headers()["x-compactor-tokens"].to_str().unwrap().to_string();
+            // Reading the whole answer lets the proxy see its usage.
+            to_bytes(res.into_body(), usize::MAX).await.unwrap();
+            if turn == 0 {
+                assert!(header.contains("(config claude-*)"), "{header}");
+            } else {
+                assert!(header.contains("(learned)"), "{header}");
+            }
+            ratios.push(ratio_in(&header));
+        }
+        assert_eq!(ratios[0], 1.35);
+        // Every answer so far said 1.5: the ratio in force is 1.5 from the second request on.
+        for r in &ratios[1..] {
+            assert!((r - TRUE_RATIO).abs() < 0.002, "{ratios:?}");
+        }
+        let req = Request::get("/metrics").body(Body::empty()).unwrap();
+        let res = router.oneshot(req).await.unwrap();
+        let text = String::from_utf8(to_bytes(res.into_body(), usize::MAX).await.unwrap().to_vec())
+            .unwrap();
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("compactor_model_token_ratio{model=\"claude-opus-4-6\"}"))
+            .unwrap_or_else(|| panic!("{text}"));
+        let value: f64 = line.rsplit(' ').next().unwrap().parse().unwrap();
+        assert!((value - TRUE_RATIO).abs() < 0.002, "{line}");
+    }
+}
