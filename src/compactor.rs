@@ -148,8 +148,7 @@ impl Compactor {
     /// The counting basis of `model` (the request body's `model`; `None`: `[tokens] model`):
     /// vocabulary, ratio and overhead in force, learned ratio included.
     pub fn model_tokens(&self, model: Option<&str>) -> ModelTokens {
-        self.calibration
-            .resolve(self.calibration.model_of(model))
+        self.calibration.resolve(self.calibration.model_of(model))
     }
 
     /// Feeds the provider's count of one request back: `counted` is the counter's count of the

@@ -589,8 +589,7 @@ fn model_basis(
     .load()
     .map_err(|e| Failure::Invalid(e.into()))?;
     let t = &settings.tokens;
-    let calibration =
-        compactor::tokens::Calibration::new(t.tokenizer, "", t.models.clone(), false);
+    let calibration = compactor::tokens::Calibration::new(t.tokenizer, "", t.models.clone(), false);
     Ok(Some(calibration.resolve(Some(&model))))
 }
 
@@ -610,7 +609,10 @@ fn calibrate(logs: &[PathBuf], tokenizer: Tokenizer, json: bool) -> Result<ExitC
     let names: Vec<String> = logs.iter().map(|p| p.display().to_string()).collect();
     let fits = calibrate::fit(&points);
     if json {
-        write_output(None, &serde_json::json!({"tokenizer": tokenizer, "models": fits}))?;
+        write_output(
+            None,
+            &serde_json::json!({"tokenizer": tokenizer, "models": fits}),
+        )?;
     } else {
         let text = calibrate::render(&fits, &names, &points, tokenizer);
         std::io::stdout()

@@ -5,6 +5,8 @@
 mod ab;
 #[path = "all/agreement.rs"]
 mod agreement;
+#[path = "all/budgets.rs"]
+mod budgets;
 #[path = "all/compaction.rs"]
 mod compaction;
 #[path = "all/corpus.rs"]
@@ -19,5 +21,3 @@ mod strategy_props;
 mod summary;
 #[path = "all/support/mod.rs"]
 mod support;
-#[path = "all/budgets.rs"]
-mod budgets;

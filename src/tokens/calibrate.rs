@@ -109,7 +109,10 @@ fn claude_code_points<C: TokenCounter + ?Sized>(
     counter: &C,
 ) -> Result<Vec<UsagePoint>, FormatError> {
     let kind = |e: &serde_json::Map<String, Value>| {
-        e.get("type").and_then(Value::as_str).unwrap_or("").to_string()
+        e.get("type")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
     };
     let side = |e: &serde_json::Map<String, Value>| {
         e.get("isSidechain").and_then(Value::as_bool) == Some(true)
@@ -298,8 +301,7 @@ pub struct ModelFit {
 /// get no fit.
 pub fn fit(logs: &[Vec<UsagePoint>]) -> Vec<ModelFit> {
     // model -> (source, segment) -> points
-    let mut by_model: BTreeMap<&str, BTreeMap<(usize, usize), Vec<&UsagePoint>>> =
-        BTreeMap::new();
+    let mut by_model: BTreeMap<&str, BTreeMap<(usize, usize), Vec<&UsagePoint>>> = BTreeMap::new();
     for (source, points) in logs.iter().enumerate() {
         for p in points {
             by_model
@@ -326,7 +328,14 @@ pub fn fit(logs: &[Vec<UsagePoint>]) -> Vec<ModelFit> {
             }
             sxy += xy;
             sxx += xx;
-            stats.push((*source, *segment, points, mx, my, (xx > 0.0).then(|| xy / xx)));
+            stats.push((
+                *source,
+                *segment,
+                points,
+                mx,
+                my,
+                (xx > 0.0).then(|| xy / xx),
+            ));
         }
         if sxx <= 0.0 {
             continue;
@@ -451,18 +460,20 @@ mod tests {
     use crate::tokens::{TiktokenCounter, Tokenizer};
     use serde_json::json;
 
-    fn line(v: Value) -> String {
+    fn line(v: &Value) -> String {
         format!("{v}\n")
     }
 
     fn assistant(id: &str, text: &str, input: u64) -> String {
-        line(json!({"type": "assistant", "message": {"id": id, "model": "claude-x", "role": "assistant",
+        line(
+            &json!({"type": "assistant", "message": {"id": id, "model": "claude-x", "role": "assistant",
             "content": [{"type": "text", "text": text}],
-            "usage": {"input_tokens": 3, "cache_read_input_tokens": input, "cache_creation_input_tokens": 7}}}))
+            "usage": {"input_tokens": 3, "cache_read_input_tokens": input, "cache_creation_input_tokens": 7}}}),
+        )
     }
 
     fn user(text: &str) -> String {
-        line(json!({"type": "user", "message": {"role": "user", "content": text}}))
+        line(&json!({"type": "user", "message": {"role": "user", "content": text}}))
     }
 
     #[test]
@@ -476,7 +487,7 @@ mod tests {
             assistant("m1", "hello world", 100),
             user("hello world"),
             assistant("m2", "hello world", 200),
-            line(json!({"type": "system", "subtype": "compact_boundary"})),
+            line(&json!({"type": "system", "subtype": "compact_boundary"})),
             user("hello world"),
             assistant("m3", "hello world", 50),
         ]
@@ -510,14 +521,16 @@ mod tests {
     #[test]
     fn codex_points_end_the_prefix_before_the_models_own_items() {
         let c = TiktokenCounter::new(Tokenizer::O200kBase);
-        let item = |v: Value| line(json!({"type": "response_item", "payload": v}));
+        let item = |v: Value| line(&json!({"type": "response_item", "payload": v}));
         let count = |n: u64| {
-            line(json!({"type": "event_msg", "payload": {"type": "token_count",
-                "info": {"last_token_usage": {"input_tokens": n}}}}))
+            line(
+                &json!({"type": "event_msg", "payload": {"type": "token_count",
+                "info": {"last_token_usage": {"input_tokens": n}}}}),
+            )
         };
         let log = [
-            line(json!({"type": "session_meta", "payload": {"instructions": "hello world"}})),
-            line(json!({"type": "turn_context", "payload": {"model": "gpt-5"}})),
+            line(&json!({"type": "session_meta", "payload": {"instructions": "hello world"}})),
+            line(&json!({"type": "turn_context", "payload": {"model": "gpt-5"}})),
             item(json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hello world"}]})),
             item(json!({"type": "function_call", "name": "shell", "arguments": "{}", "call_id": "c1"})),
             count(500),
@@ -531,7 +544,10 @@ mod tests {
         let hw = c.count_text("hello world");
         let m = MESSAGE_OVERHEAD;
         let call = c.count_text("shell") + c.count_text("{}");
-        let got: Vec<_> = points.iter().map(|p| (p.model.as_str(), p.counted, p.actual)).collect();
+        let got: Vec<_> = points
+            .iter()
+            .map(|p| (p.model.as_str(), p.counted, p.actual))
+            .collect();
         assert_eq!(
             got,
             vec![
@@ -558,7 +574,7 @@ mod tests {
             .map(|i| point(0, i * 1000, (1.4 * (i * 1000) as f64) as u64 + 5000))
             .chain((1..5).map(|i| point(1, i * 700, (1.4 * (i * 700) as f64) as u64 + 9000)))
             .collect();
-        let fits = fit(&[a.clone()]);
+        let fits = fit(std::slice::from_ref(&a));
         assert_eq!(fits.len(), 1);
         let f = &fits[0];
         assert!((f.ratio - 1.4).abs() < 1e-3, "{}", f.ratio);

@@ -51,7 +51,10 @@ fn estimate_line(earlier: &[&UsagePoint]) -> (f64, f64) {
         return fit;
     }
     let r = shipped_claude_ratio();
-    let c = earlier.iter().map(|p| p.actual as f64 - r * p.counted as f64).sum::<f64>()
+    let c = earlier
+        .iter()
+        .map(|p| p.actual as f64 - r * p.counted as f64)
+        .sum::<f64>()
         / earlier.len() as f64;
     (r, c)
 }
@@ -73,8 +76,7 @@ fn replayed_usage_of_the_claude_code_logs_is_within_5_percent_for_99_percent_and
     for name in CC_LOGS {
         let pts = points(name);
         assert!(pts.len() >= 9, "{name}: {} usage records", pts.len());
-        let mut segments: std::collections::BTreeMap<usize, Vec<&UsagePoint>> =
-            Default::default();
+        let mut segments: std::collections::BTreeMap<usize, Vec<&UsagePoint>> = Default::default();
         for p in &pts {
             segments.entry(p.segment).or_default().push(p);
         }
@@ -106,7 +108,11 @@ fn the_fit_of_the_largest_log_is_the_shipped_claude_ratio() {
     assert_eq!(fits.len(), 1);
     assert_eq!(fits[0].model, "claude-opus-4-6");
     assert_eq!(fits[0].segments.len(), 2);
-    assert!((fits[0].ratio - shipped_claude_ratio()).abs() < 0.01, "{}", fits[0].ratio);
+    assert!(
+        (fits[0].ratio - shipped_claude_ratio()).abs() < 0.01,
+        "{}",
+        fits[0].ratio
+    );
     assert!(fits[0].rms_error < 0.03, "{}", fits[0].rms_error);
 }
 
@@ -123,16 +129,30 @@ async fn the_default_configuration_keeps_every_claude_code_log_inside_a_200k_win
                 .await
                 .unwrap();
             let r = &out.report;
-            assert!(r.counting.model.as_deref().unwrap_or("").starts_with("claude-"), "{name}");
-            assert_eq!(r.tokens_after, r.counting.to_model(r.counted_after), "{name}");
+            assert!(
+                r.counting
+                    .model
+                    .as_deref()
+                    .unwrap_or("")
+                    .starts_with("claude-"),
+                "{name}"
+            );
+            assert_eq!(
+                r.tokens_after,
+                r.counting.to_model(r.counted_after),
+                "{name}"
+            );
             // Claude tokens of the output, plus what the log does not hold (the largest
             // segment constant fitted on the corpus, 36,586), stay inside the window.
-            assert!(r.tokens_after + 36_586 < 200_000, "{name} whole_log={whole_log}: {}", r.tokens_after);
+            assert!(
+                r.tokens_after + 36_586 < 200_000,
+                "{name} whole_log={whole_log}: {}",
+                r.tokens_after
+            );
             assert!(r.tokens_after <= r.budget, "{name}: {:?}", r.status);
         }
     }
 }
-
 
 mod proxy {
     use axum::Router;
@@ -230,7 +250,10 @@ mod proxy {
                 .body(Body::from(body(turn + 1, turn % 2 == 1).to_string()))
                 .unwrap();
             let res = router.clone().oneshot(req).await.unwrap();
-            let header = res.headers()["x-compactor-tokens"].to_str().unwrap().to_string();
+            let header = res.headers()["x-compactor-tokens"]
+                .to_str()
+                .unwrap()
+                .to_string();
             // Reading the whole answer lets the proxy see its usage.
             to_bytes(res.into_body(), usize::MAX).await.unwrap();
             if turn == 0 {
@@ -247,8 +270,13 @@ mod proxy {
         }
         let req = Request::get("/metrics").body(Body::empty()).unwrap();
         let res = router.oneshot(req).await.unwrap();
-        let text = String::from_utf8(to_bytes(res.into_body(), usize::MAX).await.unwrap().to_vec())
-            .unwrap();
+        let text = String::from_utf8(
+            to_bytes(res.into_body(), usize::MAX)
+                .await
+                .unwrap()
+                .to_vec(),
+        )
+        .unwrap();
         let line = text
             .lines()
             .find(|l| l.starts_with("compactor_model_token_ratio{model=\"claude-opus-4-6\"}"))
