@@ -19,7 +19,7 @@ use crate::strategy::microcompact::Microcompact;
 use crate::strategy::summary::{DEFAULT_PROMPT, Summary};
 use crate::strategy::truncate::Truncate;
 use crate::strategy::{Budget, Context, Strategy};
-use crate::tokens::TokenCounter;
+use crate::tokens::{Calibration, ModelTokens, Observation, TokenCounter, Tokenizer};
 use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Instant;
@@ -50,6 +50,11 @@ pub struct Compactor {
     tiers: Vec<Box<dyn Strategy>>,
     skipped: Vec<String>,
     memory: Memory,
+    /// The vocabulary of `counter`.
+    tokenizer: Tokenizer,
+    /// A counter of the other vocabulary, built when a model needs it.
+    other_counter: std::sync::OnceLock<Arc<dyn TokenCounter>>,
+    calibration: Calibration,
 }
 
 impl Compactor {
@@ -95,6 +100,9 @@ impl Compactor {
             }
         }
         Ok(Compactor {
+            tokenizer: settings.tokens.tokenizer,
+            other_counter: std::sync::OnceLock::new(),
+            calibration: calibration_of(&settings),
             settings,
             counter,
             tiers,
@@ -110,6 +118,9 @@ impl Compactor {
         tiers: Vec<Box<dyn Strategy>>,
     ) -> Compactor {
         Compactor {
+            tokenizer: settings.tokens.tokenizer,
+            other_counter: std::sync::OnceLock::new(),
+            calibration: calibration_of(&settings),
             settings,
             counter,
             tiers,
@@ -134,7 +145,40 @@ impl Compactor {
         &self.skipped
     }
 
-    /// The budget: `explicit` tokens, else the configured one.
+    /// The counting basis of `model` (the request body's `model`; `None`: `[tokens] model`):
+    /// vocabulary, ratio and overhead in force, learned ratio included.
+    pub fn model_tokens(&self, model: Option<&str>) -> ModelTokens {
+        self.calibration.resolve(self.calibration.model_of(model))
+    }
+
+    /// Feeds the provider's count of one request back: `counted` is the counter's count of the
+    /// request sent ([`Report::counted_after`]), `actual` the input tokens of the answer's
+    /// `usage` (Anthropic: `input_tokens + cache_read_input_tokens +
+    /// cache_creation_input_tokens`; OpenAI: `prompt_tokens` / `input_tokens`). The model's
+    /// running ratio moves (bounded, outliers ignored; see
+    /// [`Calibration::observe`](crate::tokens::Calibration::observe)) and the next
+    /// compactions of that model use it. `None` when nothing was learned (an exact model, no
+    /// rule, learning off).
+    pub fn observe_usage(&self, model: &str, counted: usize, actual: u64) -> Option<Observation> {
+        self.calibration.observe(model, counted, actual)
+    }
+
+    /// The ratios learned so far: `(model, ratio, accepted samples, ignored samples)`.
+    pub fn learned_ratios(&self) -> Vec<(String, f64, u64, u64)> {
+        self.calibration.learned()
+    }
+
+    /// The counter of `tokenizer`: the configured one, or one of the other vocabulary.
+    fn counter_of(&self, tokenizer: Tokenizer) -> &dyn TokenCounter {
+        if tokenizer == self.tokenizer {
+            return self.counter.as_ref();
+        }
+        self.other_counter
+            .get_or_init(|| crate::tokens::counter_for(tokenizer))
+            .as_ref()
+    }
+
+    /// The budget in model tokens: `explicit` tokens, else the configured one.
     pub fn budget(&self, explicit: Option<usize>) -> Budget {
         let limit = self.settings.budget.budget(explicit);
         Budget {
@@ -187,20 +231,32 @@ impl Compactor {
         if !invalid.is_empty() {
             return Err(CompactError::InvalidInput(invalid));
         }
-        let budget = self.budget(budget);
-        let trigger = (budget.limit as f64 * self.settings.budget.trigger) as usize;
+        // Budget, trigger and target are in the target model's tokens; the strategies work in
+        // the counter's own (cached) tokens, so the model figures are converted once here.
+        let basis = self.model_tokens(input.extra.get("model").and_then(|m| m.as_str()));
+        let counter = self.counter_of(basis.tokenizer);
+        let model_budget = self.budget(budget);
+        let model_trigger = (model_budget.limit as f64 * self.settings.budget.trigger) as usize;
+        let budget = Budget {
+            limit: basis.to_counted(model_budget.limit),
+            target: basis.to_counted(model_budget.target),
+        };
+        let trigger = basis.to_counted(model_trigger);
         let t0 = Instant::now();
-        let tokens_before = self.counter.count_conversation(input);
+        let tokens_before = counter.count_conversation(input);
         timings.count_ms = ms(t0);
         let mut report = Report {
             status: Status::Unchanged,
             strategy: self.settings.preset.clone(),
             format: format.as_str().into(),
-            tokens_before,
-            tokens_after: tokens_before,
-            budget: budget.limit,
-            trigger,
-            target: budget.target,
+            tokens_before: basis.to_model(tokens_before),
+            tokens_after: basis.to_model(tokens_before),
+            counted_before: tokens_before,
+            counted_after: tokens_before,
+            counting: basis.clone(),
+            budget: model_budget.limit,
+            trigger: model_trigger,
+            target: model_budget.target,
             messages_before: input.messages.len(),
             messages_after: input.messages.len(),
             tiers: Vec::new(),
@@ -211,7 +267,8 @@ impl Compactor {
         };
         if tokens_before <= trigger {
             report.notes.push(format!(
-                "under the trigger ({tokens_before} <= {trigger} tokens): nothing to do"
+                "under the trigger ({} <= {model_trigger} tokens): nothing to do",
+                report.tokens_before
             ));
             report.timings.total_ms = ms(started);
             return Ok(Compacted {
@@ -223,7 +280,7 @@ impl Compactor {
         report.skipped = self.skipped.clone();
         let cx = Context {
             format,
-            counter: self.counter.as_ref(),
+            counter,
             instructions,
         };
         let mut current: Option<Conversation> = None;
@@ -232,7 +289,7 @@ impl Compactor {
         let mut tokens_now = tokens_before;
         // Hysteresis across calls: continue from the remembered compaction of this history's
         // prefix, so the compacted prefix (and the provider's prompt cache) stays the same.
-        let hashes = PrefixHashes::of(input, budget.limit as u64);
+        let hashes = PrefixHashes::of(input, model_budget.limit as u64);
         let remember = self.settings.policy.remember;
         if let Some((len, mut candidate, was_degraded)) =
             remember.then(|| self.memory.recall(&hashes)).flatten()
@@ -242,7 +299,7 @@ impl Compactor {
             let mut violations = guard::validate(&candidate, format, options);
             violations.extend(guard::check_compaction(input, &candidate, format));
             report.timings.guard_ms += ms(t0);
-            let tokens = self.counter.count_conversation(&candidate);
+            let tokens = counter.count_conversation(&candidate);
             if violations.is_empty() && tokens < tokens_before {
                 report.notes.push(format!(
                     "continued from the remembered compaction of the first {len} messages ({} new)",
@@ -261,7 +318,8 @@ impl Compactor {
                     self.memory
                         .remember(&hashes, &candidate, degraded.as_deref());
 
-                    report.tokens_after = tokens;
+                    report.tokens_after = basis.to_model(tokens);
+                    report.counted_after = tokens;
                     report.status = if degraded.is_some() {
                         Status::Degraded
                     } else {
@@ -326,8 +384,8 @@ impl Compactor {
                 format,
             ));
             report.timings.guard_ms += ms(t0);
-            let tokens = self.counter.count_conversation(&compaction.conversation);
-            run.tokens_after = tokens;
+            let tokens = counter.count_conversation(&compaction.conversation);
+            run.tokens_after = basis.to_model(tokens);
             if !violations.is_empty() {
                 tracing::warn!(
                     strategy = tier.name(),
@@ -340,7 +398,9 @@ impl Compactor {
             }
             if tokens >= tokens_now {
                 run.notes.push(format!(
-                    "output not smaller ({tokens} >= {tokens_now} tokens): discarded"
+                    "output not smaller ({} >= {} tokens): discarded",
+                    basis.to_model(tokens),
+                    basis.to_model(tokens_now)
                 ));
                 report.tiers.push(run);
                 continue;
@@ -358,7 +418,8 @@ impl Compactor {
                 break;
             }
         }
-        report.tokens_after = tokens_now;
+        report.tokens_after = basis.to_model(tokens_now);
+        report.counted_after = tokens_now;
         report.status = match &current {
             None if tokens_before > budget.limit => Status::OverBudget,
             None => Status::Unchanged,
@@ -368,8 +429,9 @@ impl Compactor {
         };
         if current.is_some() && tokens_now > budget.target {
             report.notes.push(format!(
-                "target not reached: {tokens_now} > {} tokens",
-                budget.target
+                "target not reached: {} > {} tokens",
+                basis.to_model(tokens_now),
+                model_budget.target
             ));
         }
         report.timings.total_ms = ms(started);
@@ -388,6 +450,12 @@ impl Compactor {
             report,
         })
     }
+}
+
+/// The model rules and learning switch of `[tokens]`.
+fn calibration_of(settings: &Settings) -> Calibration {
+    let t = &settings.tokens;
+    Calibration::new(t.tokenizer, &t.model, t.models.clone(), t.learn)
 }
 
 /// The summary prompt: the file named by `summary.prompt_file`, else the built-in one.

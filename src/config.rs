@@ -139,8 +139,19 @@ fn yes() -> bool {
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct TokenSettings {
-    /// The tokenizer.
+    /// The tokenizer: counts models no `[tokens.models]` pattern names.
     pub tokenizer: Tokenizer,
+    /// The target model when the request body names none ("" = none): budgets, triggers,
+    /// targets and reports are in this model's tokens. `--model` sets it.
+    #[serde(default)]
+    pub model: String,
+    /// `[tokens.models."PATTERN"]`: how each model family is counted (see
+    /// [`crate::tokens::model`]).
+    #[serde(default)]
+    pub models: std::collections::BTreeMap<String, crate::tokens::ModelRule>,
+    /// Learn each calibrated model's ratio from the provider's `usage` (the proxy does).
+    #[serde(default = "yes")]
+    pub learn: bool,
 }
 
 /// Checked settings.
@@ -191,6 +202,9 @@ impl Default for Settings {
             },
             tokens: TokenSettings {
                 tokenizer: Tokenizer::default(),
+                model: String::new(),
+                models: Default::default(),
+                learn: true,
             },
             truncate: TruncateConfig::default(),
             microcompact: MicrocompactConfig::default(),
@@ -450,6 +464,11 @@ fn check(raw: RawSettings, preset: String) -> Result<Settings, ConfigError> {
                     sm.max_summary_tokens, llm.context_window
                 ),
             ));
+        }
+    }
+    for (pattern, rule) in &raw.tokens.models {
+        if let Err(message) = rule.check(pattern) {
+            return Err(invalid(&format!("tokens.models.{pattern}"), message));
         }
     }
     if let Err((key, message)) = raw.server.check() {

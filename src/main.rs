@@ -72,7 +72,9 @@ enum Command {
         /// The budget in tokens (default: from the config, context window minus reserve).
         #[arg(long, value_parser = parse_budget)]
         budget: Option<usize>,
-        /// `model` for an output that lacks it (an imported session log).
+        /// The target model when the input names none (sets `[tokens] model`, so the budget is
+        /// in this model's tokens), and the `model` written into an output that lacks it (an
+        /// imported session log).
         #[arg(long)]
         model: Option<String>,
         /// `max_tokens` for an Anthropic output that lacks it (an imported session log).
@@ -111,6 +113,13 @@ enum Command {
         /// Claude Code logs: keep everything, not only what follows the last compaction.
         #[arg(long)]
         whole_log: bool,
+        /// Also give the total in this model's tokens (`[tokens.models]` of the built-in
+        /// config, or --config); the input's own `model` when not given.
+        #[arg(long)]
+        model: Option<String>,
+        /// A config file (TOML) for `--model`'s rules.
+        #[arg(long)]
+        config: Option<PathBuf>,
     },
     /// Compare strategies side by side on transcripts: compaction, fidelity probes, replay.
     Ab {
@@ -170,6 +179,20 @@ enum Command {
         /// Address to bind (overrides `server.listen`, default 127.0.0.1:8787).
         #[arg(long)]
         listen: Option<std::net::SocketAddr>,
+    },
+    /// Fit each model's token ratio from recorded usage (Claude Code logs, Codex rollouts):
+    /// prints per model the ratio, the per-segment constants, the fit's error and a config
+    /// snippet for `[tokens.models]`.
+    Calibrate {
+        /// Claude Code session logs (`message.usage`) and Codex rollouts (token_count events).
+        #[arg(required = true)]
+        logs: Vec<PathBuf>,
+        /// The vocabulary counted with: o200k_base (default) or cl100k_base.
+        #[arg(long, default_value = "o200k_base")]
+        tokenizer: Tokenizer,
+        /// Print the fit as JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// Print one line per message.
     Show {
@@ -434,7 +457,10 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
                 preset: strategy,
                 ..Default::default()
             };
-            let settings = loader.load().map_err(|e| Failure::Unreadable(e.into()))?;
+            let mut settings = loader.load().map_err(|e| Failure::Unreadable(e.into()))?;
+            if let Some(m) = &model {
+                settings.tokens.model = m.clone();
+            }
             let engine = compactor::Compactor::from_config(settings)
                 .map_err(|e| Failure::Unreadable(e.into()))?;
             let mut loaded = load_bytes(&input, &bytes, hint, whole_log)?;
@@ -497,23 +523,38 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
             tokenizer,
             json,
             whole_log,
+            model,
+            config,
         } => {
             let loaded = load(&file, format, whole_log)?;
+            let basis = model_basis(&loaded.conversation, model, config)?;
+            let tokenizer = basis.as_ref().map_or(tokenizer, |b| b.tokenizer);
             let counter = CachedCounter::new(TiktokenCounter::new(tokenizer));
             let breakdown = Breakdown::new(&counter, &loaded.conversation, loaded.format);
+            let model_total = basis.as_ref().map(|b| {
+                let counted = compactor::tokens::TokenCounter::count_conversation(
+                    &counter,
+                    &loaded.conversation,
+                );
+                (b, b.to_model(counted))
+            });
             if json {
                 let value = serde_json::json!({
                     "format": loaded.format,
                     "tokenizer": tokenizer,
+                    "model_tokens": model_total.map(|(b, n)| serde_json::json!({"total": n, "counting": b})),
                     "breakdown": breakdown,
                 });
                 write_output(None, &value)?;
             } else {
-                let text = format!(
+                let mut text = format!(
                     "{} ({}, {tokenizer})\n{breakdown}",
                     file.display(),
                     loaded.format
                 );
+                if let Some((b, n)) = model_total {
+                    text.push_str(&format!("model tokens: {n} ({})\n", b.describe()));
+                }
                 std::io::stdout()
                     .lock()
                     .write_all(text.as_bytes())
@@ -657,6 +698,11 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        Command::Calibrate {
+            logs,
+            tokenizer,
+            json,
+        } => calibrate(&logs, tokenizer, json),
         Command::Show {
             file,
             format,
@@ -671,6 +717,62 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// The counting basis for `count --model`: the flag's model, else the input's own `model`,
+/// with the rules of the built-in config (or `config`). `None` when neither names a model.
+fn model_basis(
+    conversation: &compactor::Conversation,
+    model: Option<String>,
+    config: Option<PathBuf>,
+) -> Result<Option<compactor::tokens::ModelTokens>, Failure> {
+    let body = conversation.extra.get("model").and_then(|m| m.as_str());
+    let Some(model) = model.or(body.map(str::to_string)) else {
+        return Ok(None);
+    };
+    let settings = compactor::config::Loader {
+        file: config,
+        ..Default::default()
+    }
+    .load()
+    .map_err(|e| Failure::Invalid(e.into()))?;
+    let t = &settings.tokens;
+    let calibration = compactor::tokens::Calibration::new(t.tokenizer, "", t.models.clone(), false);
+    Ok(Some(calibration.resolve(Some(&model))))
+}
+
+/// `compactor calibrate`: reads every log, fits, prints the text report (or JSON).
+fn calibrate(logs: &[PathBuf], tokenizer: Tokenizer, json: bool) -> Result<ExitCode, Failure> {
+    use compactor::tokens::calibrate;
+    let counter = CachedCounter::new(TiktokenCounter::new(tokenizer));
+    let mut points = Vec::new();
+    for path in logs {
+        let bytes = read_input(path)?;
+        let text = String::from_utf8_lossy(&bytes);
+        let p = calibrate::usage_points(&text, &counter)
+            .with_context(|| format!("{}", path.display()))
+            .map_err(Failure::Unreadable)?;
+        points.push(p);
+    }
+    let names: Vec<String> = logs.iter().map(|p| p.display().to_string()).collect();
+    let fits = calibrate::fit(&points);
+    if json {
+        write_output(
+            None,
+            &serde_json::json!({"tokenizer": tokenizer, "models": fits}),
+        )?;
+    } else {
+        let text = calibrate::render(&fits, &names, &points, tokenizer);
+        std::io::stdout()
+            .write_all(text.as_bytes())
+            .context("writing stdout")
+            .map_err(Failure::Invalid)?;
+    }
+    if fits.is_empty() {
+        eprintln!("error: no usage records with a spread of prompt sizes in these logs");
+        return Ok(ExitCode::from(1));
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn serve(

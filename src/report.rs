@@ -25,7 +25,7 @@ pub struct TierRun {
     pub strategy: String,
     /// Whether its output was taken.
     pub accepted: bool,
-    /// Tokens of its output (0 when it produced none).
+    /// Tokens of its output in model tokens (0 when it produced none).
     pub tokens_after: usize,
     /// Why the guard refused its output, if it did.
     pub violations: Vec<String>,
@@ -66,11 +66,20 @@ pub struct Report {
     pub strategy: String,
     /// The wire format.
     pub format: String,
-    /// Tokens of the input (system prompt, tools and messages).
+    /// Tokens of the input (system prompt, tools and messages), in the target model's tokens
+    /// (see `counting`).
     pub tokens_before: usize,
-    /// Tokens of the output.
+    /// Tokens of the output, in the target model's tokens.
     pub tokens_after: usize,
-    /// The budget in tokens.
+    /// How the counter's tokens became model tokens: the model, the vocabulary, the ratio and
+    /// overhead in force and where the ratio comes from.
+    pub counting: crate::tokens::ModelTokens,
+    /// The counter's own tokens (`counting.tokenizer`) of the input, before the ratio.
+    pub counted_before: usize,
+    /// The counter's own tokens of the output, before the ratio: what
+    /// [`crate::Compactor::observe_usage`] compares with the provider's `usage`.
+    pub counted_after: usize,
+    /// The budget in model tokens; budget, trigger and target are all model tokens.
     pub budget: usize,
     /// Compaction starts above this many tokens.
     pub trigger: usize,

@@ -5,6 +5,8 @@
 mod ab;
 #[path = "all/agreement.rs"]
 mod agreement;
+#[path = "all/budgets.rs"]
+mod budgets;
 #[path = "all/cli.rs"]
 mod cli;
 #[path = "all/compaction.rs"]

@@ -2,7 +2,8 @@
 
 use crate::report::Report;
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, Opts, Registry, TextEncoder,
+    Encoder, GaugeVec, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, Opts, Registry,
+    TextEncoder,
 };
 
 /// The service's counters and histograms.
@@ -19,6 +20,7 @@ pub struct Metrics {
     /// Summary-tier LLM calls that failed (fed by the summary tier, like `llm_calls`).
     pub llm_failures: IntCounter,
     proxy: IntCounterVec,
+    token_ratio: GaugeVec,
 }
 
 impl Metrics {
@@ -87,6 +89,8 @@ impl Metrics {
         registry.register(Box::new(llm_calls.clone()))?;
         registry.register(Box::new(llm_failures.clone()))?;
         registry.register(Box::new(proxy.clone()))?;
+        let token_ratio = token_ratio_gauge()?;
+        registry.register(Box::new(token_ratio.clone()))?;
         Ok(Metrics {
             registry,
             compactions,
@@ -97,6 +101,7 @@ impl Metrics {
             llm_calls,
             llm_failures,
             proxy,
+            token_ratio,
         })
     }
 
@@ -126,6 +131,11 @@ impl Metrics {
         self.proxy.with_label_values(&[route, body]).inc();
     }
 
+    /// Sets the ratio in force for `model` (model tokens per counted token).
+    pub fn token_ratio(&self, model: &str, ratio: f64) {
+        self.token_ratio.with_label_values(&[model]).set(ratio);
+    }
+
     /// The text exposition format.
     pub fn render(&self) -> String {
         let mut out = Vec::new();
@@ -133,4 +143,16 @@ impl Metrics {
         let _ = TextEncoder::new().encode(&self.registry.gather(), &mut out);
         String::from_utf8_lossy(&out).into_owned()
     }
+}
+
+/// `compactor_model_token_ratio{model}`: the model tokens per counted token in force for each
+/// model the proxy has forwarded (configured, or learned from usage).
+fn token_ratio_gauge() -> Result<GaugeVec, prometheus::Error> {
+    GaugeVec::new(
+        Opts::new(
+            "compactor_model_token_ratio",
+            "Model tokens per counted token in force, per model (config or learned from usage).",
+        ),
+        &["model"],
+    )
 }

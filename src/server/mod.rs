@@ -15,6 +15,7 @@ pub mod config;
 pub mod error;
 pub mod metrics;
 mod proxy;
+pub mod usage;
 
 use crate::compactor::Compactor;
 use crate::config::{ConfigError, Loader, Settings};

@@ -85,6 +85,8 @@ pub(crate) async fn openai_responses(
 struct Outgoing {
     body: Bytes,
     header: (&'static str, String),
+    /// The model and the counter's count of the body sent, to learn from the answer's usage.
+    probe: Option<(String, usize)>,
 }
 
 async fn forward(
@@ -119,6 +121,7 @@ async fn forward(
         .send()
         .await
         .map_err(|e| AppError::Upstream(format!("{url}: {e}")))?;
+    let tap = learning_tap(state, &answer, outgoing.probe);
     let mut response = Response::builder().status(answer.status());
     if let Some(h) = response.headers_mut() {
         for (name, value) in answer.headers() {
@@ -130,8 +133,18 @@ async fn forward(
             h.insert(HeaderName::from_static(outgoing.header.0), v);
         }
     }
+    let stream = answer.bytes_stream();
+    let body = match tap {
+        None => Body::from_stream(stream),
+        Some(mut tap) => Body::from_stream(futures_util::StreamExt::map(stream, move |chunk| {
+            if let Ok(bytes) = &chunk {
+                tap.feed(bytes);
+            }
+            chunk
+        })),
+    };
     response
-        .body(Body::from_stream(answer.bytes_stream()))
+        .body(body)
         .map_err(|e| AppError::Internal(format!("building the response: {e}")))
 }
 
@@ -144,6 +157,7 @@ async fn outgoing_body(state: &AppState, format: Format, route: &str, body: Byte
         Outgoing {
             body,
             header: (SKIPPED_HEADER, why.to_string()),
+            probe: None,
         }
     };
     let Ok(value) = serde_json::from_slice::<Value>(&body) else {
@@ -186,23 +200,79 @@ async fn outgoing_body(state: &AppState, format: Format, route: &str, body: Byte
             let header = (
                 TOKENS_HEADER,
                 format!(
-                    "{}->{}; tier={applied}",
-                    report.tokens_before, report.tokens_after
+                    "{}->{}; {}tier={applied}",
+                    report.tokens_before,
+                    report.tokens_after,
+                    counting_note(report)
                 ),
             );
+            let probe = report
+                .counting
+                .model
+                .clone()
+                .map(|m| (m, report.counted_after));
             match compacted.conversation {
                 Cow::Borrowed(_) => {
                     metrics.proxied(route, "passthrough");
-                    Outgoing { body, header }
+                    Outgoing {
+                        body,
+                        header,
+                        probe,
+                    }
                 }
                 Cow::Owned(c) => {
                     metrics.proxied(route, if reused { "reused" } else { "compacted" });
                     let out = to_bytes(&format.write(&c));
-                    Outgoing { body: out, header }
+                    Outgoing {
+                        body: out,
+                        header,
+                        probe,
+                    }
                 }
             }
         }
     }
+}
+
+/// `model=M; ratio=R (SOURCE); overhead=N; ` for the tokens header when the model's tokens
+/// are not the counter's own (a calibrated model); empty otherwise.
+fn counting_note(report: &crate::report::Report) -> String {
+    let c = &report.counting;
+    if c.source == crate::tokens::RatioSource::Counter {
+        return String::new();
+    }
+    format!("{}; ", c.describe())
+}
+
+/// A tap that learns the model's ratio from a successful answer's usage (see
+/// [`super::usage`]); `None` without a model or for an error answer.
+fn learning_tap(
+    state: &AppState,
+    answer: &reqwest::Response,
+    probe: Option<(String, usize)>,
+) -> Option<super::usage::UsageTap> {
+    let (model, counted) = probe?;
+    if !answer.status().is_success() {
+        return None;
+    }
+    let compactor = state.default_compactor();
+    let basis = compactor.model_tokens(Some(&model));
+    if basis.source == crate::tokens::RatioSource::Counter {
+        return None;
+    }
+    state.metrics().token_ratio(&model, basis.ratio);
+    let sse = answer
+        .headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"));
+    Some(super::usage::UsageTap::new(
+        compactor,
+        state.metrics().clone(),
+        model,
+        counted,
+        sse,
+    ))
 }
 
 fn to_bytes(value: &Value) -> Bytes {

@@ -24,11 +24,14 @@
 
 mod breakdown;
 mod cache;
+pub mod calibrate;
 pub mod image;
+pub mod model;
 
 pub use breakdown::{BlockEntry, Breakdown, ToolEntry};
 pub use cache::{CacheStats, CachedCounter, DEFAULT_CACHE_CAPACITY};
 pub(crate) use cache::{hash_str, hash_value};
+pub use model::{Calibration, ModelRule, ModelTokens, Observation, RatioSource};
 
 use crate::conversation::{Block, Conversation, Message, ToolInput, ToolResultContent};
 use serde_json::Value;

@@ -60,8 +60,13 @@ fn history(rounds: usize) -> Value {
     json!({"model": "claude-sonnet-4-5", "max_tokens": 1024, "system": "You are a coding agent.", "messages": messages})
 }
 
+/// Tokens of a body in its model's tokens: the o200k count, through the shipped
+/// `[tokens.models]` rule of the body's `model` (claude-*: ratio and overhead).
 fn tokens_of(body: &Value, format: Format) -> usize {
-    counter_for(Default::default()).count_conversation(&format.read(body).unwrap())
+    let counted = counter_for(Default::default()).count_conversation(&format.read(body).unwrap());
+    let t = loader().load().unwrap().tokens;
+    let rules = compactor::tokens::Calibration::new(t.tokenizer, "", t.models, false);
+    rules.resolve(body["model"].as_str()).to_model(counted)
 }
 
 async fn call(app: Router, req: Request<Body>) -> (StatusCode, HeaderMap, Bytes) {
@@ -605,7 +610,9 @@ async fn proxy_compacts_a_body_over_the_trigger_into_a_valid_request() {
     );
     let applied = headers["x-compactor-tokens"].to_str().unwrap().to_string();
     assert!(
-        applied.starts_with(&format!("{before}->{after}; tier=")),
+        applied.starts_with(&format!(
+            "{before}->{after}; model=claude-sonnet-4-5; ratio=1.350 (config claude-*); overhead=350; tier="
+        )),
         "{applied}"
     );
     assert_eq!(sent["model"], input["model"]);
@@ -679,7 +686,9 @@ async fn proxy_compacts_openai_responses_input() {
     assert_eq!(sent["model"], responses["model"]);
     let applied = headers["x-compactor-tokens"].to_str().unwrap();
     assert!(
-        applied.starts_with(&format!("{before}->{after}; tier=")),
+        applied.starts_with(&format!(
+            "{before}->{after}; model=claude-sonnet-4-5; ratio=1.350 (config claude-*); overhead=350; tier="
+        )),
         "{applied}"
     );
 }
@@ -872,7 +881,8 @@ async fn proxy_keeps_the_compacted_prefix_stable_between_compactions() {
     let count = |k: &str| kinds.iter().filter(|x| **x == k).count();
     assert_eq!(
         (count("passthrough"), count("compacted"), count("reused")),
-        (8, 18, 34),
+        // The budget is in Claude tokens (1.35 x o200k + 350): it fills two turns earlier.
+        (6, 18, 36),
         "{kinds:?}"
     );
 }

@@ -79,8 +79,10 @@ fn read(v: &Value) -> Conversation {
 }
 
 /// Half of the conversation's tokens: enough to make every strategy work.
+/// Half the history, in its model's tokens (the unit of a budget).
 fn half(engine: &Compactor, c: &Conversation) -> usize {
-    engine.counter().count_conversation(c) / 2
+    let basis = engine.model_tokens(c.extra.get("model").and_then(|m| m.as_str()));
+    basis.to_model(engine.counter().count_conversation(c)) / 2
 }
 
 fn assert_valid(c: &Conversation, input: &Conversation, format: Format) {
