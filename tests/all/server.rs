@@ -257,10 +257,9 @@ async fn missing_request_and_unknown_format_are_400s() {
     .await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert_eq!(body["error"]["location"], "budget");
-    assert_eq!(
-        body["error"]["message"],
-        "invalid value: integer `-5`, expected usize"
-    );
+    // serde_json's `arbitrary_precision` (numbers kept exactly) reads a number through its
+    // text, so the message says only that it is not a valid number of this type.
+    assert_eq!(body["error"]["message"], "invalid number");
     // A bare request body says where it belongs.
     let (status, body) = post_json(app(state(settings(0))), "/v1/validate", &history(1)).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
