@@ -19,6 +19,7 @@ pub struct Metrics {
     /// Summary-tier LLM calls that failed (fed by the summary tier, like `llm_calls`).
     pub llm_failures: IntCounter,
     proxy: IntCounterVec,
+    panics: IntCounter,
 }
 
 impl Metrics {
@@ -75,10 +76,15 @@ impl Metrics {
         let proxy = IntCounterVec::new(
             Opts::new(
                 "compactor_proxy_requests_total",
-                "Proxied requests by route and what was done to the body (passthrough, compacted, reused, skipped).",
+                "Proxied requests by route and what was done to the body (passthrough, compacted, reused, skipped; route other: forwarded as it came).",
             ),
             &["route", "body"],
         )?;
+        let panics = IntCounter::new(
+            "compactor_panics_total",
+            "Compactions that panicked (API: answered 500; proxy: the original body forwarded).",
+        )?;
+        registry.register(Box::new(panics.clone()))?;
         registry.register(Box::new(compactions.clone()))?;
         registry.register(Box::new(tokens_before.clone()))?;
         registry.register(Box::new(tokens_after.clone()))?;
@@ -97,6 +103,7 @@ impl Metrics {
             llm_calls,
             llm_failures,
             proxy,
+            panics,
         })
     }
 
@@ -124,6 +131,13 @@ impl Metrics {
     /// Records what the proxy did with a body.
     pub fn proxied(&self, route: &str, body: &str) {
         self.proxy.with_label_values(&[route, body]).inc();
+    }
+
+    /// Records a compaction that gave no value ([`super::pool::PoolError`]): only panics count.
+    pub fn panicked(&self, e: &super::pool::PoolError) {
+        if matches!(e, super::pool::PoolError::Panicked(_)) {
+            self.panics.inc();
+        }
     }
 
     /// The text exposition format.
