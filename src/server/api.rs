@@ -208,6 +208,11 @@ pub(crate) async fn healthz() -> Json<Value> {
 
 /// `GET /metrics`: Prometheus text exposition.
 pub(crate) async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
+    for (preset, c) in state.compactors() {
+        state
+            .metrics()
+            .memory(&preset, c.memory().bytes(), c.memory().max_bytes());
+    }
     (
         [(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
         state.metrics().render(),

@@ -42,6 +42,10 @@ pub struct ServerSettings {
     /// Client connections open at once; past it new connections wait to be accepted.
     #[serde(default = "defaults::max_connections")]
     pub max_connections: usize,
+    /// Bound of the compaction memory of each strategy preset, in bytes of remembered
+    /// outputs (least recently used evicted first).
+    #[serde(default = "defaults::memory_bytes")]
+    pub memory_bytes: u64,
     /// Seconds to let requests in flight finish after ctrl-c / SIGTERM; then they are cut.
     #[serde(default = "defaults::thirty")]
     pub shutdown_timeout_secs: u64,
@@ -56,6 +60,9 @@ mod defaults {
     }
     pub fn upstream_read_timeout_secs() -> u64 {
         300
+    }
+    pub fn memory_bytes() -> u64 {
+        crate::memory::DEFAULT_MEMORY_BYTES
     }
     pub fn max_connections() -> usize {
         1024
@@ -78,6 +85,7 @@ impl Default for ServerSettings {
             body_read_timeout_secs: defaults::thirty(),
             upstream_read_timeout_secs: defaults::upstream_read_timeout_secs(),
             max_connections: defaults::max_connections(),
+            memory_bytes: defaults::memory_bytes(),
             shutdown_timeout_secs: defaults::thirty(),
         }
     }
@@ -114,6 +122,7 @@ impl ServerSettings {
                 self.upstream_read_timeout_secs,
             ),
             ("server.max_connections", self.max_connections as u64),
+            ("server.memory_bytes", self.memory_bytes),
             ("server.shutdown_timeout_secs", self.shutdown_timeout_secs),
         ] {
             if n == 0 {

@@ -2,7 +2,8 @@
 
 use crate::report::Report;
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, Opts, Registry, TextEncoder,
+    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec, Opts, Registry,
+    TextEncoder,
 };
 
 /// The service's counters and histograms.
@@ -20,6 +21,8 @@ pub struct Metrics {
     pub llm_failures: IntCounter,
     proxy: IntCounterVec,
     panics: IntCounter,
+    memory_bytes: IntGaugeVec,
+    memory_max_bytes: IntGaugeVec,
 }
 
 impl Metrics {
@@ -85,6 +88,22 @@ impl Metrics {
             "Compactions that panicked (API: answered 500; proxy: the original body forwarded).",
         )?;
         registry.register(Box::new(panics.clone()))?;
+        let memory_bytes = IntGaugeVec::new(
+            Opts::new(
+                "compactor_memory_bytes",
+                "Estimated bytes held by the compaction memory, by strategy preset.",
+            ),
+            &["strategy"],
+        )?;
+        let memory_max_bytes = IntGaugeVec::new(
+            Opts::new(
+                "compactor_memory_max_bytes",
+                "Bound of the compaction memory in bytes (server.memory_bytes), by strategy preset.",
+            ),
+            &["strategy"],
+        )?;
+        registry.register(Box::new(memory_bytes.clone()))?;
+        registry.register(Box::new(memory_max_bytes.clone()))?;
         registry.register(Box::new(compactions.clone()))?;
         registry.register(Box::new(tokens_before.clone()))?;
         registry.register(Box::new(tokens_after.clone()))?;
@@ -104,6 +123,8 @@ impl Metrics {
             llm_failures,
             proxy,
             panics,
+            memory_bytes,
+            memory_max_bytes,
         })
     }
 
@@ -138,6 +159,17 @@ impl Metrics {
         if matches!(e, super::pool::PoolError::Panicked(_)) {
             self.panics.inc();
         }
+    }
+
+    /// Sets the compaction memory's size and bound (bytes) of preset `strategy`.
+    pub fn memory(&self, strategy: &str, bytes: u64, max_bytes: u64) {
+        let gauge = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+        self.memory_bytes
+            .with_label_values(&[strategy])
+            .set(gauge(bytes));
+        self.memory_max_bytes
+            .with_label_values(&[strategy])
+            .set(gauge(max_bytes));
     }
 
     /// The text exposition format.

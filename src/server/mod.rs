@@ -103,7 +103,8 @@ impl AppState {
         loader: Loader,
         auth_token: Option<String>,
     ) -> Result<AppState, ConfigError> {
-        let default = Compactor::from_config(settings.clone())?;
+        let default = Compactor::from_config(settings.clone())?
+            .with_memory_bytes(settings.server.memory_bytes);
         AppState::with_compactor(settings, loader, auth_token, default)
     }
 
@@ -202,12 +203,21 @@ impl AppState {
             ..self.inner.loader.clone()
         }
         .load()?;
-        let built = Arc::new(Compactor::from_config(settings)?);
+        let bytes = self.inner.settings.server.memory_bytes;
+        let built = Arc::new(Compactor::from_config(settings)?.with_memory_bytes(bytes));
         Ok(self
             .lock_presets()
             .entry(name.to_string())
             .or_insert(built)
             .clone())
+    }
+
+    /// Every pipeline built so far, by preset name.
+    pub(crate) fn compactors(&self) -> Vec<(String, Arc<Compactor>)> {
+        self.lock_presets()
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
     }
 
     fn lock_presets(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Compactor>>> {

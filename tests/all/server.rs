@@ -1295,3 +1295,32 @@ async fn shutdown_does_not_wait_past_its_deadline_for_a_stalled_stream() {
         .expect("shutdown waited on the stalled stream")
         .unwrap();
 }
+
+#[tokio::test]
+async fn metrics_show_the_compaction_memory_and_its_byte_bound() {
+    let mut s = settings(4000);
+    s.server.memory_bytes = 5_000_000;
+    let router = app(state(s));
+    let (status, _) = post_json(
+        router.clone(),
+        "/v1/compact",
+        &json!({"request": history(20)}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let req = Request::get("/metrics").body(Body::empty()).unwrap();
+    let (_, _, bytes) = call(router, req).await;
+    let text = String::from_utf8(bytes.to_vec()).unwrap();
+    assert!(
+        text.lines()
+            .any(|l| l == "compactor_memory_max_bytes{strategy=\"default\"} 5000000"),
+        "{text}"
+    );
+    let held: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("compactor_memory_bytes{strategy=\"default\"} "))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(held > 1000 && held <= 5_000_000, "{held}");
+}
