@@ -263,10 +263,12 @@ pub fn app(state: AppState) -> Router {
                     // Method and path only: headers carry API keys.
                     tracing::info_span!("request", method = %req.method(), path = %req.uri().path())
                 }))
-                .layer(CatchPanicLayer::custom(|payload| {
-                    AppError::Internal(format!("panic: {}", pool::panic_text(payload)))
-                        .into_response()
-                }))
+                .layer(CatchPanicLayer::custom(
+                    |payload: Box<dyn std::any::Any + Send>| {
+                        AppError::Internal(format!("panic: {}", pool::panic_text(&*payload)))
+                            .into_response()
+                    },
+                ))
                 .layer(HandleErrorLayer::new(|e: tower::BoxError| async move {
                     if e.is::<tower::timeout::error::Elapsed>() {
                         AppError::Timeout

@@ -71,14 +71,14 @@ impl Pool {
         let joined = tokio::task::spawn_blocking(move || handle.block_on(make())).await;
         match joined {
             Ok(value) => Ok(value),
-            Err(e) if e.is_panic() => Err(PoolError::Panicked(panic_text(e.into_panic()))),
+            Err(e) if e.is_panic() => Err(PoolError::Panicked(panic_text(&*e.into_panic()))),
             Err(_) => Err(PoolError::Closed),
         }
     }
 }
 
 /// The text of a panic payload (`panic!("...")` gives a `&str` or a `String`).
-pub(crate) fn panic_text(payload: Box<dyn std::any::Any + Send>) -> String {
+pub(crate) fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
     if let Some(s) = payload.downcast_ref::<&str>() {
         (*s).to_string()
     } else if let Some(s) = payload.downcast_ref::<String>() {

@@ -359,7 +359,7 @@ mod tests {
         for round in 0..3 {
             for i in 0..200 {
                 let text = format!("w{i} x y");
-                assert_eq!(counter.count_block(&Block::text(&text)), 3, "round {round}");
+                assert_eq!(counter.count_block(&Block::text(text)), 3, "round {round}");
             }
         }
         let entries = counter.stats().entries;
@@ -371,7 +371,7 @@ mod tests {
     fn a_byte_bound_is_an_entry_bound() {
         let counter = CachedCounter::with_max_bytes(Counting::default(), 10 * ENTRY_BYTES);
         for i in 0..100 {
-            counter.count_block(&Block::text(&format!("t{i}")));
+            counter.count_block(&Block::text(format!("t{i}")));
         }
         assert!(counter.stats().entries <= 10, "{:?}", counter.stats());
     }
