@@ -7,7 +7,12 @@
 //! remembered prefixes. Prints requests/s, p50/p99 latency, the latency the proxy adds, and errors.
 //! Sends traffic to 127.0.0.1 only.
 //!
-//! `cargo run --example load_check -- target/debug/compactor [CLIENTS] [SECONDS]`
+//! `cargo run --example load_check -- target/debug/compactor [CLIENTS] [SECONDS] [BODY.json BUDGET]`
+//!
+//! With BODY.json (one Anthropic request body, e.g. a corpus session through `compactor convert`)
+//! and BUDGET (tokens), every client sends that body on every turn instead: over the trigger when
+//! BUDGET is below its size (compacted once, then served from the memory), under it otherwise.
+//! During the proxy phase a probe times `GET /healthz` every 20 ms and its p99 is printed.
 
 use axum::Router;
 use axum::routing::post;
@@ -39,7 +44,7 @@ struct Outcome {
     elapsed: Duration,
 }
 
-async fn run(base: &str, clients: usize, duration: Duration) -> Outcome {
+async fn run(base: &str, clients: usize, duration: Duration, fixed: Option<String>) -> Outcome {
     let http = reqwest::Client::new();
     let started = Instant::now();
     let deadline = started + duration;
@@ -47,8 +52,12 @@ async fn run(base: &str, clients: usize, duration: Duration) -> Outcome {
     for c in 0..clients {
         let http = http.clone();
         let url = format!("{base}/v1/messages");
+        let fixed = fixed.clone();
         tasks.push(tokio::spawn(async move {
-            let bodies: Vec<String> = (1..=60).map(|r| history(c, r).to_string()).collect();
+            let bodies: Vec<String> = match fixed {
+                Some(b) => vec![b],
+                None => (1..=60).map(|r| history(c, r).to_string()).collect(),
+            };
             let (mut lat, mut errors, mut turn) = (Vec::new(), 0usize, 0usize);
             while Instant::now() < deadline {
                 let t0 = Instant::now();
@@ -107,6 +116,8 @@ async fn main() -> anyhow::Result<()> {
         .unwrap_or_else(|| "target/debug/compactor".into());
     let clients: usize = args.get(2).map_or(Ok(16), |s| s.parse())?;
     let seconds: u64 = args.get(3).map_or(Ok(10), |s| s.parse())?;
+    let fixed = args.get(4).map(std::fs::read_to_string).transpose()?;
+    let budget: usize = args.get(5).map_or(Ok(6000), |s| s.parse())?;
 
     let upstream = Router::new().route(
         "/v1/messages",
@@ -131,7 +142,7 @@ async fn main() -> anyhow::Result<()> {
     std::fs::write(
         &config,
         format!(
-            "[budget]\ntokens = 6000\n[server]\nanthropic_upstream = \"http://{upstream_addr}\"\nconcurrency_limit = 256\n"
+            "[budget]\ntokens = {budget}\n[server]\nanthropic_upstream = \"http://{upstream_addr}\"\nconcurrency_limit = 256\n"
         ),
     )?;
     let mut child = tokio::process::Command::new(&bin)
@@ -154,8 +165,31 @@ async fn main() -> anyhow::Result<()> {
     anyhow::ensure!(up, "compactor serve did not come up on {proxy}");
 
     let half = Duration::from_secs(seconds);
-    let base = run(&format!("http://{upstream_addr}"), clients, half).await;
-    let prox = run(&proxy, clients, half).await;
+    let base = run(
+        &format!("http://{upstream_addr}"),
+        clients,
+        half,
+        fixed.clone(),
+    )
+    .await;
+    let probe = {
+        let (http, url) = (http.clone(), format!("{proxy}/healthz"));
+        let deadline = Instant::now() + half;
+        tokio::spawn(async move {
+            let mut lat = Vec::new();
+            while Instant::now() < deadline {
+                let t0 = Instant::now();
+                if http.get(&url).send().await.is_ok() {
+                    lat.push(t0.elapsed());
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            lat.sort();
+            lat
+        })
+    };
+    let prox = run(&proxy, clients, half, fixed).await;
+    let health = probe.await?;
     let metrics = http
         .get(format!("{proxy}/metrics"))
         .send()
@@ -181,6 +215,12 @@ async fn main() -> anyhow::Result<()> {
         "  added: p50 {:.2} ms, p99 {:.2} ms",
         pct(&prox.latencies, 0.5) - pct(&base.latencies, 0.5),
         pct(&prox.latencies, 0.99) - pct(&base.latencies, 0.99)
+    );
+    println!(
+        "  /healthz while loaded: {} probes, p50 {:.2} ms, p99 {:.2} ms",
+        health.len(),
+        pct(&health, 0.5),
+        pct(&health, 0.99)
     );
     for line in metrics
         .lines()

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Load check of the compacting proxy: N concurrent agent loops for a bounded time against
 # `compactor serve` and a fake upstream, both on 127.0.0.1. Not part of `cargo test`.
-#   scripts/load-check.sh [CLIENTS=16] [SECONDS=10] [PROFILE=dev|release]
+#   scripts/load-check.sh [CLIENTS=16] [SECONDS=10] [PROFILE=dev|release] [BODY.json BUDGET]
+# BODY.json: one Anthropic request body sent on every turn (e.g. the largest corpus session via
+# `compactor convert`); BUDGET in tokens decides under or over the trigger.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 clients="${1:-16}"
@@ -14,4 +16,4 @@ else
   cargo build --bin compactor --example load_check
   dir=target/debug
 fi
-exec "$dir/examples/load_check" "$dir/compactor" "$clients" "$seconds"
+exec "$dir/examples/load_check" "$dir/compactor" "$clients" "$seconds" "${@:4}"

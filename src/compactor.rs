@@ -129,6 +129,18 @@ impl Compactor {
         }
     }
 
+    /// This pipeline with its compaction memory bounded to `max_bytes` (estimated bytes of
+    /// remembered outputs; see [`Memory`]). Anything remembered so far is dropped.
+    pub fn with_memory_bytes(mut self, max_bytes: u64) -> Compactor {
+        self.memory = Memory::with_max_bytes(max_bytes);
+        self
+    }
+
+    /// The compaction memory (its size and bound feed the service's `/metrics`).
+    pub fn memory(&self) -> &Memory {
+        &self.memory
+    }
+
     /// The settings in force.
     pub fn settings(&self) -> &Settings {
         &self.settings

@@ -8,30 +8,48 @@
 
 use crate::conversation::{Block, Conversation, Message, ToolInput, ToolResultContent};
 use crate::tokens::{hash_str, hash_value};
-use std::collections::VecDeque;
+use moka::sync::Cache;
 use std::hash::Hasher;
-use std::sync::Mutex;
+use std::sync::Arc;
 use xxhash_rust::xxh3::Xxh3;
 
-/// How many compactions are remembered (per pipeline).
-const CAPACITY: usize = 64;
+/// The default bound of one pipeline's memory, in bytes of remembered output (64 MiB).
+pub const DEFAULT_MEMORY_BYTES: u64 = 64 * 1024 * 1024;
 
-/// A bounded memory of compactions, safe to share between tasks.
-#[derive(Debug, Default)]
+/// A memory of compactions bounded by bytes, with least-recently-used eviction (`moka`, whose
+/// weigher counts each output's size), safe to share between tasks.
+///
+/// Key: `(messages of the input, hash of the context and those messages)`; value: the
+/// compacted output. The weight of an entry is an estimate of the output's size in bytes
+/// (its text and JSON lengths plus a fixed overhead per block and message).
+#[derive(Clone)]
 pub struct Memory {
-    entries: Mutex<VecDeque<Entry>>,
+    entries: Cache<(usize, u64), Arc<Entry>>,
+    max_bytes: u64,
 }
 
-#[derive(Debug, Clone)]
+/// One remembered compaction.
+#[derive(Debug)]
 struct Entry {
-    /// Messages of the input this output came from.
-    len: usize,
-    /// Hash of the context (budget, system, other fields) and of those messages.
-    key: u64,
     /// The compacted output.
     output: Conversation,
     /// Why the output is degraded (a tier fell back), when it is.
     degraded: Option<String>,
+}
+
+impl std::fmt::Debug for Memory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Memory")
+            .field("entries", &self.entries.entry_count())
+            .field("max_bytes", &self.max_bytes)
+            .finish()
+    }
+}
+
+impl Default for Memory {
+    fn default() -> Self {
+        Memory::with_max_bytes(DEFAULT_MEMORY_BYTES)
+    }
 }
 
 /// Hashes of every prefix of a conversation: `prefix[k]` covers the context and messages `..k`.
@@ -62,36 +80,119 @@ impl PrefixHashes {
 }
 
 impl Memory {
+    /// A memory holding at most `max_bytes` of remembered outputs (estimated bytes).
+    pub fn with_max_bytes(max_bytes: u64) -> Memory {
+        Memory {
+            entries: Cache::builder()
+                .max_capacity(max_bytes)
+                .weigher(|_, v: &Arc<Entry>| {
+                    u32::try_from(estimated_bytes(&v.output)).unwrap_or(u32::MAX)
+                })
+                .build(),
+            max_bytes,
+        }
+    }
+
+    /// The bound, in bytes.
+    pub fn max_bytes(&self) -> u64 {
+        self.max_bytes
+    }
+
+    /// The estimated bytes held now (after pending evictions ran).
+    pub fn bytes(&self) -> u64 {
+        self.entries.run_pending_tasks();
+        self.entries.weighted_size()
+    }
+
+    /// Remembered outputs now.
+    pub fn len(&self) -> u64 {
+        self.entries.run_pending_tasks();
+        self.entries.entry_count()
+    }
+
+    /// Whether nothing is remembered.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// The remembered output whose input is the longest prefix of the conversation hashed in
     /// `hashes`, with that prefix's length and why it was degraded, if it was.
     pub fn recall(&self, hashes: &PrefixHashes) -> Option<(usize, Conversation, Option<String>)> {
-        let entries = self.entries.lock().ok()?;
-        entries
+        hashes
+            .prefix
             .iter()
-            .filter(|e| hashes.prefix.get(e.len) == Some(&e.key))
-            .max_by_key(|e| e.len)
-            .map(|e| (e.len, e.output.clone(), e.degraded.clone()))
+            .enumerate()
+            .rev()
+            .find_map(|(len, key)| {
+                self.entries
+                    .get(&(len, *key))
+                    .map(|e| (len, e.output.clone(), e.degraded.clone()))
+            })
     }
 
     /// Remembers `output` as the compaction of the whole conversation hashed in `hashes`, and
-    /// why it is degraded (`None`: it is not).
+    /// why it is degraded (`None`: it is not). An output larger than the whole bound is not
+    /// kept.
     pub fn remember(&self, hashes: &PrefixHashes, output: &Conversation, degraded: Option<&str>) {
         let len = hashes.prefix.len() - 1;
         let Some(&key) = hashes.prefix.last() else {
             return;
         };
-        if let Ok(mut entries) = self.entries.lock() {
-            entries.retain(|e| !(e.len == len && e.key == key));
-            if entries.len() >= CAPACITY {
-                entries.pop_front();
-            }
-            entries.push_back(Entry {
-                len,
-                key,
+        self.entries.insert(
+            (len, key),
+            Arc::new(Entry {
                 output: output.clone(),
                 degraded: degraded.map(str::to_string),
-            });
+            }),
+        );
+    }
+}
+
+/// An estimate of a conversation's size in bytes: the text of every block, the JSON of
+/// inputs, unknown blocks and extra fields, and 64 bytes per message and block for the
+/// structure around them.
+pub fn estimated_bytes(c: &Conversation) -> usize {
+    let value = |v: &serde_json::Value| v.to_string().len();
+    let mut n = c.system.as_ref().map_or(0, value);
+    n += c
+        .extra
+        .iter()
+        .map(|(k, v)| k.len() + value(v))
+        .sum::<usize>();
+    for m in &c.messages {
+        n += 64
+            + m.extra
+                .iter()
+                .map(|(k, v)| k.len() + value(v))
+                .sum::<usize>();
+        for b in &m.content {
+            n += 64 + block_bytes(b);
         }
+    }
+    n
+}
+
+fn block_bytes(b: &Block) -> usize {
+    let value = |v: &serde_json::Value| v.to_string().len();
+    match b {
+        Block::Text(t) => t.text.len(),
+        Block::ToolUse(t) => {
+            t.id.len()
+                + t.name.len()
+                + match &t.input {
+                    ToolInput::Json(v) => value(v),
+                    ToolInput::Arguments(s) | ToolInput::Freeform(s) => s.len(),
+                }
+        }
+        Block::ToolResult(r) => {
+            r.tool_use_id.len()
+                + match &r.content {
+                    None => 0,
+                    Some(ToolResultContent::Text(s)) => s.len(),
+                    Some(ToolResultContent::Blocks(bs)) => bs.iter().map(block_bytes).sum(),
+                }
+        }
+        Block::Thinking(v) | Block::Image(v) | Block::Document(v) | Block::Other(v) => value(v),
     }
 }
 
@@ -141,5 +242,66 @@ fn hash_block(h: &mut Xxh3, b: &Block) {
             h.write_u8(4);
             hash_value(h, v);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::Format;
+    use serde_json::json;
+
+    /// A conversation of `n` user/assistant turns whose texts are `size` bytes each, tagged by
+    /// `tag` so two conversations never share a prefix.
+    fn conversation(tag: usize, n: usize, size: usize) -> Conversation {
+        let messages: Vec<_> = (0..n)
+            .map(|i| {
+                let role = if i % 2 == 0 { "user" } else { "assistant" };
+                json!({"role": role, "content": format!("{tag}:{i}:{}", "x".repeat(size))})
+            })
+            .collect();
+        Format::Anthropic
+            .read(&json!({"model": "m", "max_tokens": 1, "messages": messages}))
+            .unwrap()
+    }
+
+    #[test]
+    fn distinct_outputs_are_evicted_to_stay_under_the_byte_bound() {
+        let memory = Memory::with_max_bytes(1_000_000);
+        let one = estimated_bytes(&conversation(0, 10, 10_000)) as u64;
+        assert!(one > 100_000 && one < 110_000, "{one}");
+        for tag in 0..40 {
+            let c = conversation(tag, 10, 10_000);
+            memory.remember(&PrefixHashes::of(&c, 7), &c, None);
+        }
+        assert!(memory.bytes() <= 1_000_000, "{}", memory.bytes());
+        assert!(memory.len() < 40 && !memory.is_empty(), "{}", memory.len());
+    }
+
+    #[test]
+    fn the_longest_remembered_prefix_is_recalled() {
+        let memory = Memory::default();
+        let long = conversation(1, 12, 10);
+        let short = Conversation {
+            messages: long.messages[..4].to_vec(),
+            ..long.clone()
+        };
+        let output = conversation(9, 2, 10);
+        memory.remember(&PrefixHashes::of(&short, 3), &output, None);
+        let longer_prefix = Conversation {
+            messages: long.messages[..8].to_vec(),
+            ..long.clone()
+        };
+        memory.remember(
+            &PrefixHashes::of(&longer_prefix, 3),
+            &short,
+            Some("summary failed"),
+        );
+        let (len, got, degraded) = memory.recall(&PrefixHashes::of(&long, 3)).unwrap();
+        assert_eq!(len, 8);
+        assert_eq!(got, short);
+        assert_eq!(degraded.as_deref(), Some("summary failed"));
+        // Another context tag (another budget) recalls nothing.
+        assert!(memory.recall(&PrefixHashes::of(&long, 4)).is_none());
     }
 }

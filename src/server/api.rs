@@ -78,6 +78,22 @@ impl ApiRequest {
     }
 }
 
+/// Runs `job` on the compaction pool; a panic there is a JSON 500 (`internal`, cause logged).
+async fn on_pool<T, F, Fut>(state: &AppState, job: F) -> Result<T, AppError>
+where
+    T: Send + 'static,
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = Result<T, AppError>>,
+{
+    match state.pool().run(job).await {
+        Ok(result) => result,
+        Err(e) => {
+            state.metrics().panicked(&e);
+            Err(AppError::Internal(e.to_string()))
+        }
+    }
+}
+
 /// `POST /v1/compact`: `{"request": <compacted body, same format>, "report": ...}`.
 pub(crate) async fn compact(
     State(state): State<AppState>,
@@ -94,6 +110,19 @@ pub(crate) async fn compact(
         });
     }
     let compactor = state.compactor(req.strategy.as_deref())?;
+    let st = state.clone();
+    on_pool(&state, move || async move {
+        compact_now(&st, &compactor, &req).await
+    })
+    .await
+    .map(Json)
+}
+
+async fn compact_now(
+    state: &AppState,
+    compactor: &crate::compactor::Compactor,
+    req: &ApiRequest,
+) -> Result<Value, AppError> {
     let (value, format, conversation) = req.read()?;
     let compacted = compactor
         .compact_with(
@@ -108,9 +137,7 @@ pub(crate) async fn compact(
         Cow::Borrowed(_) => value.clone(),
         Cow::Owned(c) => format.write(c),
     };
-    Ok(Json(
-        json!({"request": request, "report": compacted.report}),
-    ))
+    Ok(json!({"request": request, "report": compacted.report}))
 }
 
 /// `POST /v1/count_tokens`: `{"tokens", "by_role", "messages"}`.
@@ -119,8 +146,12 @@ pub(crate) async fn count_tokens(
     ApiJson(req): ApiJson<ApiRequest>,
 ) -> Result<Json<Value>, AppError> {
     let compactor = state.compactor(req.strategy.as_deref())?;
-    let (_, _, conversation) = req.read()?;
-    Ok(Json(token_breakdown(compactor.counter(), &conversation)))
+    on_pool(&state, move || async move {
+        let (_, _, conversation) = req.read()?;
+        Ok(token_breakdown(compactor.counter(), &conversation))
+    })
+    .await
+    .map(Json)
 }
 
 /// The token count of a conversation: the total (system prompt, tools and messages), the
@@ -145,7 +176,16 @@ pub(crate) fn token_breakdown(counter: &dyn TokenCounter, conversation: &Convers
 }
 
 /// `POST /v1/validate`: `{"valid", "format", "violations": [{path, message, block, kind, text}]}`.
-pub(crate) async fn validate(ApiJson(req): ApiJson<ApiRequest>) -> Result<Json<Value>, AppError> {
+pub(crate) async fn validate(
+    State(state): State<AppState>,
+    ApiJson(req): ApiJson<ApiRequest>,
+) -> Result<Json<Value>, AppError> {
+    on_pool(&state, move || async move { validate_now(&req) })
+        .await
+        .map(Json)
+}
+
+fn validate_now(req: &ApiRequest) -> Result<Value, AppError> {
     let (_, format, conversation) = req.read()?;
     let violations = guard::validate(
         &conversation,
@@ -164,11 +204,11 @@ pub(crate) async fn validate(ApiJson(req): ApiJson<ApiRequest>) -> Result<Json<V
             j
         })
         .collect();
-    Ok(Json(json!({
+    Ok(json!({
         "valid": violations.is_empty(),
         "format": format.as_str(),
         "violations": located,
-    })))
+    }))
 }
 
 /// `GET /healthz`.
@@ -178,6 +218,11 @@ pub(crate) async fn healthz() -> Json<Value> {
 
 /// `GET /metrics`: Prometheus text exposition.
 pub(crate) async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
+    for (preset, c) in state.compactors() {
+        state
+            .metrics()
+            .memory(&preset, c.memory().bytes(), c.memory().max_bytes());
+    }
     (
         [(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
         state.metrics().render(),

@@ -22,6 +22,51 @@ pub struct ServerSettings {
     pub anthropic_upstream: String,
     /// Base URL the OpenAI proxy routes (`/v1/chat/completions`, `/v1/responses`) forward to.
     pub openai_upstream: String,
+    /// Compactions run at once on the blocking pool; the others wait for a worker.
+    #[serde(default = "defaults::compaction_workers")]
+    pub compaction_workers: usize,
+    /// Seconds a connection may take to send a request's headers (HTTP/1; the clock starts
+    /// when the connection waits for its next request). Over it the connection is closed.
+    #[serde(default = "defaults::thirty")]
+    pub header_read_timeout_secs: u64,
+    /// Seconds a connection may stay open with no request in flight; then it is closed.
+    #[serde(default = "defaults::thirty")]
+    pub idle_timeout_secs: u64,
+    /// Seconds allowed between two chunks of a request body; over it the request fails.
+    #[serde(default = "defaults::thirty")]
+    pub body_read_timeout_secs: u64,
+    /// Seconds allowed between two chunks of an upstream answer once its headers came; over
+    /// it the answer to the client ends (the stream is cut, the connection closed).
+    #[serde(default = "defaults::upstream_read_timeout_secs")]
+    pub upstream_read_timeout_secs: u64,
+    /// Client connections open at once; past it new connections wait to be accepted.
+    #[serde(default = "defaults::max_connections")]
+    pub max_connections: usize,
+    /// Bound of the compaction memory of each strategy preset, in bytes of remembered
+    /// outputs (least recently used evicted first).
+    #[serde(default = "defaults::memory_bytes")]
+    pub memory_bytes: u64,
+    /// Seconds to let requests in flight finish after ctrl-c / SIGTERM; then they are cut.
+    #[serde(default = "defaults::thirty")]
+    pub shutdown_timeout_secs: u64,
+}
+
+mod defaults {
+    pub fn compaction_workers() -> usize {
+        4
+    }
+    pub fn thirty() -> u64 {
+        30
+    }
+    pub fn upstream_read_timeout_secs() -> u64 {
+        300
+    }
+    pub fn memory_bytes() -> u64 {
+        crate::memory::DEFAULT_MEMORY_BYTES
+    }
+    pub fn max_connections() -> usize {
+        1024
+    }
 }
 
 impl Default for ServerSettings {
@@ -34,6 +79,14 @@ impl Default for ServerSettings {
             auth_token_env: None,
             anthropic_upstream: "https://api.anthropic.com".into(),
             openai_upstream: "https://api.openai.com".into(),
+            compaction_workers: defaults::compaction_workers(),
+            header_read_timeout_secs: defaults::thirty(),
+            idle_timeout_secs: defaults::thirty(),
+            body_read_timeout_secs: defaults::thirty(),
+            upstream_read_timeout_secs: defaults::upstream_read_timeout_secs(),
+            max_connections: defaults::max_connections(),
+            memory_bytes: defaults::memory_bytes(),
+            shutdown_timeout_secs: defaults::thirty(),
         }
     }
 }
@@ -55,6 +108,26 @@ impl ServerSettings {
         }
         if self.concurrency_limit == 0 {
             return Err(("server.concurrency_limit", "must be > 0".into()));
+        }
+        for (key, n) in [
+            ("server.compaction_workers", self.compaction_workers as u64),
+            (
+                "server.header_read_timeout_secs",
+                self.header_read_timeout_secs,
+            ),
+            ("server.idle_timeout_secs", self.idle_timeout_secs),
+            ("server.body_read_timeout_secs", self.body_read_timeout_secs),
+            (
+                "server.upstream_read_timeout_secs",
+                self.upstream_read_timeout_secs,
+            ),
+            ("server.max_connections", self.max_connections as u64),
+            ("server.memory_bytes", self.memory_bytes),
+            ("server.shutdown_timeout_secs", self.shutdown_timeout_secs),
+        ] {
+            if n == 0 {
+                return Err((key, "must be > 0".into()));
+            }
         }
         for (key, url) in [
             ("server.anthropic_upstream", &self.anthropic_upstream),

@@ -41,6 +41,9 @@ pub enum AppError {
         /// What was not found.
         message: String,
     },
+    /// 405: the route exists, but not with this method (the method is named).
+    #[error("method not allowed: {0}")]
+    MethodNotAllowed(String),
     /// 408: the request took longer than `server.request_timeout_secs`.
     #[error("timeout")]
     Timeout,
@@ -71,6 +74,7 @@ impl AppError {
             AppError::BadRequest { .. } | AppError::InvalidHistory(_) => StatusCode::BAD_REQUEST,
             AppError::Unauthorized => StatusCode::UNAUTHORIZED,
             AppError::NotFound { .. } => StatusCode::NOT_FOUND,
+            AppError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             AppError::Timeout => StatusCode::REQUEST_TIMEOUT,
             AppError::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             AppError::Upstream(_) => StatusCode::BAD_GATEWAY,
@@ -102,6 +106,11 @@ impl AppError {
                 None,
             ),
             AppError::NotFound { code, message } => (code, message.clone(), None),
+            AppError::MethodNotAllowed(method) => (
+                "method_not_allowed",
+                format!("this route does not take {method}"),
+                None,
+            ),
             AppError::Timeout => ("timeout", "the request timed out".into(), None),
             AppError::PayloadTooLarge => (
                 "payload_too_large",

@@ -2,8 +2,8 @@
 
 use crate::report::Report;
 use prometheus::{
-    Encoder, GaugeVec, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, Opts, Registry,
-    TextEncoder,
+    Encoder, GaugeVec, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec, Opts,
+    Registry, TextEncoder,
 };
 
 /// The service's counters and histograms.
@@ -21,6 +21,9 @@ pub struct Metrics {
     pub llm_failures: IntCounter,
     proxy: IntCounterVec,
     token_ratio: GaugeVec,
+    panics: IntCounter,
+    memory_bytes: IntGaugeVec,
+    memory_max_bytes: IntGaugeVec,
 }
 
 impl Metrics {
@@ -77,10 +80,31 @@ impl Metrics {
         let proxy = IntCounterVec::new(
             Opts::new(
                 "compactor_proxy_requests_total",
-                "Proxied requests by route and what was done to the body (passthrough, compacted, reused, skipped).",
+                "Proxied requests by route and what was done to the body (passthrough, compacted, reused, skipped; route other: forwarded as it came).",
             ),
             &["route", "body"],
         )?;
+        let panics = IntCounter::new(
+            "compactor_panics_total",
+            "Compactions that panicked (API: answered 500; proxy: the original body forwarded).",
+        )?;
+        registry.register(Box::new(panics.clone()))?;
+        let memory_bytes = IntGaugeVec::new(
+            Opts::new(
+                "compactor_memory_bytes",
+                "Estimated bytes held by the compaction memory, by strategy preset.",
+            ),
+            &["strategy"],
+        )?;
+        let memory_max_bytes = IntGaugeVec::new(
+            Opts::new(
+                "compactor_memory_max_bytes",
+                "Bound of the compaction memory in bytes (server.memory_bytes), by strategy preset.",
+            ),
+            &["strategy"],
+        )?;
+        registry.register(Box::new(memory_bytes.clone()))?;
+        registry.register(Box::new(memory_max_bytes.clone()))?;
         registry.register(Box::new(compactions.clone()))?;
         registry.register(Box::new(tokens_before.clone()))?;
         registry.register(Box::new(tokens_after.clone()))?;
@@ -102,6 +126,9 @@ impl Metrics {
             llm_failures,
             proxy,
             token_ratio,
+            panics,
+            memory_bytes,
+            memory_max_bytes,
         })
     }
 
@@ -134,6 +161,24 @@ impl Metrics {
     /// Sets the ratio in force for `model` (model tokens per counted token).
     pub fn token_ratio(&self, model: &str, ratio: f64) {
         self.token_ratio.with_label_values(&[model]).set(ratio);
+    }
+
+    /// Records a compaction that gave no value ([`super::pool::PoolError`]): only panics count.
+    pub fn panicked(&self, e: &super::pool::PoolError) {
+        if matches!(e, super::pool::PoolError::Panicked(_)) {
+            self.panics.inc();
+        }
+    }
+
+    /// Sets the compaction memory's size and bound (bytes) of preset `strategy`.
+    pub fn memory(&self, strategy: &str, bytes: u64, max_bytes: u64) {
+        let gauge = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+        self.memory_bytes
+            .with_label_values(&[strategy])
+            .set(gauge(bytes));
+        self.memory_max_bytes
+            .with_label_values(&[strategy])
+            .set(gauge(max_bytes));
     }
 
     /// The text exposition format.

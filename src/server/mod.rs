@@ -1,20 +1,31 @@
 //! The service: an HTTP API over the compactor and a drop-in compacting proxy.
 //!
 //! ```text
-//! request -> trace -> timeout -> body limit -> concurrency limit -> auth -> route
+//! request -> trace -> panic boundary -> timeout -> body-read timeout -> body limit
+//!         -> one global concurrency limit (held until the answer's body ends; not /healthz)
+//!         -> auth -> route
 //!   /v1/compact, /v1/count_tokens, /v1/validate     JSON in, JSON out (api.rs)
-//!   /v1/messages, /v1/chat/completions,             compact the outbound copy, forward to the
-//!   /v1/responses                                   configured upstream, stream back (proxy.rs)
+//!   POST /v1/messages, /v1/chat/completions,        compact the outbound copy, forward to the
+//!   /v1/responses, /v1/messages/count_tokens        configured upstream, stream back (proxy.rs)
 //!   /healthz, /metrics
+//!   any other method or path                        forwarded as it came (passthrough.rs)
 //! ```
-//! [`app`] builds the router from an [`AppState`], so tests drive it without a port; [`serve`]
-//! binds it and shuts down gracefully on ctrl-c / SIGTERM.
+//! Compaction runs on a bounded blocking pool ([`pool`]); a panic there becomes a JSON 500 on
+//! the API routes and the original body forwarded on the proxy routes; a panic anywhere else
+//! is a JSON 500 (`tower_http::catch_panic`). [`app`] builds the router from an [`AppState`],
+//! so tests drive it without a port; [`serve`] binds it with the connection limits and
+//! timeouts of [`listen`] and shuts down on ctrl-c / SIGTERM within a deadline.
 
 mod api;
 pub mod config;
 pub mod error;
+mod guarded;
+pub mod listen;
 pub mod metrics;
+mod passthrough;
+pub mod pool;
 mod proxy;
+mod upstream;
 pub mod usage;
 
 use crate::compactor::Compactor;
@@ -23,15 +34,20 @@ use axum::Router;
 use axum::error_handling::HandleErrorLayer;
 use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::header::AUTHORIZATION;
+use axum::http::{HeaderMap, Method};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{MethodRouter, get, post};
 pub use error::{ApiJson, AppError};
 use metrics::Metrics;
+use pool::Pool;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tokio::sync::Semaphore;
 use tower::ServiceBuilder;
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::timeout::RequestBodyTimeoutLayer;
 use tower_http::trace::TraceLayer;
 
 /// The header carrying the service token (on every route but `/healthz`).
@@ -53,6 +69,8 @@ struct Inner {
     presets: Mutex<HashMap<String, Arc<Compactor>>>,
     metrics: Metrics,
     client: reqwest::Client,
+    pool: Pool,
+    limit: Arc<Semaphore>,
 }
 
 impl AppState {
@@ -86,7 +104,24 @@ impl AppState {
         loader: Loader,
         auth_token: Option<String>,
     ) -> Result<AppState, ConfigError> {
-        let default = Arc::new(Compactor::from_config(settings.clone())?);
+        let default = Compactor::from_config(settings.clone())?
+            .with_memory_bytes(settings.server.memory_bytes);
+        AppState::with_compactor(settings, loader, auth_token, default)
+    }
+
+    /// A state whose configured preset is served by `default` (a pipeline built with
+    /// [`Compactor::with_parts`], e.g. with a strategy of one's own); `loader` builds the
+    /// other presets on demand.
+    ///
+    /// # Errors
+    /// [`ConfigError`] when the metrics or the HTTP client cannot be built.
+    pub fn with_compactor(
+        settings: Settings,
+        loader: Loader,
+        auth_token: Option<String>,
+        default: Compactor,
+    ) -> Result<AppState, ConfigError> {
+        let default = Arc::new(default);
         let internal = |message: String| ConfigError::Invalid {
             key: "server".into(),
             message,
@@ -99,6 +134,13 @@ impl AppState {
             .map_err(|e| internal(format!("HTTP client: {e}")))?;
         let mut presets = HashMap::new();
         presets.insert(settings.preset.clone(), default.clone());
+        let pool = Pool::new(settings.server.compaction_workers);
+        let limit = Arc::new(Semaphore::new(
+            settings
+                .server
+                .concurrency_limit
+                .min(Semaphore::MAX_PERMITS),
+        ));
         Ok(AppState {
             inner: Arc::new(Inner {
                 loader,
@@ -108,6 +150,8 @@ impl AppState {
                 presets: Mutex::new(presets),
                 metrics,
                 client,
+                pool,
+                limit,
             }),
         })
     }
@@ -120,6 +164,11 @@ impl AppState {
     /// The metrics.
     pub fn metrics(&self) -> &Metrics {
         &self.inner.metrics
+    }
+
+    /// The bounded pool compactions run on.
+    pub fn pool(&self) -> &Pool {
+        &self.inner.pool
     }
 
     /// The compactor of the configured preset (the proxy's policy).
@@ -155,12 +204,21 @@ impl AppState {
             ..self.inner.loader.clone()
         }
         .load()?;
-        let built = Arc::new(Compactor::from_config(settings)?);
+        let bytes = self.inner.settings.server.memory_bytes;
+        let built = Arc::new(Compactor::from_config(settings)?.with_memory_bytes(bytes));
         Ok(self
             .lock_presets()
             .entry(name.to_string())
             .or_insert(built)
             .clone())
+    }
+
+    /// Every pipeline built so far, by preset name.
+    pub(crate) fn compactors(&self) -> Vec<(String, Arc<Compactor>)> {
+        self.lock_presets()
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
     }
 
     fn lock_presets(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Compactor>>> {
@@ -172,26 +230,33 @@ impl AppState {
     }
 }
 
-/// The router with every route and layer (trace outermost, then timeout, body limit,
-/// concurrency limit).
+/// The router with every route and layer (trace outermost, then the panic boundary, timeout,
+/// body-read timeout, body limit, the global concurrency limit).
 pub fn app(state: AppState) -> Router {
     let server = &state.settings().server;
     let timeout = Duration::from_secs(server.request_timeout_secs);
+    let body_read = Duration::from_secs(server.body_read_timeout_secs);
     let body_limit = server.body_limit_bytes;
-    let concurrency = server.concurrency_limit;
+    let api = |m: MethodRouter<AppState>| m.fallback(method_not_allowed);
+    let proxy = |m: MethodRouter<AppState>| m.fallback(passthrough::forward);
     let protected = Router::new()
-        .route("/v1/compact", post(api::compact))
-        .route("/v1/count_tokens", post(api::count_tokens))
-        .route("/v1/validate", post(api::validate))
-        .route("/v1/messages", post(proxy::anthropic))
-        .route("/v1/chat/completions", post(proxy::openai_chat))
-        .route("/v1/responses", post(proxy::openai_responses))
-        .route("/metrics", get(api::metrics))
+        .route("/v1/compact", api(post(api::compact)))
+        .route("/v1/count_tokens", api(post(api::count_tokens)))
+        .route("/v1/validate", api(post(api::validate)))
+        .route("/metrics", api(get(api::metrics)))
+        .route("/v1/messages", proxy(post(proxy::anthropic)))
+        .route(
+            "/v1/messages/count_tokens",
+            proxy(post(proxy::anthropic_count_tokens)),
+        )
+        .route("/v1/chat/completions", proxy(post(proxy::openai_chat)))
+        .route("/v1/responses", proxy(post(proxy::openai_responses)))
         .route_layer(middleware::from_fn_with_state(state.clone(), require_token));
     Router::new()
-        .route("/healthz", get(api::healthz))
+        .route("/healthz", api(get(api::healthz)))
         .merge(protected)
-        .fallback(not_found)
+        .fallback(passthrough::forward)
+        .layer(middleware::from_fn_with_state(state.clone(), hold_limit))
         .with_state(state)
         .layer(
             ServiceBuilder::new()
@@ -199,6 +264,12 @@ pub fn app(state: AppState) -> Router {
                     // Method and path only: headers carry API keys.
                     tracing::info_span!("request", method = %req.method(), path = %req.uri().path())
                 }))
+                .layer(CatchPanicLayer::custom(
+                    |payload: Box<dyn std::any::Any + Send>| {
+                        AppError::Internal(format!("panic: {}", pool::panic_text(&*payload)))
+                            .into_response()
+                    },
+                ))
                 .layer(HandleErrorLayer::new(|e: tower::BoxError| async move {
                     if e.is::<tower::timeout::error::Elapsed>() {
                         AppError::Timeout
@@ -207,16 +278,27 @@ pub fn app(state: AppState) -> Router {
                     }
                 }))
                 .timeout(timeout)
-                .layer(DefaultBodyLimit::max(body_limit))
-                .concurrency_limit(concurrency),
+                .layer(RequestBodyTimeoutLayer::new(body_read))
+                .layer(DefaultBodyLimit::max(body_limit)),
         )
 }
 
-async fn not_found() -> AppError {
-    AppError::NotFound {
-        code: "not_found",
-        message: "no such route".into(),
+/// A JSON 405 naming the method, for a route that exists with other methods.
+async fn method_not_allowed(method: Method) -> AppError {
+    AppError::MethodNotAllowed(method.to_string())
+}
+
+/// The one global concurrency limit (`server.concurrency_limit`): a permit is taken before the
+/// handler runs and given back when the answer's body ends, so a streamed answer counts until
+/// its last event. `/healthz` is not counted, so it answers while the service is saturated.
+async fn hold_limit(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    if req.uri().path() == "/healthz" {
+        return next.run(req).await;
     }
+    let Ok(permit) = state.inner.limit.clone().acquire_owned().await else {
+        return AppError::Internal("the concurrency limit is closed".into()).into_response();
+    };
+    guarded::hold_until_end(next.run(req).await, permit)
 }
 
 /// The proxy routes take the token from `x-compactor-token` only: their `authorization` is the
@@ -224,20 +306,21 @@ async fn not_found() -> AppError {
 fn is_proxy_route(path: &str) -> bool {
     matches!(
         path,
-        "/v1/messages" | "/v1/chat/completions" | "/v1/responses"
+        "/v1/messages" | "/v1/chat/completions" | "/v1/responses" | "/v1/messages/count_tokens"
     )
 }
 
-async fn require_token(State(state): State<AppState>, req: Request, next: Next) -> Response {
+/// Whether the request carries the service token (always, when none is configured). On a
+/// `proxy` request (the proxy and pass-through routes) only `x-compactor-token` counts.
+fn authorized(state: &AppState, headers: &HeaderMap, proxy: bool) -> bool {
     let Some(expected) = &state.inner.auth_token else {
-        return next.run(req).await;
+        return true;
     };
-    let headers = req.headers();
     let given = headers
         .get(TOKEN_HEADER)
         .and_then(|v| v.to_str().ok())
         .or_else(|| {
-            if is_proxy_route(req.uri().path()) {
+            if proxy {
                 return None;
             }
             headers
@@ -245,11 +328,14 @@ async fn require_token(State(state): State<AppState>, req: Request, next: Next) 
                 .and_then(|v| v.to_str().ok())
                 .and_then(|v| v.strip_prefix("Bearer "))
         });
-    match given {
-        Some(token) if constant_time_eq(token.as_bytes(), expected.as_bytes()) => {
-            next.run(req).await
-        }
-        _ => AppError::Unauthorized.into_response(),
+    given.is_some_and(|token| constant_time_eq(token.as_bytes(), expected.as_bytes()))
+}
+
+async fn require_token(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    if authorized(&state, req.headers(), is_proxy_route(req.uri().path())) {
+        next.run(req).await
+    } else {
+        AppError::Unauthorized.into_response()
     }
 }
 
@@ -257,16 +343,14 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-/// Binds `listen` and serves [`app`] until ctrl-c or SIGTERM, letting requests in flight finish.
+/// Binds `listen` and serves [`app`] until ctrl-c or SIGTERM, with the connection cap,
+/// timeouts and shutdown deadline of `[server]` ([`listen::serve_on`]).
 ///
 /// # Errors
 /// The I/O error of binding or serving.
 pub async fn serve(state: AppState, listen: std::net::SocketAddr) -> std::io::Result<()> {
     let listener = tokio::net::TcpListener::bind(listen).await?;
-    tracing::info!(addr = %listener.local_addr()?, "compactor serve: listening");
-    axum::serve(listener, app(state))
-        .with_graceful_shutdown(shutdown_signal())
-        .await
+    listen::serve_on(state, listener, shutdown_signal()).await
 }
 
 async fn shutdown_signal() {
@@ -288,5 +372,4 @@ async fn shutdown_signal() {
         () = ctrl_c => {},
         () = terminate => {},
     }
-    tracing::info!("shutting down: finishing requests in flight");
 }

@@ -14,13 +14,13 @@
 //! upstream gives its own answer; `x-compactor-skipped` says why. So is a Responses body that
 //! names a `previous_response_id`: its history lives on the provider's side, out of reach.
 
-use super::{AppError, AppState, TOKEN_HEADER};
+use super::pool::PoolError;
+use super::{AppError, AppState, upstream};
 use crate::compactor::CompactError;
 use crate::format::Format;
-use axum::body::Body;
 use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
-use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, Uri};
+use axum::http::{HeaderMap, Method, Uri};
 use axum::response::Response;
 use bytes::Bytes;
 use serde_json::Value;
@@ -31,25 +31,21 @@ pub const TOKENS_HEADER: &str = "x-compactor-tokens";
 /// The response header naming why a body was forwarded without looking at it.
 pub const SKIPPED_HEADER: &str = "x-compactor-skipped";
 
-/// Headers of one connection, not of the message (RFC 9110 7.6.1), plus those the proxy
-/// sets itself.
-const HOP_BY_HOP: &[&str] = &[
-    "connection",
-    "keep-alive",
-    "proxy-authenticate",
-    "proxy-authorization",
-    "proxy-connection",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
-    "host",
-    "content-length",
-    TOKEN_HEADER,
-];
-
 /// `POST /v1/messages`.
 pub(crate) async fn anthropic(
+    State(state): State<AppState>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, AppError> {
+    let base = state.settings().server.anthropic_upstream.clone();
+    forward(&state, Format::Anthropic, &base, &uri, headers, body).await
+}
+
+/// `POST /v1/messages/count_tokens`: the same history as `/v1/messages` (without
+/// `max_tokens`), compacted by the same policy, so the count the agent gets is the count of
+/// what the proxy would send.
+pub(crate) async fn anthropic_count_tokens(
     State(state): State<AppState>,
     uri: Uri,
     headers: HeaderMap,
@@ -100,52 +96,46 @@ async fn forward(
     // A body over the limit is a JSON 413 like on every other route, not axum's plain text.
     let body = body?;
     let route = uri.path().to_string();
-    let outgoing = outgoing_body(state, format, &route, body).await;
+    let outgoing = {
+        let (state, original) = (state.clone(), body.clone());
+        let route = route.clone();
+        state
+            .pool()
+            .clone()
+            .run(move || async move { outgoing_body(&state, format, &route, original).await })
+            .await
+    };
+    let outgoing = match outgoing {
+        Ok(o) => o,
+        // The agent's request is never dropped for a fault of ours: the original goes upstream.
+        Err(e) => {
+            if let PoolError::Panicked(why) = &e {
+                tracing::error!(route = %route, panic = %why, "proxy: compaction panicked; original body forwarded");
+            }
+            state.metrics().proxied(&route, "skipped");
+            state.metrics().panicked(&e);
+            Outgoing {
+                body,
+                header: (SKIPPED_HEADER, "internal error".to_string()),
+                probe: None,
+            }
+        }
+    };
     let url = format!(
         "{}{}",
         base.trim_end_matches('/'),
         uri.path_and_query().map_or(route.as_str(), |p| p.as_str())
     );
-    let mut upstream_headers = HeaderMap::new();
-    for (name, value) in &headers {
-        if !HOP_BY_HOP.contains(&name.as_str()) {
-            upstream_headers.append(name.clone(), value.clone());
-        }
-    }
-    let answer = state
-        .inner
-        .client
-        .request(Method::POST, &url)
-        .headers(upstream_headers)
-        .body(outgoing.body)
-        .send()
-        .await
-        .map_err(|e| AppError::Upstream(format!("{url}: {e}")))?;
-    let tap = learning_tap(state, &answer, outgoing.probe);
-    let mut response = Response::builder().status(answer.status());
-    if let Some(h) = response.headers_mut() {
-        for (name, value) in answer.headers() {
-            if !HOP_BY_HOP[..9].contains(&name.as_str()) {
-                h.append(name.clone(), value.clone());
-            }
-        }
-        if let Ok(v) = HeaderValue::from_str(&outgoing.header.1) {
-            h.insert(HeaderName::from_static(outgoing.header.0), v);
-        }
-    }
-    let stream = answer.bytes_stream();
-    let body = match tap {
-        None => Body::from_stream(stream),
-        Some(mut tap) => Body::from_stream(futures_util::StreamExt::map(stream, move |chunk| {
-            if let Ok(bytes) = &chunk {
-                tap.feed(bytes);
-            }
-            chunk
-        })),
-    };
-    response
-        .body(body)
-        .map_err(|e| AppError::Internal(format!("building the response: {e}")))
+    upstream::send(
+        state,
+        Method::POST,
+        &url,
+        upstream::request_headers(&headers),
+        reqwest::Body::from(outgoing.body),
+        Some(outgoing.header),
+        outgoing.probe,
+    )
+    .await
 }
 
 /// Decides what to send: the original bytes, a remembered prefix plus the new messages, or a
@@ -246,7 +236,7 @@ fn counting_note(report: &crate::report::Report) -> String {
 
 /// A tap that learns the model's ratio from a successful answer's usage (see
 /// [`super::usage`]); `None` without a model or for an error answer.
-fn learning_tap(
+pub(crate) fn learning_tap(
     state: &AppState,
     answer: &reqwest::Response,
     probe: Option<(String, usize)>,

@@ -3,17 +3,21 @@
 
 use super::TokenCounter;
 use crate::conversation::{Block, ToolInput, ToolResultContent};
+use moka::sync::Cache;
 use serde_json::Value;
-use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
-use std::sync::RwLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use xxhash_rust::xxh3::Xxh3;
 
-/// Entries kept by [`CachedCounter::new`] before the cache is cleared. One entry is 24 bytes of
-/// payload (a 128-bit key and a count), so the bound is a few MB; 100,000 blocks is several
-/// long agent sessions.
+/// Entries kept by [`CachedCounter::new`]; past it the least useful are evicted (moka's
+/// TinyLFU: recency and frequency). One entry is a 128-bit key and a count, about
+/// [`ENTRY_BYTES`] with the cache's own bookkeeping, so the bound is about 12 MB; 100,000
+/// blocks is several long agent sessions.
 pub const DEFAULT_CACHE_CAPACITY: usize = 100_000;
+
+/// Estimated bytes of one cache entry (16-byte key, 8-byte count, and the cache's per-entry
+/// bookkeeping), used to turn a byte bound into an entry bound ([`CachedCounter::with_max_bytes`]).
+pub const ENTRY_BYTES: usize = 128;
 
 /// Hit and miss counts of a [`CachedCounter`] since it was made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
@@ -37,14 +41,12 @@ pub struct CacheStats {
 /// summed from cached blocks by the provided methods. [`count_text`](TokenCounter::count_text)
 /// is passed through uncached.
 ///
-/// Bound: when the cache holds `capacity` entries, the next insertion clears it first (simple,
-/// and a compaction pass re-fills what it still uses). Thread safe: a `RwLock` around the map,
-/// read-locked for look-ups.
+/// Bound: at most `capacity` entries, evicted one by one (moka), never cleared all at once.
+/// Thread safe (moka's concurrent map).
 #[derive(Debug)]
 pub struct CachedCounter<C> {
     inner: C,
-    capacity: usize,
-    map: RwLock<HashMap<u128, usize, BuildHasherDefault<KeyHasher>>>,
+    map: Cache<u128, usize, BuildHasherDefault<KeyHasher>>,
     hits: AtomicU64,
     misses: AtomicU64,
 }
@@ -55,12 +57,18 @@ impl<C: TokenCounter> CachedCounter<C> {
         CachedCounter::with_capacity(inner, DEFAULT_CACHE_CAPACITY)
     }
 
+    /// A cache of at most `max_bytes` bytes (`max_bytes / ENTRY_BYTES` entries) around `inner`.
+    pub fn with_max_bytes(inner: C, max_bytes: usize) -> CachedCounter<C> {
+        CachedCounter::with_capacity(inner, max_bytes / ENTRY_BYTES)
+    }
+
     /// A cache of at most `capacity` entries (at least 1) around `inner`.
     pub fn with_capacity(inner: C, capacity: usize) -> CachedCounter<C> {
         CachedCounter {
             inner,
-            capacity: capacity.max(1),
-            map: RwLock::new(HashMap::default()),
+            map: Cache::builder()
+                .max_capacity(capacity.max(1) as u64)
+                .build_with_hasher(BuildHasherDefault::default()),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
         }
@@ -76,38 +84,26 @@ impl<C: TokenCounter> CachedCounter<C> {
         CacheStats {
             hits: self.hits.load(Ordering::Relaxed),
             misses: self.misses.load(Ordering::Relaxed),
-            entries: self.map.read().map(|m| m.len()).unwrap_or(0),
+            entries: {
+                self.map.run_pending_tasks();
+                usize::try_from(self.map.entry_count()).unwrap_or(usize::MAX)
+            },
         }
     }
 
     /// Empties the cache (the statistics are kept).
     pub fn clear(&self) {
-        if let Ok(mut m) = self.map.write() {
-            m.clear();
-        }
+        self.map.invalidate_all();
     }
 
     fn cached(&self, key: u128, count: impl FnOnce() -> usize) -> usize {
-        // A poisoned lock only means another thread panicked mid-insert; the map is still a
-        // valid map of correct counts, so keep using it.
-        let found = match self.map.read() {
-            Ok(m) => m.get(&key).copied(),
-            Err(poisoned) => poisoned.into_inner().get(&key).copied(),
-        };
-        if let Some(n) = found {
+        if let Some(n) = self.map.get(&key) {
             self.hits.fetch_add(1, Ordering::Relaxed);
             return n;
         }
         self.misses.fetch_add(1, Ordering::Relaxed);
         let n = count();
-        let mut m = match self.map.write() {
-            Ok(m) => m,
-            Err(poisoned) => poisoned.into_inner(),
-        };
-        if m.len() >= self.capacity {
-            m.clear();
-        }
-        m.insert(key, n);
+        self.map.insert(key, n);
         n
     }
 }
@@ -251,7 +247,7 @@ pub(crate) fn hash_value(h: &mut Xxh3, v: &Value) {
 }
 
 /// The map's keys are already xxh3 hashes: use their low 64 bits instead of hashing again.
-#[derive(Default)]
+#[derive(Debug, Default)]
 struct KeyHasher(u64);
 
 impl Hasher for KeyHasher {
@@ -359,14 +355,26 @@ mod tests {
     }
 
     #[test]
-    fn the_cache_is_cleared_when_full() {
-        let counter = CachedCounter::with_capacity(Counting::default(), 2);
-        for t in ["a", "b", "c"] {
-            counter.count_block(&Block::text(t));
+    fn a_full_cache_evicts_entries_one_by_one_and_keeps_counting_right() {
+        let counter = CachedCounter::with_capacity(Counting::default(), 50);
+        for round in 0..3 {
+            for i in 0..200 {
+                let text = format!("w{i} x y");
+                assert_eq!(counter.count_block(&Block::text(text)), 3, "round {round}");
+            }
         }
-        assert_eq!(counter.stats().entries, 1);
-        assert_eq!(counter.count_block(&Block::text("c")), 1);
-        assert_eq!(counter.stats().hits, 1);
+        let entries = counter.stats().entries;
+        // Bounded, and not emptied: what is kept is a part of what was counted.
+        assert!(entries <= 50 && entries > 0, "{entries}");
+    }
+
+    #[test]
+    fn a_byte_bound_is_an_entry_bound() {
+        let counter = CachedCounter::with_max_bytes(Counting::default(), 10 * ENTRY_BYTES);
+        for i in 0..100 {
+            counter.count_block(&Block::text(format!("t{i}")));
+        }
+        assert!(counter.stats().entries <= 10, "{:?}", counter.stats());
     }
 
     #[test]

@@ -5,7 +5,6 @@ use axum::Router;
 use axum::body::{Body, to_bytes};
 use axum::http::{HeaderMap, Request, StatusCode, Uri};
 use axum::response::Response;
-use axum::routing::post;
 use bytes::Bytes;
 use compactor::config::{Loader, Settings};
 use compactor::format::Format;
@@ -404,15 +403,25 @@ async fn validate_gives_the_verdict_with_located_violations() {
 }
 
 #[tokio::test]
-async fn an_unknown_route_is_a_json_404() {
-    let (status, _, bytes) = call(
-        app(state(settings(0))),
-        Request::get("/v2/nothing").body(Body::empty()).unwrap(),
-    )
-    .await;
-    assert_eq!(status, StatusCode::NOT_FOUND);
-    let body: Value = serde_json::from_slice(&bytes).unwrap();
-    assert_eq!(body["error"]["code"], "not_found");
+async fn a_route_of_the_service_with_another_method_is_a_json_405() {
+    for (method, path) in [
+        ("POST", "/healthz"),
+        ("GET", "/v1/compact"),
+        ("PUT", "/metrics"),
+    ] {
+        let req = Request::builder()
+            .method(method)
+            .uri(path)
+            .body(Body::empty())
+            .unwrap();
+        let (status, _, bytes) = call(app(state(settings(0))), req).await;
+        assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED, "{method} {path}");
+        let body: Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(
+            body,
+            json!({"error": {"code": "method_not_allowed", "message": format!("this route does not take {method}")}})
+        );
+    }
 }
 
 #[tokio::test]
@@ -488,6 +497,7 @@ impl Reply {
 
 #[derive(Clone, Debug)]
 struct Seen {
+    method: String,
     uri: String,
     headers: HeaderMap,
     body: Bytes,
@@ -498,11 +508,12 @@ type Recorded = Arc<Mutex<Vec<Seen>>>;
 async fn spawn_upstream(reply: Reply) -> (String, Recorded) {
     let recorded: Recorded = Arc::default();
     let rec = recorded.clone();
-    let handler = move |uri: Uri, headers: HeaderMap, body: Bytes| {
+    let handler = move |method: axum::http::Method, uri: Uri, headers: HeaderMap, body: Bytes| {
         let reply = reply.clone();
         let rec = rec.clone();
         async move {
             rec.lock().unwrap().push(Seen {
+                method: method.to_string(),
                 uri: uri.to_string(),
                 headers,
                 body,
@@ -533,10 +544,7 @@ async fn spawn_upstream(reply: Reply) -> (String, Recorded) {
             b.body(Body::from_stream(stream)).unwrap()
         }
     };
-    let app = Router::new()
-        .route("/v1/messages", post(handler.clone()))
-        .route("/v1/chat/completions", post(handler.clone()))
-        .route("/v1/responses", post(handler));
+    let app = Router::new().fallback(handler);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
@@ -884,4 +892,444 @@ async fn proxy_keeps_the_compacted_prefix_stable_between_compactions() {
         (6, 18, 36),
         "{kinds:?}"
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Panic boundary, pass-through, limits and timeouts.
+
+/// A strategy that panics: stands for any bug inside a compaction.
+struct Boom;
+
+#[async_trait::async_trait]
+impl compactor::strategy::Strategy for Boom {
+    fn name(&self) -> &str {
+        "boom"
+    }
+    async fn compact(
+        &self,
+        _: &compactor::conversation::Conversation,
+        _: compactor::strategy::Budget,
+        _: &compactor::strategy::Context<'_>,
+    ) -> Result<compactor::strategy::Compaction, compactor::strategy::StrategyError> {
+        panic!("boom: a bug in a strategy");
+    }
+}
+
+fn panicking_state(budget: usize, upstream: &str) -> AppState {
+    let mut s = settings(budget);
+    s.server.anthropic_upstream = upstream.to_string();
+    s.server.openai_upstream = upstream.to_string();
+    let pipeline = compactor::Compactor::with_parts(
+        s.clone(),
+        counter_for(Default::default()),
+        vec![Box::new(Boom)],
+    );
+    AppState::with_compactor(s, loader(), None, pipeline).unwrap()
+}
+
+#[tokio::test]
+async fn a_panic_in_compaction_is_a_json_500_on_the_api() {
+    let router = app(panicking_state(2000, "http://127.0.0.1:9"));
+    let (status, body) = post_json(
+        router.clone(),
+        "/v1/compact",
+        &json!({"request": history(20)}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(
+        body,
+        json!({"error": {"code": "internal", "message": "internal error"}})
+    );
+    // The service goes on: the next request is answered, and the panic is counted.
+    let req = Request::get("/metrics").body(Body::empty()).unwrap();
+    let (status, _, bytes) = call(router, req).await;
+    assert_eq!(status, StatusCode::OK);
+    let text = String::from_utf8(bytes.to_vec()).unwrap();
+    assert!(
+        text.lines().any(|l| l == "compactor_panics_total 1"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn a_panic_in_compaction_forwards_the_original_body_on_the_proxy() {
+    let (upstream, seen) = spawn_upstream(Reply::json(200, "{\"id\":\"msg_1\"}")).await;
+    let body = history(20).to_string();
+    let (status, headers, bytes) = call(
+        app(panicking_state(2000, &upstream)),
+        anthropic_request(body.clone()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(bytes, Bytes::from_static(b"{\"id\":\"msg_1\"}"));
+    assert_eq!(headers["x-compactor-skipped"], "internal error");
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].body, Bytes::from(body));
+    assert_eq!(seen[0].headers["x-api-key"], "sk-ant-test");
+}
+
+#[tokio::test]
+async fn other_methods_and_paths_are_forwarded_as_they_came() {
+    let (upstream, seen) = spawn_upstream(Reply::json(200, "{\"data\":[]}")).await;
+    let router = app(proxy_state(0, &upstream));
+    let cases = [
+        ("GET", "/v1/models?beta=true", ""),
+        (
+            "POST",
+            "/v1/embeddings",
+            "{\"input\":\"hello\",\"model\":\"e\"}",
+        ),
+        ("GET", "/v1/messages/batches?limit=2", ""),
+        ("DELETE", "/v1/files/file_123", ""),
+        ("GET", "/v1/chat/completions?limit=5", ""),
+    ];
+    for (method, path, body) in cases {
+        let req = Request::builder()
+            .method(method)
+            .uri(path)
+            .header("x-api-key", "sk-ant-test")
+            .header("anthropic-version", "2023-06-01")
+            .body(Body::from(body))
+            .unwrap();
+        let (status, _, bytes) = call(router.clone(), req).await;
+        assert_eq!(status, StatusCode::OK, "{method} {path}");
+        assert_eq!(bytes, Bytes::from_static(b"{\"data\":[]}"));
+    }
+    let seen = seen.lock().unwrap();
+    let got: Vec<(String, String, Bytes)> = seen
+        .iter()
+        .map(|s| (s.method.clone(), s.uri.clone(), s.body.clone()))
+        .collect();
+    let want: Vec<(String, String, Bytes)> = cases
+        .iter()
+        .map(|(m, p, b)| (m.to_string(), p.to_string(), Bytes::from(*b)))
+        .collect();
+    assert_eq!(got, want);
+    assert!(seen.iter().all(|s| s.headers["x-api-key"] == "sk-ant-test"));
+}
+
+#[tokio::test]
+async fn a_pass_through_request_needs_the_service_token_when_one_is_set() {
+    let (upstream, seen) = spawn_upstream(Reply::json(200, "{}")).await;
+    let mut s = settings(0);
+    s.server.openai_upstream = upstream;
+    let router = app(AppState::from_parts(s, loader(), Some("secret".into())).unwrap());
+    let req = |token: Option<&str>| {
+        let mut b = Request::get("/v1/models").header("authorization", "Bearer secret");
+        if let Some(t) = token {
+            b = b.header("x-compactor-token", t);
+        }
+        b.body(Body::empty()).unwrap()
+    };
+    // `authorization` is the provider's key here, not the service token.
+    let (status, _, _) = call(router.clone(), req(None)).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let (status, _, _) = call(router, req(Some("secret"))).await;
+    assert_eq!(status, StatusCode::OK);
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].headers["authorization"], "Bearer secret");
+    assert!(!seen[0].headers.contains_key("x-compactor-token"));
+}
+
+#[tokio::test]
+async fn count_tokens_is_forwarded_with_the_same_compaction_as_messages() {
+    let (upstream, seen) = spawn_upstream(Reply::json(200, "{\"input_tokens\":1}")).await;
+    let router = app(proxy_state(4000, &upstream));
+    let mut body = history(30);
+    body.as_object_mut().unwrap().remove("max_tokens");
+    let req = Request::post("/v1/messages/count_tokens?beta=true")
+        .header("x-api-key", "sk-ant-test")
+        .body(Body::from(body.to_string()))
+        .unwrap();
+    let (status, headers, _) = call(router, req).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(headers.contains_key("x-compactor-tokens"), "{headers:?}");
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen[0].uri, "/v1/messages/count_tokens?beta=true");
+    let sent: Value = serde_json::from_slice(&seen[0].body).unwrap();
+    assert!(tokens_of(&sent, Format::Anthropic) <= 4000 * 8 / 10);
+    assert!(tokens_of(&body, Format::Anthropic) > 4000);
+}
+
+#[tokio::test]
+async fn one_concurrency_limit_holds_until_a_streamed_answer_ends() {
+    let gate = Arc::new(Notify::new());
+    let (upstream, seen) = spawn_upstream(Reply {
+        status: 200,
+        headers: vec![("content-type", "text/event-stream")],
+        chunks: EVENTS.to_vec(),
+        gate: Some(gate.clone()),
+        delay: Duration::ZERO,
+    })
+    .await;
+    let mut s = settings(0);
+    s.server.anthropic_upstream = upstream;
+    s.server.concurrency_limit = 1;
+    let router = app(state(s));
+    let res = router
+        .clone()
+        .oneshot(anthropic_request(history(1).to_string()))
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    let mut stream = res.into_body().into_data_stream();
+    let first = stream.next().await.unwrap().unwrap();
+    assert_eq!(first, Bytes::from_static(EVENTS[0].as_bytes()));
+    // While the stream is open, a second request on another route waits for the one permit...
+    let second = tokio::spawn(
+        router
+            .clone()
+            .oneshot(anthropic_request(history(1).to_string())),
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!second.is_finished());
+    assert_eq!(seen.lock().unwrap().len(), 1);
+    // ...but /healthz is not counted.
+    let (status, _, _) = call(
+        router.clone(),
+        Request::get("/healthz").body(Body::empty()).unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    gate.notify_one();
+    while let Some(chunk) = stream.next().await {
+        chunk.unwrap();
+    }
+    drop(stream);
+    gate.notify_one();
+    let res = tokio::time::timeout(Duration::from_secs(10), second)
+        .await
+        .expect("the second request never ran")
+        .unwrap()
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    assert_eq!(seen.lock().unwrap().len(), 2);
+}
+
+#[tokio::test]
+async fn a_stalled_upstream_stream_is_cut_after_the_read_timeout() {
+    let gate = Arc::new(Notify::new());
+    let (upstream, _) = spawn_upstream(Reply {
+        status: 200,
+        headers: vec![("content-type", "text/event-stream")],
+        chunks: EVENTS.to_vec(),
+        gate: Some(gate),
+        delay: Duration::ZERO,
+    })
+    .await;
+    let mut s = settings(0);
+    s.server.anthropic_upstream = upstream;
+    s.server.upstream_read_timeout_secs = 1;
+    let res = app(state(s))
+        .oneshot(anthropic_request(history(1).to_string()))
+        .await
+        .unwrap();
+    let read = tokio::time::timeout(
+        Duration::from_secs(20),
+        to_bytes(res.into_body(), usize::MAX),
+    )
+    .await
+    .expect("the stalled stream hung the client");
+    let err = read.unwrap_err();
+    assert!(
+        err.to_string().contains("Stalled") || format!("{err:?}").contains("Stalled(1s)"),
+        "{err:?}"
+    );
+}
+
+/// A compaction that holds its worker until released: proves where compaction runs.
+struct Held(Arc<std::sync::Barrier>);
+
+#[async_trait::async_trait]
+impl compactor::strategy::Strategy for Held {
+    fn name(&self) -> &str {
+        "held"
+    }
+    async fn compact(
+        &self,
+        c: &compactor::conversation::Conversation,
+        _: compactor::strategy::Budget,
+        _: &compactor::strategy::Context<'_>,
+    ) -> Result<compactor::strategy::Compaction, compactor::strategy::StrategyError> {
+        // Blocks this thread (as heavy CPU work would) until the test has checked /healthz.
+        self.0.wait();
+        Ok(compactor::strategy::Compaction::unchanged(c, "held"))
+    }
+}
+
+#[tokio::test]
+async fn healthz_answers_while_compaction_holds_its_worker() {
+    let barrier = Arc::new(std::sync::Barrier::new(2));
+    let mut s = settings(2000);
+    s.server.compaction_workers = 1;
+    let pipeline = compactor::Compactor::with_parts(
+        s.clone(),
+        counter_for(Default::default()),
+        vec![Box::new(Held(barrier.clone()))],
+    );
+    let router = app(AppState::with_compactor(s, loader(), None, pipeline).unwrap());
+    let busy = {
+        let router = router.clone();
+        tokio::spawn(async move {
+            post_json(router, "/v1/compact", &json!({"request": history(20)})).await
+        })
+    };
+    // On this single-threaded test runtime a compaction on the async thread would block the
+    // health check forever; on the pool it does not.
+    let (status, _, _) = tokio::time::timeout(
+        Duration::from_secs(10),
+        call(
+            router,
+            Request::get("/healthz").body(Body::empty()).unwrap(),
+        ),
+    )
+    .await
+    .expect("/healthz stalled behind a compaction");
+    assert_eq!(status, StatusCode::OK);
+    let waiter = barrier.clone();
+    tokio::task::spawn_blocking(move || waiter.wait())
+        .await
+        .unwrap();
+    let (status, _) = busy.await.unwrap();
+    assert_eq!(status, StatusCode::OK);
+}
+
+/// Serves `s` on a free port on 127.0.0.1 until the returned sender fires.
+async fn serve_port(
+    s: Settings,
+) -> (
+    std::net::SocketAddr,
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<()>,
+) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let handle = tokio::spawn(async move {
+        compactor::server::listen::serve_on(state(s), listener, async {
+            let _ = rx.await;
+        })
+        .await
+        .unwrap();
+    });
+    (addr, tx, handle)
+}
+
+/// Reads until the peer closes; `Err` when it is still open after `within`.
+async fn closed_within(
+    stream: &mut tokio::net::TcpStream,
+    within: Duration,
+) -> Result<Vec<u8>, ()> {
+    use tokio::io::AsyncReadExt;
+    let mut got = Vec::new();
+    let read = tokio::time::timeout(within, async {
+        let mut buf = [0u8; 4096];
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+    .await;
+    read.map(|()| got).map_err(|_| ())
+}
+
+#[tokio::test]
+async fn slow_headers_and_idle_connections_are_closed() {
+    use tokio::io::AsyncWriteExt;
+    let mut s = settings(0);
+    s.server.header_read_timeout_secs = 1;
+    s.server.idle_timeout_secs = 1;
+    let (addr, stop, server) = serve_port(s).await;
+    // Headers that never end.
+    let mut slow = tokio::net::TcpStream::connect(addr).await.unwrap();
+    slow.write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\n")
+        .await
+        .unwrap();
+    assert!(
+        closed_within(&mut slow, Duration::from_secs(10))
+            .await
+            .is_ok()
+    );
+    // A keep-alive connection after its answer.
+    let mut idle = tokio::net::TcpStream::connect(addr).await.unwrap();
+    idle.write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let got = closed_within(&mut idle, Duration::from_secs(10))
+        .await
+        .unwrap();
+    assert!(String::from_utf8_lossy(&got).starts_with("HTTP/1.1 200 OK"));
+    stop.send(()).unwrap();
+    tokio::time::timeout(Duration::from_secs(10), server)
+        .await
+        .unwrap()
+        .unwrap();
+}
+
+#[tokio::test]
+async fn shutdown_does_not_wait_past_its_deadline_for_a_stalled_stream() {
+    use tokio::io::AsyncWriteExt;
+    let gate = Arc::new(Notify::new());
+    let (upstream, seen) = spawn_upstream(Reply {
+        status: 200,
+        headers: vec![("content-type", "text/event-stream")],
+        chunks: EVENTS.to_vec(),
+        gate: Some(gate),
+        delay: Duration::ZERO,
+    })
+    .await;
+    let mut s = settings(0);
+    s.server.anthropic_upstream = upstream;
+    s.server.shutdown_timeout_secs = 1;
+    let (addr, stop, server) = serve_port(s).await;
+    let body = history(1).to_string();
+    let mut client = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let head = format!(
+        "POST /v1/messages HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    );
+    client.write_all(head.as_bytes()).await.unwrap();
+    client.write_all(body.as_bytes()).await.unwrap();
+    while seen.lock().unwrap().is_empty() {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    stop.send(()).unwrap();
+    tokio::time::timeout(Duration::from_secs(10), server)
+        .await
+        .expect("shutdown waited on the stalled stream")
+        .unwrap();
+}
+
+#[tokio::test]
+async fn metrics_show_the_compaction_memory_and_its_byte_bound() {
+    let mut s = settings(4000);
+    s.server.memory_bytes = 5_000_000;
+    let router = app(state(s));
+    let (status, _) = post_json(
+        router.clone(),
+        "/v1/compact",
+        &json!({"request": history(20)}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let req = Request::get("/metrics").body(Body::empty()).unwrap();
+    let (_, _, bytes) = call(router, req).await;
+    let text = String::from_utf8(bytes.to_vec()).unwrap();
+    assert!(
+        text.lines()
+            .any(|l| l == "compactor_memory_max_bytes{strategy=\"default\"} 5000000"),
+        "{text}"
+    );
+    let held: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("compactor_memory_bytes{strategy=\"default\"} "))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(held > 1000 && held <= 5_000_000, "{held}");
 }
