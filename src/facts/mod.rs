@@ -15,12 +15,14 @@
 
 mod errors;
 mod paths;
+mod state;
 mod user;
 
 pub use errors::{ERROR_LINE_CHARS, informative_lines};
 pub use paths::{PATH_CHARS, PathStyle, clip_left, file_name, mentions_path, parents_needed};
+pub use state::{Rendered, SessionState};
 pub use user::{
-    CLAUDE_CODE_SUMMARY_PREFIX, CODEX_SUMMARY_PREFIX, INSTRUCTION_WORDS, SummaryKind,
+    CLAUDE_CODE_SUMMARY_PREFIX, CODEX_SUMMARY_PREFIX, COMPACTOR_SUMMARY_PREFIX, INSTRUCTION_WORDS, SummaryKind,
     around_constraints, has_phrase, is_constraint, person_text, sentences, summary_kind,
 };
 
@@ -206,6 +208,7 @@ fn argument_of(input: &Value) -> Option<String> {
     ARGUMENT_KEYS
         .iter()
         .find_map(|k| obj.get(*k).and_then(Value::as_str))
+        .or_else(|| obj.values().find_map(Value::as_str))
         .map(str::to_string)
 }
 

@@ -108,10 +108,14 @@ pub enum SummaryKind {
     Codex,
 }
 
+/// The first words of the summary strategy's message (the same text as
+/// `strategy::summary::SUMMARY_PREFIX`; a test keeps them equal).
+pub const COMPACTOR_SUMMARY_PREFIX: &str = "[compactor summary of messages ";
+
 /// The kind of earlier summary `text` is, by its fixed first words.
 pub fn summary_kind(text: &str) -> Option<SummaryKind> {
     let t = text.trim_start();
-    if t.starts_with(super::MARKER_PREFIX) {
+    if t.starts_with(super::MARKER_PREFIX) || t.starts_with(COMPACTOR_SUMMARY_PREFIX) {
         Some(SummaryKind::Compactor)
     } else if t.starts_with(CLAUDE_CODE_SUMMARY_PREFIX) {
         Some(SummaryKind::ClaudeCode)
@@ -213,6 +217,7 @@ mod tests {
         );
         assert_eq!(person_text("This session is being continued from a previous conversation x"), None);
         assert_eq!(summary_kind("continue"), None);
+        assert_eq!(COMPACTOR_SUMMARY_PREFIX, crate::strategy::summary::SUMMARY_PREFIX);
     }
 
     #[test]
