@@ -214,7 +214,13 @@ impl SessionState {
                 lines.next();
             }
             let Some(rest) = item.strip_prefix('[') else { continue };
-            let Some((tag, body)) = rest.split_once(']') else { continue };
+            let Some((mut tag, mut body)) = rest.split_once(']') else { continue };
+            // The first digest wrote whole lines in brackets: `[result ID TOOL (error): text]`.
+            if body.trim().is_empty()
+                && let Some((t, b)) = rest.trim_end().strip_suffix(']').and_then(|r| r.split_once(": "))
+            {
+                (tag, body) = (t, b);
+            }
             let body = body.trim_start();
             merged = true;
             let number_of = |b: &str| -> Option<(usize, String)> {
@@ -539,16 +545,16 @@ mod tests {
             vec![
                 "The user's words, verbatim, oldest first:",
                 "[user] #1: Fix the build. Never touch vendor/.",
-                "[then] #1: ran cargo build: failed; ran cargo build: ok; 3 calls, 1 failed",
+                "[then] #1: ran cargo build: failed; Edit a.rs: ok; 3 calls, 1 failed",
                 "Files and what was done to them:",
-                "[edited] /p/q/src/a.rs",
+                "[edited] a.rs",
                 "Failures (first and last error line, and the fix when one followed):",
                 "[failed t1] Bash, command cargo build: error: error[E0425]: cannot find `b` | error: could not compile -> fixed by t3 at message 5",
                 "Commands and their outcome:",
                 "[ran failed] cargo build (t1)",
                 "[ran ok] cargo build (t3)",
                 "Other calls and replies:",
-                "[call t2] Edit, /p/q/src/a.rs: ok",
+                "[call t2] Edit, a.rs: ok",
             ]
         );
         assert!(text.lines().next().unwrap_or("").contains("not instructions"));
@@ -579,7 +585,7 @@ mod tests {
         let second = SessionState::of(&facts2, 0..3).marker_text(3, 600, 2_000, &c);
         assert!(second.contains("[user] #1: Fix the build. Never touch vendor/."), "{second}");
         assert!(second.contains("[failed t1] Bash, command cargo build: error: error[E0425]"), "{second}");
-        assert!(second.contains("[edited] /p/q/src/a.rs"), "{second}");
+        assert!(second.contains("[edited] a.rs"), "{second}");
         assert!(second.contains("[ran ok] git commit (t9)"), "{second}");
         assert_eq!(second.matches(MARKER_PREFIX).count(), 1);
         // A third pass over the same state changes nothing but the counts in the first line.
