@@ -155,10 +155,18 @@ impl Probes {
             .filter(|(id, line)| failure_told(output, id, line, has_error_flag))
             .count();
         vec![
-            survival(
-                "paths",
-                found(self.paths.iter().map(String::as_str).collect()),
-            ),
+            survival("paths", {
+                // By file name plus as many parent folders as tell the session's files apart,
+                // so a relative or left-clipped path counts and a bare folder does not.
+                let need = crate::facts::parents_needed(&self.paths);
+                let kept = self
+                    .paths
+                    .iter()
+                    .zip(need)
+                    .filter(|(p, n)| crate::facts::mentions_path(&hay, p, *n))
+                    .count();
+                (kept, self.paths.len())
+            }),
             survival(
                 "commands",
                 (
