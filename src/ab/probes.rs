@@ -340,18 +340,34 @@ pub fn failure_lines(c: &Conversation, has_error_flag: bool) -> Vec<String> {
 }
 
 /// Words that deny a failure on the same line (`no errors`, `0 failed`).
-const NEGATIONS: &[&str] = &["no error", "no errors", "0 failed", "without error", "no failures", "passed"];
+const NEGATIONS: &[&str] = &[
+    "no error",
+    "no errors",
+    "0 failed",
+    "without error",
+    "no failures",
+    "passed",
+];
 
 /// A failure is told when the output keeps its failed result, or has a line that names the id,
 /// says error/failed without denying it (`no errors`), and holds the start of its first error
 /// line (its cause): a bare id with the word "error" is not enough.
-pub fn failure_told(output: &Conversation, id: &str, first_line: &str, has_error_flag: bool) -> bool {
+pub fn failure_told(
+    output: &Conversation,
+    id: &str,
+    first_line: &str,
+    has_error_flag: bool,
+) -> bool {
     let result_kept = output
         .messages
         .iter()
         .flat_map(Message::tool_results)
         .any(|r| r.tool_use_id == id && r.outcome(has_error_flag) == Outcome::Error);
-    let cause: String = one_line(first_line).to_lowercase().chars().take(40).collect();
+    let cause: String = one_line(first_line)
+        .to_lowercase()
+        .chars()
+        .take(40)
+        .collect();
     result_kept
         || texts(output).iter().any(|t| {
             t.lines().any(|l| {

@@ -8,7 +8,12 @@ use crate::render::one_line_clipped;
 pub const ERROR_LINE_CHARS: usize = 160;
 
 /// Wrappers stripped from a line before it is judged (Claude Code's `<tool_use_error>`).
-const WRAPPERS: &[&str] = &["<tool_use_error>", "</tool_use_error>", "<error>", "</error>"];
+const WRAPPERS: &[&str] = &[
+    "<tool_use_error>",
+    "</tool_use_error>",
+    "<error>",
+    "</error>",
+];
 
 /// A line says nothing by itself: blank, only punctuation or box drawing, a bare exit status
 /// (`Exit code 1`, `exit code: 2`), or a code fence.
@@ -18,13 +23,18 @@ fn uninformative(line: &str) -> bool {
         return true;
     }
     let lower = l.to_lowercase();
-    let bare_exit = ["exit code", "exit status", "process exited with code", "returncode"]
-        .iter()
-        .any(|p| {
-            lower
-                .strip_prefix(p)
-                .is_some_and(|rest| rest.trim_matches([':', ' ', '=']).parse::<i64>().is_ok())
-        });
+    let bare_exit = [
+        "exit code",
+        "exit status",
+        "process exited with code",
+        "returncode",
+    ]
+    .iter()
+    .any(|p| {
+        lower
+            .strip_prefix(p)
+            .is_some_and(|rest| rest.trim_matches([':', ' ', '=']).parse::<i64>().is_ok())
+    });
     bare_exit || lower.starts_with("```")
 }
 

@@ -22,8 +22,9 @@ pub use errors::{ERROR_LINE_CHARS, informative_lines};
 pub use paths::{PATH_CHARS, PathStyle, clip_left, file_name, mentions_path, parents_needed};
 pub use state::{Rendered, SessionState};
 pub use user::{
-    CLAUDE_CODE_SUMMARY_PREFIX, CODEX_SUMMARY_PREFIX, COMPACTOR_SUMMARY_PREFIX, INSTRUCTION_WORDS, SummaryKind,
-    around_constraints, has_phrase, is_constraint, person_text, sentences, summary_kind,
+    CLAUDE_CODE_SUMMARY_PREFIX, CODEX_SUMMARY_PREFIX, COMPACTOR_SUMMARY_PREFIX, INSTRUCTION_WORDS,
+    SummaryKind, around_constraints, has_phrase, is_constraint, person_text, sentences,
+    summary_kind,
 };
 
 use crate::conversation::{Block, Message, Outcome, Role, ToolInput, ToolResult, ToolUse};
@@ -215,7 +216,12 @@ fn argument_of(input: &Value) -> Option<String> {
 /// The files a call names and what it does to them (before its outcome is known). `result`
 /// is the text of its result, which tells a `Write` that created a file from one that
 /// replaced it.
-fn touches_of(t: &ToolUse, input: &Value, command: Option<&str>, result: &str) -> Vec<(String, FileAction)> {
+fn touches_of(
+    t: &ToolUse,
+    input: &Value,
+    command: Option<&str>,
+    result: &str,
+) -> Vec<(String, FileAction)> {
     let mut out = Vec::new();
     let name = t.name.as_str();
     if let Some(obj) = input.as_object() {
@@ -368,7 +374,11 @@ impl Facts {
                         f.calls.push(CallFact {
                             id: t.id.clone(),
                             tool: t.name.clone(),
-                            argument: if command.is_none() { argument_of(&input) } else { None },
+                            argument: if command.is_none() {
+                                argument_of(&input)
+                            } else {
+                                None
+                            },
                             command,
                             outcome,
                             message: i,
@@ -441,7 +451,10 @@ mod tests {
 
     fn session() -> Vec<Message> {
         vec![
-            Message::text(Role::User, "<system-reminder>x</system-reminder>Fix the build."),
+            Message::text(
+                Role::User,
+                "<system-reminder>x</system-reminder>Fix the build.",
+            ),
             Message::new(
                 Role::Assistant,
                 vec![
@@ -453,14 +466,26 @@ mod tests {
                 Role::User,
                 vec![
                     result("t1", "fn a() {}", false),
-                    result("t2", "Exit code 101\nerror[E0425]: cannot find `b`\n\nerror: could not compile", true),
+                    result(
+                        "t2",
+                        "Exit code 101\nerror[E0425]: cannot find `b`\n\nerror: could not compile",
+                        true,
+                    ),
                 ],
             ),
             Message::new(
                 Role::Assistant,
                 vec![
-                    call("t3", "Edit", json!({"file_path": "/p/src/a.rs", "old_string": "a", "new_string": "b"})),
-                    call("t4", "Write", json!({"file_path": "/p/src/new.rs", "content": "x"})),
+                    call(
+                        "t3",
+                        "Edit",
+                        json!({"file_path": "/p/src/a.rs", "old_string": "a", "new_string": "b"}),
+                    ),
+                    call(
+                        "t4",
+                        "Write",
+                        json!({"file_path": "/p/src/new.rs", "content": "x"}),
+                    ),
                 ],
             ),
             Message::new(
@@ -470,7 +495,10 @@ mod tests {
                     result("t4", "File created successfully at: /p/src/new.rs", false),
                 ],
             ),
-            Message::new(Role::Assistant, vec![call("t5", "Bash", json!({"command": "cargo build"}))]),
+            Message::new(
+                Role::Assistant,
+                vec![call("t5", "Bash", json!({"command": "cargo build"}))],
+            ),
             Message::new(Role::User, vec![result("t5", "Finished", false)]),
         ]
     }
@@ -484,7 +512,10 @@ mod tests {
                 call: 1,
                 first_line: "error[E0425]: cannot find `b`".into(),
                 last_line: Some("error: could not compile".into()),
-                fixed_by: Some(Fix { id: "t5".into(), message: 5 }),
+                fixed_by: Some(Fix {
+                    id: "t5".into(),
+                    message: 5
+                }),
             }]
         );
         assert_eq!(f.calls[1].command.as_deref(), Some("cargo build"));
@@ -494,8 +525,11 @@ mod tests {
     #[test]
     fn files_carry_what_was_done_to_them() {
         let f = Facts::of(&session(), true);
-        let got: Vec<(&str, FileAction)> =
-            f.touches.iter().map(|t| (t.path.as_str(), t.action)).collect();
+        let got: Vec<(&str, FileAction)> = f
+            .touches
+            .iter()
+            .map(|t| (t.path.as_str(), t.action))
+            .collect();
         assert_eq!(
             got,
             vec![
@@ -511,7 +545,10 @@ mod tests {
         let f = Facts::of(&session(), true);
         assert_eq!(
             f.user,
-            vec![UserFact { message: 0, text: "Fix the build.".into() }]
+            vec![UserFact {
+                message: 0,
+                text: "Fix the build.".into()
+            }]
         );
     }
 
@@ -521,21 +558,32 @@ mod tests {
             Message::new(
                 Role::Assistant,
                 vec![
-                    call("e1", "Edit", json!({"file_path": "a.rs", "old_string": "x", "new_string": "y"})),
+                    call(
+                        "e1",
+                        "Edit",
+                        json!({"file_path": "a.rs", "old_string": "x", "new_string": "y"}),
+                    ),
                     call("e2", "Bash", json!({"command": "rm -f build/out.o && ls"})),
                 ],
             ),
             Message::new(
                 Role::User,
                 vec![
-                    result("e1", "<tool_use_error>String not found</tool_use_error>", true),
+                    result(
+                        "e1",
+                        "<tool_use_error>String not found</tool_use_error>",
+                        true,
+                    ),
                     result("e2", "", false),
                 ],
             ),
         ];
         let f = Facts::of(&msgs, true);
-        let got: Vec<(&str, FileAction)> =
-            f.touches.iter().map(|t| (t.path.as_str(), t.action)).collect();
+        let got: Vec<(&str, FileAction)> = f
+            .touches
+            .iter()
+            .map(|t| (t.path.as_str(), t.action))
+            .collect();
         assert_eq!(got, vec![("build/out.o", FileAction::Deleted)]);
         assert_eq!(f.failures[0].first_line, "String not found");
         assert_eq!(f.failures[0].fixed_by, None);

@@ -155,7 +155,10 @@ mod tests {
         let shown = clip_left(p, 40);
         assert_eq!(shown, "…/lib/spotter_web/live/session_live.ex");
         assert!(shown.chars().count() <= 40);
-        assert_eq!(clip_left("/a/averyveryverylongfilename.rs", 10), "…/averyveryverylongfilename.rs");
+        assert_eq!(
+            clip_left("/a/averyveryverylongfilename.rs", 10),
+            "…/averyveryverylongfilename.rs"
+        );
     }
 
     #[test]
@@ -170,10 +173,30 @@ mod tests {
 
     #[test]
     fn a_mention_needs_the_file_name_as_a_whole_word() {
-        assert!(mentions_path("edited live/session_live.ex today", "/x/live/session_live.ex", 1));
-        assert!(mentions_path("edited session_live.ex.", "/x/live/session_live.ex", 0));
-        assert!(!mentions_path("edited session_live.exs", "/x/live/session_live.ex", 0));
-        assert!(!mentions_path("edited other/session_live.ex", "/x/live/session_live.ex", 1));
-        assert!(!mentions_path("my_session_live.ex", "/x/live/session_live.ex", 0));
+        assert!(mentions_path(
+            "edited live/session_live.ex today",
+            "/x/live/session_live.ex",
+            1
+        ));
+        assert!(mentions_path(
+            "edited session_live.ex.",
+            "/x/live/session_live.ex",
+            0
+        ));
+        assert!(!mentions_path(
+            "edited session_live.exs",
+            "/x/live/session_live.ex",
+            0
+        ));
+        assert!(!mentions_path(
+            "edited other/session_live.ex",
+            "/x/live/session_live.ex",
+            1
+        ));
+        assert!(!mentions_path(
+            "my_session_live.ex",
+            "/x/live/session_live.ex",
+            0
+        ));
     }
 }

@@ -21,8 +21,8 @@
 //! (5) other calls and replies, newest first, with a count of what was left out. Calls are
 //! written as `tool, argument`, never as `Name(args)` a model could imitate.
 
-use super::{FailureFact, FileAction, PathStyle, SummaryKind, around_constraints};
 use super::{Facts, MARKER_PREFIX};
+use super::{FailureFact, FileAction, PathStyle, SummaryKind, around_constraints};
 use crate::conversation::Outcome;
 use crate::render::one_line_clipped;
 use crate::tokens::TokenCounter;
@@ -160,7 +160,14 @@ impl SessionState {
             let Some(c) = facts.call_of(f).filter(|c| inr(c.message)) else {
                 continue;
             };
-            let line = failure_line(f, &c.tool, c.command.as_deref(), c.argument.as_deref(), &style, range.end);
+            let line = failure_line(
+                f,
+                &c.tool,
+                c.command.as_deref(),
+                c.argument.as_deref(),
+                &style,
+                range.end,
+            );
             st.failures.push((c.id.clone(), line));
         }
         // Commands, deduplicated by (command, outcome): count and last id.
@@ -178,8 +185,13 @@ impl SessionState {
             }
         }
         for (cmd, word, n, id) in groups {
-            let times = if n > 1 { format!("×{n}, last ") } else { String::new() };
-            st.commands.push(format!("[ran {word}] {cmd} ({times}{id})"));
+            let times = if n > 1 {
+                format!("×{n}, last ")
+            } else {
+                String::new()
+            };
+            st.commands
+                .push(format!("[ran {word}] {cmd} ({times}{id})"));
         }
         for c in calls.iter().filter(|c| c.command.is_none()) {
             let arg = c
@@ -195,8 +207,10 @@ impl SessionState {
             ));
         }
         for r in facts.replies.iter().filter(|r| inr(r.message)) {
-            st.rest
-                .push(format!("[assistant] {}", one_line_clipped(&r.text, REPLY_CHARS)));
+            st.rest.push(format!(
+                "[assistant] {}",
+                one_line_clipped(&r.text, REPLY_CHARS)
+            ));
         }
         st
     }
@@ -213,11 +227,18 @@ impl SessionState {
                 item.push_str(more);
                 lines.next();
             }
-            let Some(rest) = item.strip_prefix('[') else { continue };
-            let Some((mut tag, mut body)) = rest.split_once(']') else { continue };
+            let Some(rest) = item.strip_prefix('[') else {
+                continue;
+            };
+            let Some((mut tag, mut body)) = rest.split_once(']') else {
+                continue;
+            };
             // The first digest wrote whole lines in brackets: `[result ID TOOL (error): text]`.
             if body.trim().is_empty()
-                && let Some((t, b)) = rest.trim_end().strip_suffix(']').and_then(|r| r.split_once(": "))
+                && let Some((t, b)) = rest
+                    .trim_end()
+                    .strip_suffix(']')
+                    .and_then(|r| r.split_once(": "))
             {
                 (tag, body) = (t, b);
             }
@@ -229,11 +250,14 @@ impl SessionState {
             };
             match tag {
                 "user" => {
-                    let (number, text) = number_of(body).unwrap_or_else(|| {
-                        (self.requests.len() + 1, body.to_string())
-                    });
+                    let (number, text) = number_of(body)
+                        .unwrap_or_else(|| (self.requests.len() + 1, body.to_string()));
                     let text = text.replace("\n  ", "\n");
-                    self.requests.push(Request { number, text, then: None });
+                    self.requests.push(Request {
+                        number,
+                        text,
+                        then: None,
+                    });
                 }
                 "then" => {
                     if let Some((n, t)) = number_of(body)
@@ -268,7 +292,8 @@ impl SessionState {
                     }
                 }
                 t if t.starts_with("failed ") => {
-                    self.failures.push((t["failed ".len()..].to_string(), body.to_string()));
+                    self.failures
+                        .push((t["failed ".len()..].to_string(), body.to_string()));
                 }
                 t if t.starts_with("ran ") => self.commands.push(item.clone()),
                 t if t.starts_with('…') => {
@@ -276,11 +301,17 @@ impl SessionState {
                     self.carried_omitted += n.and_then(|n| n.parse().ok()).unwrap_or(0);
                 }
                 // The first digest's lines: `[result ID TOOL (error): …]` is a failure.
-                t if (t.starts_with("result ") || t.starts_with("call ")) && t.contains("(error)") => {
+                t if (t.starts_with("result ") || t.starts_with("call "))
+                    && t.contains("(error)") =>
+                {
                     let id = t.split_whitespace().nth(1).unwrap_or("").to_string();
                     let what = t.split_whitespace().skip(2).collect::<Vec<_>>().join(" ");
                     let what = what.replace("(error)", "").replace(':', "");
-                    let line = format!("{} error: {}", what.trim(), body.trim_start_matches(['…', ' ']));
+                    let line = format!(
+                        "{} error: {}",
+                        what.trim(),
+                        body.trim_start_matches(['…', ' '])
+                    );
                     self.failures.push((id, line));
                 }
                 _ => self.rest.push(item.clone()),
@@ -298,7 +329,11 @@ impl SessionState {
         let mut omitted = self.carried_omitted;
         // (1) the user's words: full first; shortened around constraints when they take more
         // than half the budget.
-        let full: Vec<String> = self.requests.iter().map(|r| user_line(r, &r.text)).collect();
+        let full: Vec<String> = self
+            .requests
+            .iter()
+            .map(|r| user_line(r, &r.text))
+            .collect();
         let full_cost: usize = full.iter().map(|l| cost(l)).sum();
         let users: Vec<String> = if full_cost * 2 > max_tokens {
             self.requests
@@ -353,8 +388,10 @@ impl SessionState {
             let mut paths: Vec<&str> = Vec::new();
             for (p, a) in &self.files {
                 let here = a.contains(&action)
-                    && (matches!(action, FileAction::Created | FileAction::Edited | FileAction::Deleted)
-                        || !write(a));
+                    && (matches!(
+                        action,
+                        FileAction::Created | FileAction::Edited | FileAction::Deleted
+                    ) || !write(a));
                 if here {
                     paths.push(p);
                 }
@@ -418,7 +455,10 @@ impl SessionState {
         section("The user's words, verbatim, oldest first:", head);
         section("Earlier summaries, carried forward:", sums);
         section("Files and what was done to them:", files);
-        section("Failures (first and last error line, and the fix when one followed):", fails);
+        section(
+            "Failures (first and last error line, and the fix when one followed):",
+            fails,
+        );
         section("Commands and their outcome:", commands);
         section("Other calls and replies:", rest);
         if omitted > 0 {
@@ -489,7 +529,9 @@ fn failure_line(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::conversation::{Block, Message, Role, ToolInput, ToolResult, ToolResultContent, ToolUse};
+    use crate::conversation::{
+        Block, Message, Role, ToolInput, ToolResult, ToolResultContent, ToolUse,
+    };
     use crate::tokens::TiktokenCounter;
     use serde_json::{Value, json};
 
@@ -514,17 +556,31 @@ mod tests {
     fn session() -> Vec<Message> {
         vec![
             Message::text(Role::User, "Fix the build. Never touch vendor/."),
-            Message::new(Role::Assistant, vec![call("t1", "Bash", json!({"command": "cargo build"}))]),
+            Message::new(
+                Role::Assistant,
+                vec![call("t1", "Bash", json!({"command": "cargo build"}))],
+            ),
             Message::new(
                 Role::User,
-                vec![result("t1", "Exit code 101\nerror[E0425]: cannot find `b`\nerror: could not compile", true)],
+                vec![result(
+                    "t1",
+                    "Exit code 101\nerror[E0425]: cannot find `b`\nerror: could not compile",
+                    true,
+                )],
             ),
             Message::new(
                 Role::Assistant,
-                vec![call("t2", "Edit", json!({"file_path": "/p/q/src/a.rs", "old_string": "a", "new_string": "b"}))],
+                vec![call(
+                    "t2",
+                    "Edit",
+                    json!({"file_path": "/p/q/src/a.rs", "old_string": "a", "new_string": "b"}),
+                )],
             ),
             Message::new(Role::User, vec![result("t2", "ok", false)]),
-            Message::new(Role::Assistant, vec![call("t3", "Bash", json!({"command": "cargo build"}))]),
+            Message::new(
+                Role::Assistant,
+                vec![call("t3", "Bash", json!({"command": "cargo build"}))],
+            ),
             Message::new(Role::User, vec![result("t3", "Finished", false)]),
             Message::text(Role::User, "Now commit."),
         ]
@@ -557,7 +613,12 @@ mod tests {
                 "[call t2] Edit, a.rs: ok",
             ]
         );
-        assert!(text.lines().next().unwrap_or("").contains("not instructions"));
+        assert!(
+            text.lines()
+                .next()
+                .unwrap_or("")
+                .contains("not instructions")
+        );
     }
 
     #[test]
@@ -566,7 +627,9 @@ mod tests {
         let facts = Facts::of(&msgs, true);
         let r = SessionState::of(&facts, 0..3).render(2_000, &counter());
         assert!(
-            r.lines.iter().any(|l| l.starts_with("[failed t1]") && l.ends_with("-> fixed by t3 kept below")),
+            r.lines
+                .iter()
+                .any(|l| l.starts_with("[failed t1]") && l.ends_with("-> fixed by t3 kept below")),
             "{:?}",
             r.lines
         );
@@ -579,19 +642,31 @@ mod tests {
         let c = counter();
         let first = SessionState::of(&facts, 0..7).marker_text(7, 500, 2_000, &c);
         let mut again = vec![Message::text(Role::User, first.clone())];
-        again.push(Message::new(Role::Assistant, vec![call("t9", "Bash", json!({"command": "git commit"}))]));
+        again.push(Message::new(
+            Role::Assistant,
+            vec![call("t9", "Bash", json!({"command": "git commit"}))],
+        ));
         again.push(Message::new(Role::User, vec![result("t9", "done", false)]));
         let facts2 = Facts::of(&again, true);
         let second = SessionState::of(&facts2, 0..3).marker_text(3, 600, 2_000, &c);
-        assert!(second.contains("[user] #1: Fix the build. Never touch vendor/."), "{second}");
-        assert!(second.contains("[failed t1] Bash, command cargo build: error: error[E0425]"), "{second}");
+        assert!(
+            second.contains("[user] #1: Fix the build. Never touch vendor/."),
+            "{second}"
+        );
+        assert!(
+            second.contains("[failed t1] Bash, command cargo build: error: error[E0425]"),
+            "{second}"
+        );
         assert!(second.contains("[edited] a.rs"), "{second}");
         assert!(second.contains("[ran ok] git commit (t9)"), "{second}");
         assert_eq!(second.matches(MARKER_PREFIX).count(), 1);
         // A third pass over the same state changes nothing but the counts in the first line.
         let facts3 = Facts::of(&[Message::text(Role::User, second.clone())], true);
         let third = SessionState::of(&facts3, 0..1).marker_text(3, 600, 2_000, &c);
-        assert_eq!(third.lines().skip(1).collect::<Vec<_>>(), second.lines().skip(1).collect::<Vec<_>>());
+        assert_eq!(
+            third.lines().skip(1).collect::<Vec<_>>(),
+            second.lines().skip(1).collect::<Vec<_>>()
+        );
     }
 
     #[test]
@@ -601,15 +676,35 @@ mod tests {
         let mut msgs = vec![Message::text(Role::User, long)];
         for i in 0..30 {
             let id = format!("r{i}");
-            msgs.push(Message::new(Role::Assistant, vec![call(&id, "Bash", json!({"command": format!("make step{i}")}))]));
+            msgs.push(Message::new(
+                Role::Assistant,
+                vec![call(
+                    &id,
+                    "Bash",
+                    json!({"command": format!("make step{i}")}),
+                )],
+            ));
             msgs.push(Message::new(Role::User, vec![result(&id, "ok", false)]));
         }
         let facts = Facts::of(&msgs, true);
         let r = SessionState::of(&facts, 0..msgs.len()).render(60, &counter());
-        assert!(r.lines.iter().any(|l| l.contains("Hard rule: never edit migrations/legacy/.")), "{:?}", r.lines);
-        assert!(!r.lines.iter().any(|l| l.contains("Then plan.")), "{:?}", r.lines);
+        assert!(
+            r.lines
+                .iter()
+                .any(|l| l.contains("Hard rule: never edit migrations/legacy/.")),
+            "{:?}",
+            r.lines
+        );
+        assert!(
+            !r.lines.iter().any(|l| l.contains("Then plan.")),
+            "{:?}",
+            r.lines
+        );
         assert!(r.omitted > 0);
-        assert_eq!(r.lines.last().map(String::as_str), Some(format!("[… {} more items omitted]", r.omitted).as_str()));
+        assert_eq!(
+            r.lines.last().map(String::as_str),
+            Some(format!("[… {} more items omitted]", r.omitted).as_str())
+        );
     }
 
     #[test]
@@ -619,8 +714,19 @@ mod tests {
         );
         let facts = Facts::of(&[Message::text(Role::User, old)], true);
         let r = SessionState::of(&facts, 0..1).render(500, &counter());
-        assert!(r.lines.contains(&"[user] #1: continue with module 3".to_string()), "{:?}", r.lines);
-        assert!(r.lines.contains(&"[failed toolu_05] Bash error: FAILED tests/t5.py - AssertionError".to_string()), "{:?}", r.lines);
+        assert!(
+            r.lines
+                .contains(&"[user] #1: continue with module 3".to_string()),
+            "{:?}",
+            r.lines
+        );
+        assert!(
+            r.lines.contains(
+                &"[failed toolu_05] Bash error: FAILED tests/t5.py - AssertionError".to_string()
+            ),
+            "{:?}",
+            r.lines
+        );
         assert_eq!(r.failures, vec!["toolu_05".to_string()]);
     }
 }

@@ -212,12 +212,20 @@ mod tests {
     #[test]
     fn summaries_are_told_by_their_first_words() {
         assert_eq!(
-            summary_kind("This session is being continued from a previous conversation that ran out of context."),
+            summary_kind(
+                "This session is being continued from a previous conversation that ran out of context."
+            ),
             Some(SummaryKind::ClaudeCode)
         );
-        assert_eq!(person_text("This session is being continued from a previous conversation x"), None);
+        assert_eq!(
+            person_text("This session is being continued from a previous conversation x"),
+            None
+        );
         assert_eq!(summary_kind("continue"), None);
-        assert_eq!(COMPACTOR_SUMMARY_PREFIX, crate::strategy::summary::SUMMARY_PREFIX);
+        assert_eq!(
+            COMPACTOR_SUMMARY_PREFIX,
+            crate::strategy::summary::SUMMARY_PREFIX
+        );
     }
 
     #[test]

@@ -11,8 +11,8 @@
 //! `(error)`; a result whose outcome the wire does not record says `(outcome unknown)`.
 
 use crate::conversation::{Block, Outcome, Role, ToolResult};
-use crate::render::{call_summary, one_line_clipped, one_line_tail};
 pub use crate::facts::MARKER_PREFIX;
+use crate::render::{call_summary, one_line_clipped, one_line_tail};
 use std::collections::HashMap;
 
 /// Characters kept of a user's text, of an assistant's text and of a result.
@@ -77,4 +77,3 @@ fn result_line(r: &ToolResult, tool: Option<&str>, has_error_flag: bool) -> Stri
         format!("[result {}{tool}{tag}: {text}]", r.tool_use_id)
     }
 }
-

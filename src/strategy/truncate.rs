@@ -10,10 +10,10 @@
 //! Never touched: pinned system messages, thinking blocks, the assistant turn of the open tool
 //! loop, the newest message (except its tool results' content).
 
-use crate::facts::{Facts, SessionState};
 use super::text_cut::{TRUNCATION_MARK, cut_middle, cut_middle_known};
 use super::{Budget, Compaction, Context, Edit, Strategy, StrategyError};
 use crate::conversation::{Block, Conversation, Message, Role, ToolInput, ToolResultContent};
+use crate::facts::{Facts, SessionState};
 use crate::guard::Units;
 use serde::Deserialize;
 use serde_json::Value;
