@@ -120,12 +120,13 @@ pub fn mentions_path(text: &str, path: &str, parents: usize) -> bool {
             None | Some('/') => true,
             Some(c) => !path_char(c),
         };
-        let ends_ok = !after.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '/')
-            && !(after == Some('.')
-                && text[i + tail.len() + 1..]
-                    .chars()
-                    .next()
-                    .is_some_and(char::is_alphanumeric));
+        let dot_then_word = after == Some('.')
+            && text[i + tail.len() + 1..]
+                .chars()
+                .next()
+                .is_some_and(char::is_alphanumeric);
+        let ends_ok =
+            !after.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '/') && !dot_then_word;
         starts_ok && ends_ok && !name.is_empty()
     })
 }

@@ -100,7 +100,7 @@ impl SessionState {
         let style = PathStyle::of(facts.touches.iter().map(|t| t.path.as_str()));
         let users: Vec<_> = facts.user.iter().filter(|u| inr(u.message)).collect();
         let calls: Vec<_> = facts.calls.iter().filter(|c| inr(c.message)).collect();
-        let mut next = st.requests.iter().map(|r| r.number).max().unwrap_or(0) + 1;
+        let first_number = st.requests.iter().map(|r| r.number).max().unwrap_or(0) + 1;
         for (k, u) in users.iter().enumerate() {
             let end = users.get(k + 1).map_or(range.end, |n| n.message);
             let round: Vec<_> = calls
@@ -141,11 +141,10 @@ impl SessionState {
                 one_line_clipped(&parts.join("; "), THEN_CHARS)
             };
             st.requests.push(Request {
-                number: next,
+                number: first_number + k,
                 text: u.text.clone(),
                 then: Some(then),
             });
-            next += 1;
         }
         for t in facts.touches.iter().filter(|t| inr(t.message)) {
             let shown = style.show(&t.path);
@@ -641,7 +640,7 @@ mod tests {
         let facts = Facts::of(&msgs, true);
         let c = counter();
         let first = SessionState::of(&facts, 0..7).marker_text(7, 500, 2_000, &c);
-        let mut again = vec![Message::text(Role::User, first.clone())];
+        let mut again = vec![Message::text(Role::User, first)];
         again.push(Message::new(
             Role::Assistant,
             vec![call("t9", "Bash", json!({"command": "git commit"}))],
