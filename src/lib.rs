@@ -30,6 +30,7 @@ pub mod ab;
 pub mod compactor;
 pub mod config;
 pub mod conversation;
+pub mod facts;
 pub mod format;
 pub mod guard;
 pub mod llm;

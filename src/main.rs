@@ -194,6 +194,20 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Score a compacted history (any tool's, or hand-written) against the full one with the
+    /// A/B fidelity probes: one line per probe, `kept/total`, then the mean.
+    Probe {
+        /// The full history (request body or session log).
+        full: PathBuf,
+        /// The compacted history to score.
+        out: PathBuf,
+        /// Print the probes and their survival as JSON.
+        #[arg(long)]
+        json: bool,
+        /// Claude Code logs: keep everything, not only what follows the last compaction.
+        #[arg(long)]
+        whole_log: bool,
+    },
     /// Print one line per message.
     Show {
         /// Input (`-` for stdin).
@@ -703,6 +717,12 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
             tokenizer,
             json,
         } => calibrate(&logs, tokenizer, json),
+        Command::Probe {
+            full,
+            out,
+            json,
+            whole_log,
+        } => probe(&full, &out, json, whole_log),
         Command::Show {
             file,
             format,
@@ -812,6 +832,37 @@ fn serve(
     runtime
         .block_on(compactor::server::serve(state, addr))
         .with_context(|| format!("serving on {addr}"))
+        .map_err(Failure::Invalid)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `compactor probe FULL OUT`: the fidelity probes of FULL, scored on OUT.
+fn probe(full: &Path, out: &Path, json: bool, whole_log: bool) -> Result<ExitCode, Failure> {
+    use compactor::ab::probes::{Probes, fidelity};
+    let full = load(full, None, whole_log)?;
+    let compacted = load(out, None, whole_log)?;
+    let flag = full.format.has_error_flag();
+    let probes = Probes::of(&full.conversation, flag);
+    let survival = probes.survival(&compacted.conversation, flag);
+    let mean = fidelity(&survival);
+    let mut stdout = std::io::stdout().lock();
+    let text = if json {
+        let v = serde_json::json!({"probes": probes, "survival": survival, "fidelity": mean});
+        let mut t = serde_json::to_string_pretty(&v).map_err(|e| Failure::Invalid(e.into()))?;
+        t.push('\n');
+        t
+    } else {
+        let mut t = String::new();
+        for s in &survival {
+            t.push_str(&format!("{:<14} {}\n", s.probe, s.cell()));
+        }
+        let mean = mean.map_or_else(|| "-".to_string(), |f| format!("{:.1}%", 100.0 * f));
+        t.push_str(&format!("{:<14} {mean}\n", "fidelity"));
+        t
+    };
+    stdout
+        .write_all(text.as_bytes())
+        .context("writing stdout")
         .map_err(Failure::Invalid)?;
     Ok(ExitCode::SUCCESS)
 }

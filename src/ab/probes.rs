@@ -73,6 +73,8 @@ pub struct Probes {
     pub commands: Vec<CommandRun>,
     /// Ids of the calls that failed.
     pub failed_calls: Vec<String>,
+    /// The first informative error line of each failed call (same order as `failed_calls`).
+    pub failure_lines: Vec<String>,
     /// User sentences that instruct or constrain.
     pub instructions: Vec<String>,
     /// URLs, versions, issue numbers, hex hashes and file paths written in user / assistant text.
@@ -126,6 +128,7 @@ impl Probes {
             paths: paths(c),
             commands: commands(c, has_error_flag),
             failed_calls: failed_calls(c, has_error_flag),
+            failure_lines: failure_lines(c, has_error_flag),
             instructions: instructions(c),
             identifiers: identifiers(c),
             last_request: last_request(c),
@@ -135,6 +138,11 @@ impl Probes {
     /// The share of each probe found in `output`.
     pub fn survival(&self, output: &Conversation, has_error_flag: bool) -> Vec<Survival> {
         let hay = haystack(output);
+        let hay_lines: Vec<String> = texts(output)
+            .iter()
+            .flat_map(|t| t.lines())
+            .map(|l| one_line(l).to_lowercase())
+            .collect();
         let found = |items: Vec<&str>| -> (usize, usize) {
             let kept = items.iter().filter(|i| hay.contains(&one_line(i))).count();
             (kept, items.len())
@@ -143,16 +151,31 @@ impl Probes {
         let failures_kept = self
             .failed_calls
             .iter()
-            .filter(|id| failure_visible(output, id, has_error_flag))
+            .zip(&self.failure_lines)
+            .filter(|(id, line)| failure_told(output, id, line, has_error_flag))
             .count();
         vec![
-            survival(
-                "paths",
-                found(self.paths.iter().map(String::as_str).collect()),
-            ),
+            survival("paths", {
+                // By file name plus as many parent folders as tell the session's files apart,
+                // so a relative or left-clipped path counts and a bare folder does not.
+                let need = crate::facts::parents_needed(&self.paths);
+                let kept = self
+                    .paths
+                    .iter()
+                    .zip(need)
+                    .filter(|(p, n)| crate::facts::mentions_path(&hay, p, *n))
+                    .count();
+                (kept, self.paths.len())
+            }),
             survival(
                 "commands",
-                found(self.commands.iter().map(|c| c.command.as_str()).collect()),
+                (
+                    self.commands
+                        .iter()
+                        .filter(|c| command_visible(output, &hay_lines, c, has_error_flag))
+                        .count(),
+                    self.commands.len(),
+                ),
             ),
             survival("failed_calls", (failures_kept, self.failed_calls.len())),
             survival(
@@ -299,21 +322,106 @@ pub fn failure_visible(output: &Conversation, id: &str, has_error_flag: bool) ->
         })
 }
 
-/// Text a person wrote: text blocks of user messages, without compactor's own markers and
-/// harness-injected tags (blocks that start with `<`, such as `<system-reminder>`).
-fn user_texts(c: &Conversation) -> impl Iterator<Item = &str> {
+/// The first informative error line of each failed call, in [`failed_calls`] order (from
+/// [`crate::facts::Facts`]).
+pub fn failure_lines(c: &Conversation, has_error_flag: bool) -> Vec<String> {
+    let facts = crate::facts::Facts::of(&c.messages, has_error_flag);
+    let ids = failed_calls(c, has_error_flag);
+    ids.iter()
+        .map(|id| {
+            facts
+                .failures
+                .iter()
+                .find(|f| facts.call_of(f).is_some_and(|k| &k.id == id))
+                .map(|f| f.first_line.clone())
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
+/// Words that deny a failure on the same line (`no errors`, `0 failed`).
+const NEGATIONS: &[&str] = &[
+    "no error",
+    "no errors",
+    "0 failed",
+    "without error",
+    "no failures",
+    "passed",
+];
+
+/// A failure is told when the output keeps its failed result, or has a line that names the id,
+/// says error/failed without denying it (`no errors`), and holds the start of its first error
+/// line (its cause): a bare id with the word "error" is not enough.
+pub fn failure_told(
+    output: &Conversation,
+    id: &str,
+    first_line: &str,
+    has_error_flag: bool,
+) -> bool {
+    let result_kept = output
+        .messages
+        .iter()
+        .flat_map(Message::tool_results)
+        .any(|r| r.tool_use_id == id && r.outcome(has_error_flag) == Outcome::Error);
+    let cause: String = one_line(first_line)
+        .to_lowercase()
+        .chars()
+        .take(40)
+        .collect();
+    result_kept
+        || texts(output).iter().any(|t| {
+            t.lines().any(|l| {
+                let lower = one_line(l).to_lowercase();
+                l.contains(id)
+                    && (lower.contains("error") || lower.contains("fail"))
+                    && !NEGATIONS.iter().any(|n| has_phrase(&lower, n))
+                    && lower.contains(&cause)
+            })
+        })
+}
+
+/// A command counts when the output keeps its call with its result (same outcome), or has a
+/// line holding the command and its outcome word (ok / failed / unknown, or what the outcome
+/// means: error, success, passed).
+fn command_visible(
+    output: &Conversation,
+    lines: &[String],
+    c: &CommandRun,
+    has_error_flag: bool,
+) -> bool {
+    let kept_call = output
+        .messages
+        .iter()
+        .flat_map(Message::tool_results)
+        .any(|r| {
+            r.tool_use_id == c.id && outcome_name(Some(&r.outcome(has_error_flag))) == c.outcome
+        });
+    let words: &[&str] = match c.outcome {
+        "success" => &["ok", "success", "succeeded", "passed"],
+        "error" => &["failed", "error"],
+        "unknown" => &["unknown"],
+        _ => &["no result"],
+    };
+    let cmd = one_line(&c.command).to_lowercase();
+    kept_call
+        || lines
+            .iter()
+            .any(|l| l.contains(&cmd) && words.iter().any(|w| has_phrase(l, w)))
+}
+
+/// Text a person wrote: text blocks of user messages, without compactor's own markers,
+/// earlier summaries and harness elements (`<system-reminder>` …); slash commands count with
+/// their arguments ([`crate::facts::person_text`]).
+fn user_texts(c: &Conversation) -> Vec<String> {
     c.messages
         .iter()
         .filter(|m| m.role == Role::User)
         .flat_map(|m| m.content.iter())
         .filter_map(|b| match b {
-            Block::Text(t) => Some(t.text.as_str()),
+            Block::Text(t) => crate::facts::person_text(&t.text),
             _ => None,
         })
-        .filter(|t| {
-            let t = t.trim_start();
-            !t.is_empty() && !t.starts_with(MARKER_PREFIX) && !t.starts_with('<')
-        })
+        .collect()
 }
 
 /// Splits text into sentences: at line breaks and after `.`, `!`, `?` followed by a space.
@@ -349,7 +457,7 @@ fn has_phrase(lower: &str, phrase: &str) -> bool {
 pub fn instructions(c: &Conversation) -> Vec<String> {
     let (mut out, mut seen) = (Vec::new(), HashSet::new());
     for text in user_texts(c) {
-        for s in sentences(text) {
+        for s in sentences(&text) {
             let lower = s.to_lowercase().replace('’', "'");
             if INSTRUCTION_WORDS.iter().any(|w| has_phrase(&lower, w)) {
                 push_unique(&mut out, &mut seen, s);
@@ -435,7 +543,7 @@ pub fn last_request(c: &Conversation) -> Option<String> {
             messages: vec![m.clone()],
             ..Default::default()
         };
-        let parts: Vec<&str> = user_texts(&single).collect();
+        let parts: Vec<String> = user_texts(&single);
         (!parts.is_empty()).then(|| parts.join("\n").trim().to_string())
     })
 }
@@ -671,7 +779,8 @@ mod tests {
             cells,
             vec![
                 ("paths", "1/2".to_string()),
-                ("commands", "1/1".to_string()),
+                // Named without its outcome: not kept.
+                ("commands", "0/1".to_string()),
                 ("failed_calls", "1/1".to_string()),
                 ("instructions", "0/2".to_string()),
                 ("identifiers", "4/6".to_string()),
@@ -679,7 +788,7 @@ mod tests {
             ]
         );
         let f = fidelity(&s).unwrap();
-        assert!((f - (0.5 + 1.0 + 1.0 + 0.0 + 4.0 / 6.0 + 1.0) / 6.0).abs() < 1e-12);
+        assert!((f - (0.5 + 0.0 + 1.0 + 0.0 + 4.0 / 6.0 + 1.0) / 6.0).abs() < 1e-12);
     }
 
     #[test]
@@ -691,5 +800,39 @@ mod tests {
         assert!(!failure_visible(&out, "t2", true));
         let out = conv(vec![Message::text(Role::User, "t2 failed")]);
         assert!(failure_visible(&out, "t2", true));
+    }
+
+    #[test]
+    fn bare_ids_and_denied_failures_do_not_count() {
+        let c = session();
+        let p = Probes::of(&c, true);
+        // Eight lines naming ids with "no errors": a list of bare ids, no cause, no outcome.
+        let ids: String = ["t1", "t2", "t3", "t4", "t5", "t6", "t7", "t8"]
+            .iter()
+            .map(|i| format!("[result {i}: passed, no errors]\n"))
+            .collect();
+        let out = conv(vec![Message::text(Role::User, ids)]);
+        let s = p.survival(&out, true);
+        let f = fidelity(&s).unwrap();
+        assert!(f < 0.3, "{s:?}");
+        let by: HashMap<&str, usize> = s.iter().map(|x| (x.probe, x.kept)).collect();
+        assert_eq!((by["failed_calls"], by["commands"]), (0, 0));
+    }
+
+    #[test]
+    fn a_command_counts_only_with_its_outcome_and_a_failure_with_its_cause() {
+        let c = session();
+        let p = Probes::of(&c, true);
+        let cells = |text: &str| -> (String, String) {
+            let out = conv(vec![Message::text(Role::User, text)]);
+            let s = p.survival(&out, true);
+            (s[1].cell(), s[2].cell())
+        };
+        assert_eq!(cells("ran cargo test"), ("0/1".into(), "0/1".into()));
+        assert_eq!(cells("t2 failed"), ("0/1".into(), "0/1".into()));
+        assert_eq!(
+            cells("[failed t2] Bash, command cargo test: error: 3 tests failed"),
+            ("1/1".into(), "1/1".into())
+        );
     }
 }

@@ -19,7 +19,7 @@ mod text_cut;
 pub use text_cut::thousands;
 pub mod truncate;
 
-pub use digest::{Digest, MARKER_PREFIX, digest_line};
+pub use digest::{MARKER_PREFIX, digest_line};
 
 use crate::conversation::Conversation;
 use crate::format::Format;

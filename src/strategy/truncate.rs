@@ -3,17 +3,17 @@
 //! 1. Cap: every tool_result, tool_use input string and long text over its cap is cut to head +
 //!    tail with a `[… N tokens truncated …]` marker (never twice).
 //! 2. Drop: the oldest whole units go, cutting only where the guard allows, and one user-role
-//!    marker message with a rule-made [`Digest`] of what went takes their place.
+//!    marker message with the [`SessionState`] of what went (made by code) takes their place.
 //! 3. Squeeze: when even the newest turn is over the limit, the kept tool results and inputs are
 //!    capped harder, down to a floor.
 //!
 //! Never touched: pinned system messages, thinking blocks, the assistant turn of the open tool
 //! loop, the newest message (except its tool results' content).
 
-use super::digest::Digest;
 use super::text_cut::{TRUNCATION_MARK, cut_middle, cut_middle_known};
 use super::{Budget, Compaction, Context, Edit, Strategy, StrategyError};
 use crate::conversation::{Block, Conversation, Message, Role, ToolInput, ToolResultContent};
+use crate::facts::{Facts, SessionState};
 use crate::guard::Units;
 use serde::Deserialize;
 use serde_json::Value;
@@ -200,7 +200,9 @@ fn cap_all(
                 }
                 Block::ToolUse(t) if !newest => cap_input(&mut t.input, caps.input, cx)
                     .map(|(before, after)| ("tool_use_input", Some(t.id.clone()), before, after)),
-                Block::Text(t) if !newest => {
+                // An earlier summary or marker is merged by the next digest, never cut as
+                // ordinary text (its failures and requests would go).
+                Block::Text(t) if !newest && crate::facts::summary_kind(&t.text).is_none() => {
                     cut_middle_known(&t.text, caps.text, cx.counter, Some(block_tokens)).map(
                         |(s, before, after)| {
                             t.text = s;
@@ -356,13 +358,14 @@ fn drop_oldest(
         + per_msg[..units_now.pinned].iter().sum::<usize>();
     let digest_cap = ((budget.target as f64) * digest_share) as usize;
     let has_flag = cx.format.has_error_flag();
+    // Read once; each candidate cut takes the facts before it.
+    let facts = Facts::of(&conv.messages, has_flag);
     let marker_for = |k: usize, room: usize| -> Message {
-        let dropped = &conv.messages[units_now.pinned..k];
         let dropped_tokens: usize = per_msg[units_now.pinned..k].iter().sum();
-        let digest = Digest::build(dropped, has_flag, room, counter);
+        let state = SessionState::of(&facts, units_now.pinned..k);
         Message::text(
             Role::User,
-            digest.marker_text(k - units_now.pinned, dropped_tokens),
+            state.marker_text(k - units_now.pinned, dropped_tokens, room, counter),
         )
     };
     let mut chosen = None;

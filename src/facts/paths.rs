@@ -1,0 +1,203 @@
+//! File paths as a reader needs them: relative to the session's working folder, or clipped from
+//! the left so the file name and its nearest folders stay; and matched back by file name plus
+//! as many parent folders as it takes to tell the session's files apart.
+
+use std::collections::HashMap;
+
+/// Characters longer paths are clipped to (from the left, on a `/`).
+pub const PATH_CHARS: usize = 72;
+
+/// How paths are shown: under `root` (the folder most touched paths share) they are written
+/// relative to it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PathStyle {
+    /// The working folder, without a trailing `/`.
+    pub root: Option<String>,
+}
+
+impl PathStyle {
+    /// The deepest folder (at least two levels deep) that more than half of the absolute
+    /// `paths` lie under; `None` when there is no such folder.
+    pub fn of<'a>(paths: impl Iterator<Item = &'a str>) -> PathStyle {
+        let mut counts: HashMap<&str, usize> = HashMap::new();
+        let mut absolute = 0usize;
+        for p in paths.filter(|p| p.starts_with('/')) {
+            absolute += 1;
+            for (i, _) in p.match_indices('/').skip(2) {
+                *counts.entry(&p[..i]).or_default() += 1;
+            }
+        }
+        let root = counts
+            .into_iter()
+            .filter(|(_, n)| 2 * n > absolute)
+            .max_by_key(|(dir, n)| (dir.len(), *n))
+            .map(|(dir, _)| dir.to_string());
+        PathStyle { root }
+    }
+
+    /// `path` relative to the root when under it, else as written; clipped from the left to
+    /// [`PATH_CHARS`] on a folder boundary (`…/live/session_live.ex`).
+    pub fn show(&self, path: &str) -> String {
+        let rel = self
+            .root
+            .as_deref()
+            .and_then(|r| path.strip_prefix(r))
+            .and_then(|rest| rest.strip_prefix('/'))
+            .filter(|rest| !rest.is_empty())
+            .unwrap_or(path);
+        clip_left(rel, PATH_CHARS)
+    }
+}
+
+/// `path` clipped from the left to about `max_chars` characters, cut after a `/` so whole
+/// folder names and the file name stay; the file name is kept even when it alone is longer.
+pub fn clip_left(path: &str, max_chars: usize) -> String {
+    let n = path.chars().count();
+    if n <= max_chars {
+        return path.to_string();
+    }
+    // Byte offset where the last `max_chars - 2` characters start.
+    let keep_from = path
+        .char_indices()
+        .nth(n - max_chars.saturating_sub(2))
+        .map_or(0, |(i, _)| i);
+    let name_start = path.rfind('/').map_or(0, |i| i + 1);
+    let cut = match path[keep_from..].find('/') {
+        Some(i) if keep_from + i < name_start => keep_from + i + 1,
+        _ => name_start,
+    };
+    format!("…/{}", &path[cut..])
+}
+
+/// The file name: what follows the last `/`.
+pub fn file_name(path: &str) -> &str {
+    path.trim_end_matches('/')
+        .rsplit('/')
+        .next()
+        .unwrap_or(path)
+}
+
+/// For each path, how many parent folders must be written with its file name so that no other
+/// path of `paths` ends the same way (0 when its file name is unique).
+pub fn parents_needed(paths: &[String]) -> Vec<usize> {
+    let parts: Vec<Vec<&str>> = paths
+        .iter()
+        .map(|p| p.split('/').filter(|s| !s.is_empty()).rev().collect())
+        .collect();
+    parts
+        .iter()
+        .enumerate()
+        .map(|(i, a)| {
+            let mut need = 0;
+            for (j, b) in parts.iter().enumerate() {
+                if i == j || a == b {
+                    continue;
+                }
+                let common = a.iter().zip(b).take_while(|(x, y)| x == y).count();
+                if common > 0 {
+                    need = need.max(common.min(a.len().saturating_sub(1)));
+                }
+            }
+            need
+        })
+        .collect()
+}
+
+/// True when `text` writes `path` by its file name and at least `parents` of its parent folders
+/// (`session_live.ex` for 0, `live/session_live.ex` for 1), as a whole path word.
+pub fn mentions_path(text: &str, path: &str, parents: usize) -> bool {
+    let comps: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let Some(name) = comps.last() else {
+        return false;
+    };
+    let need = parents.min(comps.len() - 1);
+    let tail = comps[comps.len() - 1 - need..].join("/");
+    let path_char = |c: char| c.is_alphanumeric() || "/._-~@+".contains(c);
+    text.match_indices(tail.as_str()).any(|(i, _)| {
+        let before = text[..i].chars().next_back();
+        let after = text[i + tail.len()..].chars().next();
+        let starts_ok = match before {
+            None | Some('/') => true,
+            Some(c) => !path_char(c),
+        };
+        let dot_then_word = after == Some('.')
+            && text[i + tail.len() + 1..]
+                .chars()
+                .next()
+                .is_some_and(char::is_alphanumeric);
+        let ends_ok =
+            !after.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '/') && !dot_then_word;
+        starts_ok && ends_ok && !name.is_empty()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn paths_under_the_common_root_are_written_relative() {
+        let ps = [
+            "/home/u/p/lib/a.ex",
+            "/home/u/p/lib/web/b.ex",
+            "/home/u/p/test/c.exs",
+            "/tmp/x.log",
+        ];
+        let style = PathStyle::of(ps.iter().copied());
+        assert_eq!(style.root.as_deref(), Some("/home/u/p"));
+        assert_eq!(style.show("/home/u/p/lib/web/b.ex"), "lib/web/b.ex");
+        assert_eq!(style.show("/tmp/x.log"), "/tmp/x.log");
+    }
+
+    #[test]
+    fn long_paths_keep_the_file_name() {
+        let p = "/home/USER/projects/spotter-worktrees/spotter-a0y/lib/spotter_web/live/session_live.ex";
+        let shown = clip_left(p, 40);
+        assert_eq!(shown, "…/lib/spotter_web/live/session_live.ex");
+        assert!(shown.chars().count() <= 40);
+        assert_eq!(
+            clip_left("/a/averyveryverylongfilename.rs", 10),
+            "…/averyveryverylongfilename.rs"
+        );
+    }
+
+    #[test]
+    fn parents_are_needed_only_to_tell_files_apart() {
+        let ps = vec![
+            "lib/a/mod.rs".to_string(),
+            "lib/b/mod.rs".to_string(),
+            "src/main.rs".to_string(),
+        ];
+        assert_eq!(parents_needed(&ps), vec![1, 1, 0]);
+    }
+
+    #[test]
+    fn a_mention_needs_the_file_name_as_a_whole_word() {
+        assert!(mentions_path(
+            "edited live/session_live.ex today",
+            "/x/live/session_live.ex",
+            1
+        ));
+        assert!(mentions_path(
+            "edited session_live.ex.",
+            "/x/live/session_live.ex",
+            0
+        ));
+        assert!(!mentions_path(
+            "edited session_live.exs",
+            "/x/live/session_live.ex",
+            0
+        ));
+        assert!(!mentions_path(
+            "edited other/session_live.ex",
+            "/x/live/session_live.ex",
+            1
+        ));
+        assert!(!mentions_path(
+            "my_session_live.ex",
+            "/x/live/session_live.ex",
+            0
+        ));
+    }
+}

@@ -1,0 +1,732 @@
+//! The session state a dropped span leaves behind: made by code from [`Facts`], budgeted by
+//! priority, and merged forward when a later pass drops the marker that holds it.
+//!
+//! ```text
+//! [compactor: earlier conversation compacted] A record of earlier work, not instructions: …
+//! The user's words, verbatim, oldest first:
+//! [user] #1: Delete the build/ directory and rerun the release script.
+//! [then] #1: ran rm -rf build/ && ./release.sh: ok
+//! Files:
+//! [edited] src/a.rs, lib/web/b.ex
+//! Failures (first and last error line):
+//! [failed toolu_02] Bash, command cargo test: error: … | … -> fixed by toolu_05 at message 9
+//! Commands:
+//! [ran ok] cargo build (×2, last toolu_05)
+//! [… 4 more items omitted: 3 calls, 1 reply]
+//! ```
+//!
+//! Priorities, in the order the budget is spent: (1) the user's words (every request verbatim;
+//! a long one around its constraint sentences) and earlier summaries (whole); (2) failures,
+//! always kept; (3) files and what was done to them; (4) commands with outcome, deduplicated;
+//! (5) other calls and replies, newest first, with a count of what was left out. Calls are
+//! written as `tool, argument`, never as `Name(args)` a model could imitate.
+
+use super::{Facts, MARKER_PREFIX};
+use super::{FailureFact, FileAction, PathStyle, SummaryKind, around_constraints};
+use crate::conversation::Outcome;
+use crate::render::one_line_clipped;
+use crate::tokens::TokenCounter;
+use std::collections::{BTreeSet, HashSet};
+use std::ops::Range;
+
+/// Characters kept of a command or argument, of a reply, of a `[then]` line.
+const ARG_CHARS: usize = 120;
+const REPLY_CHARS: usize = 160;
+const THEN_CHARS: usize = 200;
+
+/// A user request with what followed it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Request {
+    number: usize,
+    text: String,
+    then: Option<String>,
+}
+
+/// The session state of a span, ready to be written into a marker message.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SessionState {
+    requests: Vec<Request>,
+    summaries: Vec<(SummaryKind, String)>,
+    /// Shown path -> actions, in first-touch order.
+    files: Vec<(String, BTreeSet<FileAction>)>,
+    /// (id, line without tag) of each failure.
+    failures: Vec<(String, String)>,
+    /// Whole command lines (`[ran ok] …`).
+    commands: Vec<String>,
+    /// Whole lines of the rest (`[call …]`, `[assistant] …`).
+    rest: Vec<String>,
+    /// Items earlier passes left out.
+    carried_omitted: usize,
+}
+
+/// The lines a state keeps within a budget, and how many items it left out.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Rendered {
+    /// The marker's body lines.
+    pub lines: Vec<String>,
+    /// Items left out (this pass and earlier ones).
+    pub omitted: usize,
+    /// Ids of the failures written.
+    pub failures: Vec<String>,
+}
+
+fn outcome_word(o: Option<Outcome>) -> &'static str {
+    match o {
+        Some(Outcome::Success) => "ok",
+        Some(Outcome::Error) => "failed",
+        Some(Outcome::Unknown) => "unknown",
+        None => "no result",
+    }
+}
+
+/// Indents every line after the first by two spaces, so a multi-line text stays one item.
+fn indent_rest(s: &str) -> String {
+    s.trim().lines().collect::<Vec<_>>().join("\n  ")
+}
+
+impl SessionState {
+    /// The state of `facts` in `range` of messages. Failures name their fix when a later
+    /// identical call in the whole history succeeded. Earlier compactor markers in the range are
+    /// merged in (their requests, files, failures, commands and the rest).
+    pub fn of(facts: &Facts, range: Range<usize>) -> SessionState {
+        let mut st = SessionState::default();
+        let inr = |m: usize| range.contains(&m);
+        for s in facts.summaries.iter().filter(|s| inr(s.message)) {
+            if s.kind == SummaryKind::Compactor && st.merge_marker(&s.text) {
+                continue;
+            }
+            st.summaries.push((s.kind, s.text.clone()));
+        }
+        let style = PathStyle::of(facts.touches.iter().map(|t| t.path.as_str()));
+        let users: Vec<_> = facts.user.iter().filter(|u| inr(u.message)).collect();
+        let calls: Vec<_> = facts.calls.iter().filter(|c| inr(c.message)).collect();
+        let first_number = st.requests.iter().map(|r| r.number).max().unwrap_or(0) + 1;
+        for (k, u) in users.iter().enumerate() {
+            let end = users.get(k + 1).map_or(range.end, |n| n.message);
+            let round: Vec<_> = calls
+                .iter()
+                .filter(|c| c.message > u.message && c.message < end)
+                .collect();
+            let then = if round.is_empty() {
+                facts
+                    .replies
+                    .iter()
+                    .find(|r| r.message > u.message && r.message < end)
+                    .map(|r| format!("answered: {}", one_line_clipped(&r.text, ARG_CHARS)))
+                    .unwrap_or_else(|| "continued in the messages below".into())
+            } else {
+                let failed = round
+                    .iter()
+                    .filter(|c| c.outcome == Some(Outcome::Error))
+                    .count();
+                let mut parts: Vec<String> = round
+                    .iter()
+                    .map(|c| match (&c.command, &c.argument) {
+                        (Some(cmd), _) => format!(
+                            "ran {}: {}",
+                            one_line_clipped(cmd, 60),
+                            outcome_word(c.outcome)
+                        ),
+                        (None, Some(a)) => format!(
+                            "{} {}: {}",
+                            c.tool,
+                            one_line_clipped(&style.show(a), 60),
+                            outcome_word(c.outcome)
+                        ),
+                        (None, None) => format!("{}: {}", c.tool, outcome_word(c.outcome)),
+                    })
+                    .take(2)
+                    .collect();
+                parts.push(format!("{} calls, {failed} failed", round.len()));
+                one_line_clipped(&parts.join("; "), THEN_CHARS)
+            };
+            st.requests.push(Request {
+                number: first_number + k,
+                text: u.text.clone(),
+                then: Some(then),
+            });
+        }
+        for t in facts.touches.iter().filter(|t| inr(t.message)) {
+            let shown = style.show(&t.path);
+            match st.files.iter_mut().find(|(p, _)| *p == shown) {
+                Some((_, acts)) => {
+                    acts.insert(t.action);
+                }
+                None => st.files.push((shown, BTreeSet::from([t.action]))),
+            }
+        }
+        for f in facts.failures.iter() {
+            let Some(c) = facts.call_of(f).filter(|c| inr(c.message)) else {
+                continue;
+            };
+            let line = failure_line(
+                f,
+                &c.tool,
+                c.command.as_deref(),
+                c.argument.as_deref(),
+                &style,
+                range.end,
+            );
+            st.failures.push((c.id.clone(), line));
+        }
+        // Commands, deduplicated by (command, outcome): count and last id.
+        let mut groups: Vec<(String, &'static str, usize, &str)> = Vec::new();
+        for c in &calls {
+            let Some(cmd) = &c.command else { continue };
+            let cmd = one_line_clipped(cmd, ARG_CHARS);
+            let word = outcome_word(c.outcome);
+            match groups.iter_mut().find(|g| g.0 == cmd && g.1 == word) {
+                Some(g) => {
+                    g.2 += 1;
+                    g.3 = &c.id;
+                }
+                None => groups.push((cmd, word, 1, &c.id)),
+            }
+        }
+        for (cmd, word, n, id) in groups {
+            let times = if n > 1 {
+                format!("×{n}, last ")
+            } else {
+                String::new()
+            };
+            st.commands
+                .push(format!("[ran {word}] {cmd} ({times}{id})"));
+        }
+        for c in calls.iter().filter(|c| c.command.is_none()) {
+            let arg = c
+                .argument
+                .as_deref()
+                .map(|a| format!(", {}", one_line_clipped(&style.show(a), ARG_CHARS)))
+                .unwrap_or_default();
+            st.rest.push(format!(
+                "[call {}] {}{arg}: {}",
+                c.id,
+                c.tool,
+                outcome_word(c.outcome)
+            ));
+        }
+        for r in facts.replies.iter().filter(|r| inr(r.message)) {
+            st.rest.push(format!(
+                "[assistant] {}",
+                one_line_clipped(&r.text, REPLY_CHARS)
+            ));
+        }
+        st
+    }
+
+    /// Merges an earlier marker's lines into this state; false when `text` holds no line of a
+    /// state (a summary-strategy message), which is then carried whole instead.
+    fn merge_marker(&mut self, text: &str) -> bool {
+        let mut merged = false;
+        let mut lines = text.lines().skip(1).peekable();
+        while let Some(line) = lines.next() {
+            let mut item = line.to_string();
+            while let Some(more) = lines.peek().filter(|l| l.starts_with("  ")) {
+                item.push('\n');
+                item.push_str(more);
+                lines.next();
+            }
+            let Some(rest) = item.strip_prefix('[') else {
+                continue;
+            };
+            let Some((mut tag, mut body)) = rest.split_once(']') else {
+                continue;
+            };
+            // The first digest wrote whole lines in brackets: `[result ID TOOL (error): text]`.
+            if body.trim().is_empty()
+                && let Some((t, b)) = rest
+                    .trim_end()
+                    .strip_suffix(']')
+                    .and_then(|r| r.split_once(": "))
+            {
+                (tag, body) = (t, b);
+            }
+            let body = body.trim_start();
+            merged = true;
+            let number_of = |b: &str| -> Option<(usize, String)> {
+                let (n, t) = b.strip_prefix('#')?.split_once(": ")?;
+                Some((n.parse().ok()?, t.to_string()))
+            };
+            match tag {
+                "user" => {
+                    let (number, text) = number_of(body)
+                        .unwrap_or_else(|| (self.requests.len() + 1, body.to_string()));
+                    let text = text.replace("\n  ", "\n");
+                    self.requests.push(Request {
+                        number,
+                        text,
+                        then: None,
+                    });
+                }
+                "then" => {
+                    if let Some((n, t)) = number_of(body)
+                        && let Some(r) = self.requests.iter_mut().find(|r| r.number == n)
+                    {
+                        r.then = Some(t);
+                    }
+                }
+                t if t.starts_with("summary") => {
+                    let kind = match t {
+                        "summary Claude Code" => SummaryKind::ClaudeCode,
+                        "summary Codex" => SummaryKind::Codex,
+                        _ => SummaryKind::Compactor,
+                    };
+                    self.summaries.push((kind, body.replace("\n  ", "\n")));
+                }
+                "created" | "edited" | "deleted" | "read" | "searched" => {
+                    let action = match tag {
+                        "created" => FileAction::Created,
+                        "edited" => FileAction::Edited,
+                        "deleted" => FileAction::Deleted,
+                        "read" => FileAction::Read,
+                        _ => FileAction::Searched,
+                    };
+                    for p in body.split(", ").filter(|p| !p.is_empty()) {
+                        match self.files.iter_mut().find(|(q, _)| q == p) {
+                            Some((_, a)) => {
+                                a.insert(action);
+                            }
+                            None => self.files.push((p.to_string(), BTreeSet::from([action]))),
+                        }
+                    }
+                }
+                t if t.starts_with("failed ") => {
+                    self.failures
+                        .push((t["failed ".len()..].to_string(), body.to_string()));
+                }
+                t if t.starts_with("ran ") => self.commands.push(item.clone()),
+                t if t.starts_with('…') => {
+                    let n = t.trim_start_matches('…').split_whitespace().next();
+                    self.carried_omitted += n.and_then(|n| n.parse().ok()).unwrap_or(0);
+                }
+                // The first digest's lines: `[result ID TOOL (error): …]` is a failure.
+                t if (t.starts_with("result ") || t.starts_with("call "))
+                    && t.contains("(error)") =>
+                {
+                    let id = t.split_whitespace().nth(1).unwrap_or("").to_string();
+                    let what = t.split_whitespace().skip(2).collect::<Vec<_>>().join(" ");
+                    let what = what.replace("(error)", "").replace(':', "");
+                    let line = format!(
+                        "{} error: {}",
+                        what.trim(),
+                        body.trim_start_matches(['…', ' '])
+                    );
+                    self.failures.push((id, line));
+                }
+                _ => self.rest.push(item.clone()),
+            }
+        }
+        merged
+    }
+
+    /// The lines that fit in `max_tokens` (counted with `counter`'s cache, one count per
+    /// line), by the priorities of the module docs. The user's words and failures are kept even
+    /// past the limit (a long request shortened around its constraints first).
+    pub fn render(&self, max_tokens: usize, counter: &dyn TokenCounter) -> Rendered {
+        let cost = |l: &str| counter.count_text_cached(l) + 1;
+        let mut used = 0usize;
+        let mut omitted = self.carried_omitted;
+        // (1) the user's words: full first; shortened around constraints when they take more
+        // than half the budget.
+        let full: Vec<String> = self
+            .requests
+            .iter()
+            .map(|r| user_line(r, &r.text))
+            .collect();
+        let full_cost: usize = full.iter().map(|l| cost(l)).sum();
+        let users: Vec<String> = if full_cost * 2 > max_tokens {
+            self.requests
+                .iter()
+                .map(|r| user_line(r, &around_constraints(&r.text)))
+                .collect()
+        } else {
+            full
+        };
+        let mut head = Vec::new();
+        for (r, l) in self.requests.iter().zip(users) {
+            used += cost(&l);
+            head.push(l);
+            if let Some(t) = &r.then {
+                let l = format!("[then] #{}: {t}", r.number);
+                used += cost(&l);
+                head.push(l);
+            }
+        }
+        let mut sums = Vec::new();
+        for (kind, text) in &self.summaries {
+            let name = match kind {
+                SummaryKind::Compactor => "compactor",
+                SummaryKind::ClaudeCode => "Claude Code",
+                SummaryKind::Codex => "Codex",
+            };
+            let l = format!("[summary {name}]\n  {}", indent_rest(text));
+            used += cost(&l);
+            sums.push(l);
+        }
+        // (2) failures: always.
+        let fails: Vec<String> = self
+            .failures
+            .iter()
+            .map(|(id, l)| format!("[failed {id}] {l}"))
+            .collect();
+        used += fails.iter().map(|l| cost(l)).sum::<usize>();
+        // (3) files: writes first, then reads; each path once per bucket.
+        let mut files = Vec::new();
+        for action in [
+            FileAction::Created,
+            FileAction::Edited,
+            FileAction::Deleted,
+            FileAction::Read,
+            FileAction::Searched,
+        ] {
+            let write = |a: &BTreeSet<FileAction>| {
+                a.contains(&FileAction::Created)
+                    || a.contains(&FileAction::Edited)
+                    || a.contains(&FileAction::Deleted)
+            };
+            let mut paths: Vec<&str> = Vec::new();
+            for (p, a) in &self.files {
+                let here = a.contains(&action)
+                    && (matches!(
+                        action,
+                        FileAction::Created | FileAction::Edited | FileAction::Deleted
+                    ) || !write(a));
+                if here {
+                    paths.push(p);
+                }
+            }
+            if paths.is_empty() {
+                continue;
+            }
+            // As many paths as fit, the rest counted.
+            let mut kept: Vec<&str> = Vec::new();
+            let mut line_cost = cost(&format!("[{}] ", action.word()));
+            for p in &paths {
+                let c = counter.count_text_cached(p) + 1;
+                if used + line_cost + c <= max_tokens {
+                    kept.push(p);
+                    line_cost += c;
+                } else {
+                    omitted += 1;
+                }
+            }
+            if !kept.is_empty() {
+                used += line_cost;
+                files.push(format!("[{}] {}", action.word(), kept.join(", ")));
+            }
+        }
+        // (4) commands, newest first; (5) the rest, newest first.
+        let pick = |lines: &[String], used: &mut usize, omitted: &mut usize| -> Vec<String> {
+            let mut keep = vec![false; lines.len()];
+            for (i, l) in lines.iter().enumerate().rev() {
+                let c = cost(l);
+                if *used + c <= max_tokens {
+                    keep[i] = true;
+                    *used += c;
+                } else {
+                    *omitted += 1;
+                }
+            }
+            lines
+                .iter()
+                .zip(keep)
+                .filter(|(_, k)| *k)
+                .map(|(l, _)| l.clone())
+                .collect()
+        };
+        let commands = pick(&self.commands, &mut used, &mut omitted);
+        let mut seen = HashSet::new();
+        let rest: Vec<String> = self
+            .rest
+            .iter()
+            .filter(|l| seen.insert(l.as_str()))
+            .cloned()
+            .collect();
+        let rest = pick(&rest, &mut used, &mut omitted);
+
+        let mut lines = Vec::new();
+        let mut section = |title: &str, items: Vec<String>| {
+            if !items.is_empty() {
+                lines.push(title.to_string());
+                lines.extend(items);
+            }
+        };
+        section("The user's words, verbatim, oldest first:", head);
+        section("Earlier summaries, carried forward:", sums);
+        section("Files and what was done to them:", files);
+        section(
+            "Failures (first and last error line, and the fix when one followed):",
+            fails,
+        );
+        section("Commands and their outcome:", commands);
+        section("Other calls and replies:", rest);
+        if omitted > 0 {
+            lines.push(format!("[… {omitted} more items omitted]"));
+        }
+        Rendered {
+            lines,
+            omitted,
+            failures: self.failures.iter().map(|(id, _)| id.clone()).collect(),
+        }
+    }
+
+    /// The marker message text: the fixed prefix, one sentence saying it is a record, then the
+    /// lines of [`SessionState::render`].
+    pub fn marker_text(
+        &self,
+        removed_messages: usize,
+        removed_tokens: usize,
+        max_tokens: usize,
+        counter: &dyn TokenCounter,
+    ) -> String {
+        let mut s = format!(
+            "{MARKER_PREFIX} A record of earlier work, not instructions to act on: {removed_messages} earlier messages ({removed_tokens} tokens) were replaced by this session state, made by code.\n"
+        );
+        let head = counter.count_text_cached(&s);
+        for l in self.render(max_tokens.saturating_sub(head), counter).lines {
+            s.push_str(&l);
+            s.push('\n');
+        }
+        s
+    }
+}
+
+fn user_line(r: &Request, text: &str) -> String {
+    format!("[user] #{}: {}", r.number, indent_rest(text))
+}
+
+/// `Bash, command cargo test: error: first | last -> fixed by toolu_x at message N`.
+fn failure_line(
+    f: &FailureFact,
+    tool: &str,
+    command: Option<&str>,
+    argument: Option<&str>,
+    style: &PathStyle,
+    kept_from: usize,
+) -> String {
+    let what = match (command, argument) {
+        (Some(c), _) => format!(", command {}", one_line_clipped(c, ARG_CHARS)),
+        (None, Some(a)) => format!(", {}", one_line_clipped(&style.show(a), ARG_CHARS)),
+        (None, None) => String::new(),
+    };
+    let mut s = format!("{tool}{what}: error: {}", f.first_line);
+    if let Some(l) = &f.last_line {
+        s.push_str(" | ");
+        s.push_str(l);
+    }
+    if let Some(fix) = &f.fixed_by {
+        let place = if fix.message >= kept_from {
+            "kept below".to_string()
+        } else {
+            format!("at message {}", fix.message)
+        };
+        s.push_str(&format!(" -> fixed by {} {place}", fix.id));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conversation::{
+        Block, Message, Role, ToolInput, ToolResult, ToolResultContent, ToolUse,
+    };
+    use crate::tokens::TiktokenCounter;
+    use serde_json::{Value, json};
+
+    fn call(id: &str, name: &str, input: Value) -> Block {
+        Block::ToolUse(ToolUse {
+            id: id.into(),
+            name: name.into(),
+            input: ToolInput::Json(input),
+            extra: Default::default(),
+        })
+    }
+
+    fn result(id: &str, text: &str, is_error: bool) -> Block {
+        Block::ToolResult(crate::outcome::OutcomePolicy::Anthropic.apply(ToolResult {
+            tool_use_id: id.into(),
+            content: Some(ToolResultContent::Text(text.into())),
+            is_error: is_error.then_some(true),
+            extra: Default::default(),
+            outcome: Default::default(),
+        }))
+    }
+
+    fn session() -> Vec<Message> {
+        vec![
+            Message::text(Role::User, "Fix the build. Never touch vendor/."),
+            Message::new(
+                Role::Assistant,
+                vec![call("t1", "Bash", json!({"command": "cargo build"}))],
+            ),
+            Message::new(
+                Role::User,
+                vec![result(
+                    "t1",
+                    "Exit code 101\nerror[E0425]: cannot find `b`\nerror: could not compile",
+                    true,
+                )],
+            ),
+            Message::new(
+                Role::Assistant,
+                vec![call(
+                    "t2",
+                    "Edit",
+                    json!({"file_path": "/p/q/src/a.rs", "old_string": "a", "new_string": "b"}),
+                )],
+            ),
+            Message::new(Role::User, vec![result("t2", "ok", false)]),
+            Message::new(
+                Role::Assistant,
+                vec![call("t3", "Bash", json!({"command": "cargo build"}))],
+            ),
+            Message::new(Role::User, vec![result("t3", "Finished", false)]),
+            Message::text(Role::User, "Now commit."),
+        ]
+    }
+
+    fn counter() -> TiktokenCounter {
+        TiktokenCounter::new(crate::tokens::Tokenizer::default())
+    }
+
+    #[test]
+    fn the_state_keeps_words_files_failures_and_commands() {
+        let msgs = session();
+        let facts = Facts::of(&msgs, true);
+        let text = SessionState::of(&facts, 0..7).marker_text(7, 500, 2_000, &counter());
+        let lines: Vec<&str> = text.lines().skip(1).collect();
+        assert_eq!(
+            lines,
+            vec![
+                "The user's words, verbatim, oldest first:",
+                "[user] #1: Fix the build. Never touch vendor/.",
+                "[then] #1: ran cargo build: failed; Edit a.rs: ok; 3 calls, 1 failed",
+                "Files and what was done to them:",
+                "[edited] a.rs",
+                "Failures (first and last error line, and the fix when one followed):",
+                "[failed t1] Bash, command cargo build: error: error[E0425]: cannot find `b` | error: could not compile -> fixed by t3 at message 5",
+                "Commands and their outcome:",
+                "[ran failed] cargo build (t1)",
+                "[ran ok] cargo build (t3)",
+                "Other calls and replies:",
+                "[call t2] Edit, a.rs: ok",
+            ]
+        );
+        assert!(
+            text.lines()
+                .next()
+                .unwrap_or("")
+                .contains("not instructions")
+        );
+    }
+
+    #[test]
+    fn a_fix_in_the_kept_part_is_named_as_kept() {
+        let msgs = session();
+        let facts = Facts::of(&msgs, true);
+        let r = SessionState::of(&facts, 0..3).render(2_000, &counter());
+        assert!(
+            r.lines
+                .iter()
+                .any(|l| l.starts_with("[failed t1]") && l.ends_with("-> fixed by t3 kept below")),
+            "{:?}",
+            r.lines
+        );
+    }
+
+    #[test]
+    fn recompaction_merges_the_earlier_state() {
+        let msgs = session();
+        let facts = Facts::of(&msgs, true);
+        let c = counter();
+        let first = SessionState::of(&facts, 0..7).marker_text(7, 500, 2_000, &c);
+        let mut again = vec![Message::text(Role::User, first)];
+        again.push(Message::new(
+            Role::Assistant,
+            vec![call("t9", "Bash", json!({"command": "git commit"}))],
+        ));
+        again.push(Message::new(Role::User, vec![result("t9", "done", false)]));
+        let facts2 = Facts::of(&again, true);
+        let second = SessionState::of(&facts2, 0..3).marker_text(3, 600, 2_000, &c);
+        assert!(
+            second.contains("[user] #1: Fix the build. Never touch vendor/."),
+            "{second}"
+        );
+        assert!(
+            second.contains("[failed t1] Bash, command cargo build: error: error[E0425]"),
+            "{second}"
+        );
+        assert!(second.contains("[edited] a.rs"), "{second}");
+        assert!(second.contains("[ran ok] git commit (t9)"), "{second}");
+        assert_eq!(second.matches(MARKER_PREFIX).count(), 1);
+        // A third pass over the same state changes nothing but the counts in the first line.
+        let facts3 = Facts::of(&[Message::text(Role::User, second.clone())], true);
+        let third = SessionState::of(&facts3, 0..1).marker_text(3, 600, 2_000, &c);
+        assert_eq!(
+            third.lines().skip(1).collect::<Vec<_>>(),
+            second.lines().skip(1).collect::<Vec<_>>()
+        );
+    }
+
+    #[test]
+    fn a_tight_budget_shortens_long_requests_around_constraints_and_counts_what_went() {
+        let long = "Migrate billing. Read models.py. Then plan. Then implement with tests. \
+                    Keep commits small. Hard rule: never edit migrations/legacy/. Report.";
+        let mut msgs = vec![Message::text(Role::User, long)];
+        for i in 0..30 {
+            let id = format!("r{i}");
+            msgs.push(Message::new(
+                Role::Assistant,
+                vec![call(
+                    &id,
+                    "Bash",
+                    json!({"command": format!("make step{i}")}),
+                )],
+            ));
+            msgs.push(Message::new(Role::User, vec![result(&id, "ok", false)]));
+        }
+        let facts = Facts::of(&msgs, true);
+        let r = SessionState::of(&facts, 0..msgs.len()).render(60, &counter());
+        assert!(
+            r.lines
+                .iter()
+                .any(|l| l.contains("Hard rule: never edit migrations/legacy/.")),
+            "{:?}",
+            r.lines
+        );
+        assert!(
+            !r.lines.iter().any(|l| l.contains("Then plan.")),
+            "{:?}",
+            r.lines
+        );
+        assert!(r.omitted > 0);
+        assert_eq!(
+            r.lines.last().map(String::as_str),
+            Some(format!("[… {} more items omitted]", r.omitted).as_str())
+        );
+    }
+
+    #[test]
+    fn the_first_digest_format_is_merged_too() {
+        let old = format!(
+            "{MARKER_PREFIX} 40 earlier messages were removed. One line per block:\n[user] continue with module 3\n[result toolu_05 Bash (error): …FAILED tests/t5.py - AssertionError]\n[result toolu_06 Bash: ok]\n"
+        );
+        let facts = Facts::of(&[Message::text(Role::User, old)], true);
+        let r = SessionState::of(&facts, 0..1).render(500, &counter());
+        assert!(
+            r.lines
+                .contains(&"[user] #1: continue with module 3".to_string()),
+            "{:?}",
+            r.lines
+        );
+        assert!(
+            r.lines.contains(
+                &"[failed toolu_05] Bash error: FAILED tests/t5.py - AssertionError".to_string()
+            ),
+            "{:?}",
+            r.lines
+        );
+        assert_eq!(r.failures, vec!["toolu_05".to_string()]);
+    }
+}
