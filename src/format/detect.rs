@@ -112,6 +112,7 @@ pub fn load(
     };
     if let Some(format) = hint {
         if let Some(c) = contradiction(&value, format) {
+            // Checked here too, before the trajectory import, which is not `Format::read`.
             let message = c.to_string();
             return Err(FormatError::shape(c.path, message));
         }

@@ -77,8 +77,15 @@ impl Format {
     /// Reads a request body (or bare message array) of this format.
     ///
     /// # Errors
-    /// [`FormatError`] naming the JSON path of the first malformed element.
+    /// [`FormatError`] naming the JSON path of the first malformed element, or of the first
+    /// element only another format has ([`detect::contradiction`]: an Anthropic `tool_use`
+    /// block read as OpenAI Chat is refused, not misread).
     pub fn read(self, body: &Value) -> Result<Conversation, FormatError> {
+        // A body of another format is refused where it shows, not misread as this one.
+        if let Some(c) = detect::contradiction(body, self) {
+            let message = c.to_string();
+            return Err(FormatError::shape(c.path, message));
+        }
         match self {
             Format::Anthropic => anthropic::read(body),
             Format::OpenAiChat => openai_chat::read(body),

@@ -653,7 +653,7 @@ async fn without_an_llm_the_summary_tier_is_skipped_with_a_note() {
     assert!(
         out.report
             .notes
-            .contains(&"summary tier skipped: no LLM configured".to_string())
+            .contains(&"summary tier skipped: no [llm] configured".to_string())
     );
     assert_eq!(out.report.tiers.len(), 1);
     assert_eq!(out.report.tiers[0].strategy, "truncate");
@@ -773,15 +773,20 @@ async fn every_shared_case_request_compacts_to_a_valid_request_with_summary() {
         let name = path.file_name().unwrap().to_string_lossy().to_string();
         let case: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
         let format: Format = case["format"].as_str().unwrap().parse().unwrap();
-        let input = format.read(&case["request"]).unwrap();
         let budget = case["budget"].as_u64().unwrap() as usize;
+        let read = format.read(&case["request"]);
         if case["expect"].get("error").is_some() {
-            assert!(
-                engine.compact(&input, format, Some(budget)).await.is_err(),
-                "{name}"
-            );
+            // Refused when read (a body of another format) or when compacted (provider rules).
+            match read {
+                Err(_) => {}
+                Ok(input) => assert!(
+                    engine.compact(&input, format, Some(budget)).await.is_err(),
+                    "{name}"
+                ),
+            }
             continue;
         }
+        let input = read.unwrap();
         let report = compact_and_check(&engine, &name, &input, format, budget).await;
         if report
             .tiers
