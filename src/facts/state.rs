@@ -40,6 +40,9 @@ struct Request {
     number: usize,
     text: String,
     then: Option<String>,
+    /// The round's calls all succeeded (known outcomes, none failed). False when unknown (a
+    /// merged earlier state) or when the round had no calls.
+    settled: bool,
 }
 
 /// The session state of a span, ready to be written into a marker message.
@@ -57,6 +60,9 @@ pub struct SessionState {
     rest: Vec<String>,
     /// Items earlier passes left out.
     carried_omitted: usize,
+    /// Leave out the `[then]` lines of settled rounds (all calls succeeded): the last resort
+    /// when the marker with them does not fit the budget ([`SessionState::shedding_settled`]).
+    shed_settled: bool,
 }
 
 /// The lines a state keeps within a budget, and how many items it left out.
@@ -107,6 +113,8 @@ impl SessionState {
                 .iter()
                 .filter(|c| c.message > u.message && c.message < end)
                 .collect();
+            let settled =
+                !round.is_empty() && round.iter().all(|c| c.outcome == Some(Outcome::Success));
             let then = if round.is_empty() {
                 facts
                     .replies
@@ -144,6 +152,7 @@ impl SessionState {
                 number: first_number + k,
                 text: u.text.clone(),
                 then: Some(then),
+                settled,
             });
         }
         for t in facts.touches.iter().filter(|t| inr(t.message)) {
@@ -256,6 +265,7 @@ impl SessionState {
                         number,
                         text,
                         then: None,
+                        settled: false,
                     });
                 }
                 "then" => {
@@ -346,6 +356,10 @@ impl SessionState {
         for (r, l) in self.requests.iter().zip(users) {
             used += cost(&l);
             head.push(l);
+            if self.shed_settled && r.settled && r.then.is_some() {
+                omitted += 1;
+                continue;
+            }
             if let Some(t) = &r.then {
                 let l = format!("[then] #{}: {t}", r.number);
                 used += cost(&l);
@@ -470,6 +484,14 @@ impl SessionState {
         }
     }
 
+    /// The same state without the `[then]` lines of rounds whose calls all succeeded (they are
+    /// counted as omitted); failed or unknown outcomes keep theirs. For a budget the full
+    /// marker does not fit.
+    pub fn shedding_settled(mut self) -> SessionState {
+        self.shed_settled = true;
+        self
+    }
+
     /// The marker message text: the fixed prefix, one sentence saying it is a record, then the
     /// lines of [`SessionState::render`].
     pub fn marker_text(
@@ -588,6 +610,39 @@ mod tests {
 
     fn counter() -> TiktokenCounter {
         TiktokenCounter::new(crate::tokens::Tokenizer::default())
+    }
+
+    #[test]
+    fn shedding_leaves_out_only_the_outcomes_of_settled_rounds() {
+        let mut msgs = session();
+        // A second request whose one call succeeds: a settled round.
+        msgs.push(Message::new(
+            Role::Assistant,
+            vec![call("t4", "Bash", json!({"command": "git commit -am fix"}))],
+        ));
+        msgs.push(Message::new(
+            Role::User,
+            vec![result("t4", "1 file changed", false)],
+        ));
+        msgs.push(Message::text(Role::User, "Thanks."));
+        let facts = Facts::of(&msgs, true);
+        let then_lines = |state: SessionState| -> Vec<String> {
+            state
+                .render(2_000, &counter())
+                .lines
+                .into_iter()
+                .filter(|l| l.starts_with("[then]"))
+                .collect()
+        };
+        let full = then_lines(SessionState::of(&facts, 0..10));
+        assert_eq!(full.len(), 2, "{full:?}");
+        assert!(
+            full[1].starts_with("[then] #2: ran git commit -am fix: ok"),
+            "{full:?}"
+        );
+        // The round with a failure keeps its outcome; the settled one goes.
+        let lean = then_lines(SessionState::of(&facts, 0..10).shedding_settled());
+        assert_eq!(lean, vec![full[0].clone()]);
     }
 
     #[test]

@@ -360,9 +360,12 @@ fn drop_oldest(
     let has_flag = cx.format.has_error_flag();
     // Read once; each candidate cut takes the facts before it.
     let facts = Facts::of(&conv.messages, has_flag);
-    let marker_for = |k: usize, room: usize| -> Message {
+    let marker_for = |k: usize, room: usize, shed: bool| -> Message {
         let dropped_tokens: usize = per_msg[units_now.pinned..k].iter().sum();
-        let state = SessionState::of(&facts, units_now.pinned..k);
+        let mut state = SessionState::of(&facts, units_now.pinned..k);
+        if shed {
+            state = state.shedding_settled();
+        }
         Message::text(
             Role::User,
             state.marker_text(k - units_now.pinned, dropped_tokens, room, counter),
@@ -377,9 +380,17 @@ fn drop_oldest(
             continue;
         }
         let room = budget.target.saturating_sub(base).min(digest_cap.max(32));
-        let marker = marker_for(cut.index, room);
+        let mut marker = marker_for(cut.index, room, false);
         // The candidate's count, from the parts already counted (the sum is additive).
-        let tokens = fixed + counter.count_message(&marker) + suffix[cut.index];
+        let mut tokens = fixed + counter.count_message(&marker) + suffix[cut.index];
+        if tokens > budget.limit {
+            // Over the hard limit: the outcomes of settled rounds go before anything else.
+            let lean = marker_for(cut.index, room, true);
+            let lean_tokens = fixed + counter.count_message(&lean) + suffix[cut.index];
+            if lean_tokens < tokens {
+                (marker, tokens) = (lean, lean_tokens);
+            }
+        }
         if tokens <= budget.target || cut.index == cuts[cuts.len() - 1].index {
             chosen = Some((cut.index, marker, tokens));
             break;

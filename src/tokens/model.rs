@@ -13,8 +13,10 @@
 //! Shipped defaults (`config/compactor.toml`): OpenAI model families exact in their own
 //! vocabulary; `claude-*` ratio 1.35, the least-squares fit of `compactor calibrate` on the
 //! corpus log `cc_spotter_fa812bfe` (claude-opus-4-6, 157 requests, rms error 2.1%; the other
-//! Claude Code logs of the corpus fit 1.14-1.52), and overhead 350, Anthropic's documented
-//! tool-use system prompt (346 tokens for Claude 4 models, tool_choice auto) rounded up.
+//! Claude Code logs of the corpus fit 1.14-1.52), and overhead 0: the logs cannot separate a
+//! per-request constant from the system prompt and tools they do not hold, and what a request
+//! carries is counted in it. Anthropic's tool-use system prompt (346 tokens for Claude 4
+//! models) comes on top for requests with tools: set an overhead for that margin.
 //!
 //! The counter's per-block cache stays the hot path: the ratio scales the *cached* counts of
 //! the chosen vocabulary, nothing is tokenized again.

@@ -129,7 +129,10 @@ fn validate_agrees_with_the_checker_on_every_case() {
         let request = dir.join(format!("case_{name}.json"));
         std::fs::write(&request, serde_json::to_string(&case["request"]).unwrap()).unwrap();
         let invalid = case["expect"].get("error").is_some();
-        match CHECKER_LACKS.iter().find(|(prefix, _)| name.starts_with(prefix)) {
+        match CHECKER_LACKS
+            .iter()
+            .find(|(prefix, _)| name.starts_with(prefix))
+        {
             // A rule the independent checker does not judge: only compactor's verdict is
             // known, and it must refuse the input.
             Some((_, rule)) => assert_eq!(

@@ -167,14 +167,14 @@ mod proxy {
     use tower::ServiceExt;
 
     /// The provider's rule in the fake: 1.5 model tokens per o200k token of the request it
-    /// receives, plus the configured overhead.
+    /// receives, the configured overhead is 0.
     const TRUE_RATIO: f64 = 1.5;
 
     fn provider_count(body: &Bytes) -> u64 {
         let v: Value = serde_json::from_slice(body).unwrap();
         let counted = counter_for(Default::default())
             .count_conversation(&Format::Anthropic.read(&v).unwrap());
-        (counted as f64 * TRUE_RATIO).round() as u64 + 350
+        (counted as f64 * TRUE_RATIO).round() as u64
     }
 
     /// A fake Messages API on 127.0.0.1 that answers with its count of the prompt in `usage`:

@@ -618,7 +618,7 @@ async fn proxy_compacts_a_body_over_the_trigger_into_a_valid_request() {
     let applied = headers["x-compactor-tokens"].to_str().unwrap().to_string();
     assert!(
         applied.starts_with(&format!(
-            "{before}->{after}; model=claude-sonnet-4-5; ratio=1.350 (config claude-*); overhead=350; tier="
+            "{before}->{after}; model=claude-sonnet-4-5; ratio=1.350 (config claude-*); overhead=0; tier="
         )),
         "{applied}"
     );
@@ -694,7 +694,7 @@ async fn proxy_compacts_openai_responses_input() {
     let applied = headers["x-compactor-tokens"].to_str().unwrap();
     assert!(
         applied.starts_with(&format!(
-            "{before}->{after}; model=claude-sonnet-4-5; ratio=1.350 (config claude-*); overhead=350; tier="
+            "{before}->{after}; model=claude-sonnet-4-5; ratio=1.350 (config claude-*); overhead=0; tier="
         )),
         "{applied}"
     );
@@ -888,7 +888,7 @@ async fn proxy_keeps_the_compacted_prefix_stable_between_compactions() {
     let count = |k: &str| kinds.iter().filter(|x| **x == k).count();
     assert_eq!(
         (count("passthrough"), count("compacted"), count("reused")),
-        // The budget is in Claude tokens (1.35 x o200k + 350): it fills two turns earlier.
+        // The budget is in Claude tokens (1.35 x o200k): it fills two turns earlier.
         (6, 18, 36),
         "{kinds:?}"
     );
