@@ -718,6 +718,7 @@ mod reference_tests {
     use super::*;
     use serde_json::json;
 
+    #[allow(clippy::needless_pass_by_value)] // called with json!(...) temporaries
     fn found(format: Format, body: serde_json::Value) -> Vec<(Option<usize>, ViolationKind)> {
         let conv = format.read(&body).expect("readable");
         validate(&conv, format, ValidateOptions::default())
