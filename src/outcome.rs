@@ -302,6 +302,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::string_slice)] // ASCII offsets of the test's own text
     fn the_marker_range_covers_the_marker_and_the_code() {
         let text = "→ out\n<returncode>12</returncode>";
         let m = exit_marker(text).unwrap();

@@ -104,7 +104,7 @@ pub fn one_line_tail(s: &str, max_chars: usize) -> Option<String> {
 pub fn clip(s: &str, max_chars: usize) -> String {
     match s.char_indices().nth(max_chars) {
         None => s.to_string(),
-        Some((pos, _)) => format!("{}…", &s[..pos]),
+        Some((pos, _)) => format!("{}…", s.get(..pos).unwrap_or(s)),
     }
 }
 

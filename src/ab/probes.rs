@@ -13,6 +13,7 @@
 //! counts; a clipped command (`cargo test --wor…`) does not.
 
 use crate::conversation::{Block, Conversation, Message, Outcome, Role, ToolUse};
+use crate::facts::{INSTRUCTION_WORDS, has_phrase, sentences};
 use crate::render::one_line;
 use crate::strategy::MARKER_PREFIX;
 use serde::Serialize;
@@ -28,23 +29,6 @@ const PATCH_HEADERS: &[&str] = &[
     "*** Update File: ",
     "*** Delete File: ",
     "*** Move to: ",
-];
-
-/// Words that make a user sentence an instruction or constraint (matched as whole words,
-/// case-insensitively).
-const INSTRUCTION_WORDS: &[&str] = &[
-    "must",
-    "never",
-    "always",
-    "don't",
-    "do not",
-    "only",
-    "make sure",
-    "ensure",
-    "should not",
-    "shouldn't",
-    "avoid",
-    "required",
 ];
 
 /// File extensions that make a bare word in text a file name (`main.rs`).
@@ -422,34 +406,6 @@ fn user_texts(c: &Conversation) -> Vec<String> {
             _ => None,
         })
         .collect()
-}
-
-/// Splits text into sentences: at line breaks and after `.`, `!`, `?` followed by a space.
-fn sentences(text: &str) -> Vec<&str> {
-    let mut out = Vec::new();
-    for line in text.lines() {
-        let mut start = 0;
-        let bytes = line.as_bytes();
-        for (i, ch) in line.char_indices() {
-            if matches!(ch, '.' | '!' | '?') && bytes.get(i + 1) == Some(&b' ') {
-                out.push(line[start..=i].trim());
-                start = i + 1;
-            }
-        }
-        out.push(line[start..].trim());
-    }
-    out.retain(|s| !s.is_empty());
-    out
-}
-
-/// True when `phrase` occurs in `lower` as whole words.
-fn has_phrase(lower: &str, phrase: &str) -> bool {
-    let word_char = |c: char| c.is_alphanumeric() || c == '_';
-    lower.match_indices(phrase).any(|(i, _)| {
-        let before = lower[..i].chars().next_back();
-        let after = lower[i + phrase.len()..].chars().next();
-        !before.is_some_and(word_char) && !after.is_some_and(word_char)
-    })
 }
 
 /// User sentences with an instruction word (must, never, always, don't, do not, only,

@@ -24,7 +24,9 @@ impl PathStyle {
         for p in paths.filter(|p| p.starts_with('/')) {
             absolute += 1;
             for (i, _) in p.match_indices('/').skip(2) {
-                *counts.entry(&p[..i]).or_default() += 1;
+                if let Some(folder) = p.get(..i) {
+                    *counts.entry(folder).or_default() += 1;
+                }
             }
         }
         let root = counts
@@ -62,11 +64,11 @@ pub fn clip_left(path: &str, max_chars: usize) -> String {
         .nth(n - max_chars.saturating_sub(2))
         .map_or(0, |(i, _)| i);
     let name_start = path.rfind('/').map_or(0, |i| i + 1);
-    let cut = match path[keep_from..].find('/') {
+    let cut = match path.get(keep_from..).and_then(|rest| rest.find('/')) {
         Some(i) if keep_from + i < name_start => keep_from + i + 1,
         _ => name_start,
     };
-    format!("…/{}", &path[cut..])
+    format!("…/{}", path.get(cut..).unwrap_or(path))
 }
 
 /// The file name: what follows the last `/`.
@@ -114,14 +116,16 @@ pub fn mentions_path(text: &str, path: &str, parents: usize) -> bool {
     let tail = comps[comps.len() - 1 - need..].join("/");
     let path_char = |c: char| c.is_alphanumeric() || "/._-~@+".contains(c);
     text.match_indices(tail.as_str()).any(|(i, _)| {
-        let before = text[..i].chars().next_back();
-        let after = text[i + tail.len()..].chars().next();
+        let before = text.get(..i).and_then(|h| h.chars().next_back());
+        let after = text.get(i + tail.len()..).and_then(|t| t.chars().next());
         let starts_ok = match before {
             None | Some('/') => true,
             Some(c) => !path_char(c),
         };
         let dot_then_word = after == Some('.')
-            && text[i + tail.len() + 1..]
+            && text
+                .get(i + tail.len() + 1..)
+                .unwrap_or("")
                 .chars()
                 .next()
                 .is_some_and(char::is_alphanumeric);

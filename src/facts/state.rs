@@ -300,9 +300,8 @@ impl SessionState {
                         }
                     }
                 }
-                t if t.starts_with("failed ") => {
-                    self.failures
-                        .push((t["failed ".len()..].to_string(), body.to_string()));
+                t if let Some(id) = t.strip_prefix("failed ") => {
+                    self.failures.push((id.to_string(), body.to_string()));
                 }
                 t if t.starts_with("ran ") => self.commands.push(item.clone()),
                 t if t.starts_with('…') => {

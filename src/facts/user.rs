@@ -134,11 +134,11 @@ pub fn sentences(text: &str) -> Vec<&str> {
         let bytes = line.as_bytes();
         for (i, ch) in line.char_indices() {
             if matches!(ch, '.' | '!' | '?') && bytes.get(i + 1) == Some(&b' ') {
-                out.push(line[start..=i].trim());
+                out.extend(line.get(start..=i).map(str::trim));
                 start = i + 1;
             }
         }
-        out.push(line[start..].trim());
+        out.extend(line.get(start..).map(str::trim));
     }
     out.retain(|s| !s.is_empty());
     out
@@ -148,8 +148,8 @@ pub fn sentences(text: &str) -> Vec<&str> {
 pub fn has_phrase(lower: &str, phrase: &str) -> bool {
     let word_char = |c: char| c.is_alphanumeric() || c == '_';
     lower.match_indices(phrase).any(|(i, _)| {
-        let before = lower[..i].chars().next_back();
-        let after = lower[i + phrase.len()..].chars().next();
+        let before = lower.get(..i).and_then(|h| h.chars().next_back());
+        let after = lower.get(i + phrase.len()..).and_then(|t| t.chars().next());
         !before.is_some_and(word_char) && !after.is_some_and(word_char)
     })
 }

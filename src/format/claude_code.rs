@@ -552,6 +552,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::string_slice)] // ASCII offsets of the test's own text
     fn a_cut_off_last_line_is_skipped_and_reported_but_a_bad_inner_line_is_an_error() {
         let full = log(&[user(json!("hi")), assistant("m1", text("hello"))]);
         let partial = user(json!("half written")).to_string();
