@@ -47,14 +47,20 @@ pub fn format(py: Python<'_>, e: &FormatError) -> PyErr {
 /// (`budget.trigger`) when one is at fault.
 pub fn config(py: Python<'_>, e: &ConfigError) -> PyErr {
     let attrs = PyDict::new(py);
-    let key = match e {
-        ConfigError::Invalid { key, .. } => Some(key.clone()),
-        ConfigError::PresetNotFound { .. } => Some("strategy".to_string()),
-        ConfigError::Load(_) => None,
-    };
+    let key = config_key(e);
     match attrs.set_item("key", key) {
         Ok(()) => raise(py, "ConfigError", e.to_string(), &attrs),
         Err(err) => err,
+    }
+}
+
+/// The dotted key at fault, looked up through the source that named it.
+fn config_key(e: &ConfigError) -> Option<String> {
+    match e {
+        ConfigError::Invalid { key, .. } => Some(key.clone()),
+        ConfigError::PresetNotFound { .. } => Some("strategy".to_string()),
+        ConfigError::In { source, .. } => config_key(source),
+        ConfigError::Load(_) => None,
     }
 }
 

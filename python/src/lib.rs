@@ -1,8 +1,8 @@
 //! `compactor._native`: the Rust library behind the `compactor` Python package.
 //!
 //! ```text
-//! Python value (dict / list / str) --pythonize--> serde_json::Value --Format::read--> Conversation
-//!   -> compactor (GIL released) -> Format::write -> serde_json::Value --pythonize--> Python value
+//! Python value (dict / list / str) --values::to_json--> serde_json::Value --Format::read--> Conversation
+//!   -> compactor (GIL released) -> Format::write -> serde_json::Value --values::json_to_py--> Python value
 //! ```
 //!
 //! Every function takes and returns plain Python values; no JSON text crosses the boundary.
