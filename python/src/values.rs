@@ -54,10 +54,18 @@ pub fn to_json(obj: &Bound<'_, PyAny>) -> PyResult<Value> {
         return Ok(Value::Object(map));
     }
     if let Ok(l) = obj.cast::<PyList>() {
-        return l.iter().map(|v| to_json(&v)).collect::<PyResult<_>>().map(Value::Array);
+        return l
+            .iter()
+            .map(|v| to_json(&v))
+            .collect::<PyResult<_>>()
+            .map(Value::Array);
     }
     if let Ok(t) = obj.cast::<PyTuple>() {
-        return t.iter().map(|v| to_json(&v)).collect::<PyResult<_>>().map(Value::Array);
+        return t
+            .iter()
+            .map(|v| to_json(&v))
+            .collect::<PyResult<_>>()
+            .map(Value::Array);
     }
     Err(no_json(format!(
         "a {} value",
