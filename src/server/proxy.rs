@@ -7,7 +7,7 @@
 //!             -> else                      -> compact afresh (and remember it)
 //!   -> POST upstream (base URL from the config, the client's headers minus hop-by-hop)
 //!   -> status, headers and body streamed back as they come (SSE included)
-//!      + x-compactor-tokens: BEFORE->AFTER; tier=APPLIED
+//!      + x-compactor-tokens: BEFORE->AFTER; tier=APPLIED[; status=degraded]
 //! ```
 //! Only the outbound copy is compacted; the client's own history is never touched. A body the
 //! proxy cannot read (not JSON, malformed, an invalid history) is forwarded as it came, so the
@@ -190,10 +190,16 @@ async fn outgoing_body(state: &AppState, format: Format, route: &str, body: Byte
             let header = (
                 TOKENS_HEADER,
                 format!(
-                    "{}->{}; {}tier={applied}",
+                    "{}->{}; {}tier={applied}{}",
                     report.tokens_before,
                     report.tokens_after,
-                    counting_note(report)
+                    counting_note(report),
+                    // A fallback's output stays degraded when it is reused from memory.
+                    if report.status == crate::report::Status::Degraded {
+                        "; status=degraded"
+                    } else {
+                        ""
+                    }
                 ),
             );
             let probe = report
