@@ -1333,3 +1333,49 @@ async fn metrics_show_the_compaction_memory_and_its_byte_bound() {
         .unwrap();
     assert!(held > 1000 && held <= 5_000_000, "{held}");
 }
+
+#[tokio::test]
+async fn a_degraded_compaction_says_so_in_the_header_also_when_reused() {
+    // The summary tier's LLM is a closed port on 127.0.0.1: it fails, truncate does the work.
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = dead.local_addr().unwrap().port();
+    drop(dead);
+    let dir = std::env::temp_dir().join(format!("compactor-degraded-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("llm.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "[policy]\ntiers = [\"summary\", \"truncate\"]\n[llm]\nprovider = \"openai\"\n\
+             base_url = \"http://127.0.0.1:{port}\"\nmodel = \"x\"\nretries = 0\ntimeout_secs = 2\n"
+        ),
+    )
+    .unwrap();
+    let loader = Loader {
+        file: Some(file),
+        ..loader()
+    };
+    let (upstream, _seen) = spawn_upstream(Reply::json(200, "{}")).await;
+    let mut s = loader.load().unwrap();
+    s.budget.tokens = 4000;
+    s.server.anthropic_upstream = upstream.clone();
+    let app_state = AppState::from_parts(s, loader, None).unwrap();
+    let header = |h: &HeaderMap| h["x-compactor-tokens"].to_str().unwrap().to_string();
+    let (status, first, _) = call(
+        app(app_state.clone()),
+        anthropic_request(history(30).to_string()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let first = header(&first);
+    assert!(first.ends_with("; status=degraded"), "{first}");
+    assert!(
+        first.contains("tier=truncate after summary failed"),
+        "{first}"
+    );
+    // The next turn continues from the remembered (degraded) output.
+    let (_, second, _) = call(app(app_state), anthropic_request(history(31).to_string())).await;
+    let second = header(&second);
+    assert!(second.contains("remembered"), "{second}");
+    assert!(second.ends_with("; status=degraded"), "{second}");
+}
