@@ -245,10 +245,7 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/validate", api(post(api::validate)))
         .route("/metrics", api(get(api::metrics)))
         .route("/v1/messages", proxy(post(proxy::anthropic)))
-        .route(
-            "/v1/messages/count_tokens",
-            proxy(post(proxy::anthropic_count_tokens)),
-        )
+        .route("/v1/messages/count_tokens", proxy(post(proxy::anthropic)))
         .route("/v1/chat/completions", proxy(post(proxy::openai_chat)))
         .route("/v1/responses", proxy(post(proxy::openai_responses)))
         .route_layer(middleware::from_fn_with_state(state.clone(), require_token));

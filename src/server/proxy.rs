@@ -31,21 +31,10 @@ pub const TOKENS_HEADER: &str = "x-compactor-tokens";
 /// The response header naming why a body was forwarded without looking at it.
 pub const SKIPPED_HEADER: &str = "x-compactor-skipped";
 
-/// `POST /v1/messages`.
-pub(crate) async fn anthropic(
-    State(state): State<AppState>,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<Response, AppError> {
-    let base = state.settings().server.anthropic_upstream.clone();
-    forward(&state, Format::Anthropic, &base, &uri, headers, body).await
-}
-
-/// `POST /v1/messages/count_tokens`: the same history as `/v1/messages` (without
+/// `POST /v1/messages`, and `POST /v1/messages/count_tokens`: the same history (without
 /// `max_tokens`), compacted by the same policy, so the count the agent gets is the count of
 /// what the proxy would send.
-pub(crate) async fn anthropic_count_tokens(
+pub(crate) async fn anthropic(
     State(state): State<AppState>,
     uri: Uri,
     headers: HeaderMap,
