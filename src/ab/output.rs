@@ -2,6 +2,7 @@
 //! reuses. Rendering without wall times ([`Timing::Hide`]) gives a deterministic text for
 //! snapshots.
 
+use super::probes::{PROBE_NAMES, Survival};
 use super::{AbReport, FileResult, Row};
 use crate::strategy::thousands;
 
@@ -105,14 +106,9 @@ pub fn tables(r: &AbReport, timing: Timing) -> Vec<Table> {
         "saved",
         "status",
         "valid",
-        "paths",
-        "commands",
-        "failures",
-        "instructions",
-        "identifiers",
-        "last request",
-        "fidelity",
     ];
+    head.extend(PROBE_NAMES.iter().map(|(_, h)| *h));
+    head.push("fidelity");
     if show {
         head.push("ms");
     }
@@ -164,8 +160,55 @@ pub fn tables(r: &AbReport, timing: Timing) -> Vec<Table> {
         out.push(skipped);
     }
     out.push(compaction);
+    out.push(matches(r));
     out.push(replay);
     out
+}
+
+/// How the probes matched, summed over the files, per strategy and budget: `kept` (the original
+/// block is in the output), `line` (a text line tells it with its context), `shortened`,
+/// `verbatim`, and `stale` (a failure told without its later fix).
+fn matches(r: &AbReport) -> Table {
+    let mut head = vec!["strategy", "budget"];
+    head.extend(PROBE_NAMES.iter().map(|(_, h)| *h));
+    let mut t = Table::new("How the probes matched (all files)", &head);
+    let mut keys: Vec<(String, usize)> = Vec::new();
+    for row in r.files.iter().flat_map(|f| &f.rows) {
+        let k = (row.strategy.clone(), row.budget);
+        if row.compaction.is_some() && !keys.contains(&k) {
+            keys.push(k);
+        }
+    }
+    for (strategy, budget) in keys {
+        let mut sums: Vec<Survival> = Vec::new();
+        let rows = r.files.iter().flat_map(|f| &f.rows);
+        for c in rows
+            .filter(|row| row.strategy == strategy && row.budget == budget)
+            .filter_map(|row| row.compaction.as_ref())
+        {
+            for s in &c.survival {
+                match sums.iter_mut().find(|x| x.probe == s.probe) {
+                    Some(x) => {
+                        for (h, n) in &s.how {
+                            *x.how.entry(*h).or_insert(0) += n;
+                        }
+                    }
+                    None => sums.push(s.clone()),
+                }
+            }
+        }
+        let mut cells = vec![strategy, thousands(budget)];
+        for (name, _) in PROBE_NAMES {
+            let cell = sums
+                .iter()
+                .find(|s| s.probe == *name)
+                .map(Survival::how_cell)
+                .filter(|c| !c.is_empty());
+            cells.push(cell.unwrap_or_else(|| DASH.into()));
+        }
+        t.rows.push(cells);
+    }
+    t
 }
 
 fn calls_cell(s: &super::ReplayStats) -> String {
@@ -186,7 +229,7 @@ fn skipped_cells(f: &FileResult, row: &Row, reason: &str, width: usize, at: usiz
 }
 
 fn compaction_cells(f: &FileResult, row: &Row, show: bool) -> Vec<String> {
-    let width = 15 + usize::from(show);
+    let width = 9 + PROBE_NAMES.len() + usize::from(show);
     let Some(c) = &row.compaction else {
         let reason = row.skipped.clone().unwrap_or_default();
         return skipped_cells(f, row, &reason, width, 6);
@@ -210,7 +253,7 @@ fn compaction_cells(f: &FileResult, row: &Row, show: bool) -> Vec<String> {
             format!("NO ({})", c.violations.len())
         },
     ];
-    cells.extend(c.survival.iter().map(super::probes::Survival::cell));
+    cells.extend(c.survival.iter().map(Survival::cell));
     cells.push(c.fidelity.map_or_else(|| DASH.into(), |x| pct(100.0 * x)));
     if show {
         cells.push(ms(c.millis));
@@ -289,9 +332,11 @@ pub fn preamble(r: &AbReport, timing: Timing) -> Vec<String> {
              cached = the leading messages shared with the previous request.",
             o.replay_cap, o.prices.input, o.prices.cached_input, o.prices.output
         ),
-        "Fidelity: share of the original history's paths, commands, failed calls, user \
-         instructions, identifiers and last request found verbatim (whitespace collapsed) in the \
-         output; a failure counts when its id is named with error/failed."
+        "Fidelity: the mean share of each probe of the original history the output tells with \
+         its meaning: a touched path or edited file by name in a file / edit context, a command \
+         with its outcome, a failure with its id and error text (not under `no errors`), a fix \
+         with its failure (else `stale`), the user's messages and instructions attributed to the \
+         user (or kept), identifiers verbatim."
             .to_string(),
         format!("Guard: {valid} of {total} compacted outputs valid ({share:.1}%)."),
     ];

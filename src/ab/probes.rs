@@ -1,24 +1,37 @@
 //! Fidelity probes: facts a later turn may need, taken deterministically from the original
-//! history, and the share of them that survives in a compacted one.
+//! history, and the share of them an output tells *with their meaning*.
 //!
 //! ```text
-//! original history -> Probes::of     paths, commands, failed calls, instructions, identifiers,
-//!                                    last user request
-//! compacted history -> survival      each item found verbatim (whitespace collapsed) anywhere in
-//!                                    the output's text: messages, tool inputs, results, digests
+//! original history -> Probes::of     touched paths, edited files, commands + outcome, failures +
+//!                                    cause, fixes of failures, the user's messages, instructions,
+//!                                    identifiers, last user request
+//! compacted history -> survival      each item counts when the output keeps its original block
+//!                                    (the call with its result, the user's message), or a text
+//!                                    line tells it with its context (see below); each probe
+//!                                    reports how its items matched ([`How`])
 //! ```
 //!
-//! Each probe is a small pure function. "Verbatim" compares with whitespace runs collapsed to
-//! one space on both sides, so a digest line that puts a multi-line command on one line still
-//! counts; a clipped command (`cargo test --wor…`) does not.
+//! What a line must hold besides the item (text compared with whitespace runs collapsed, case
+//! ignored): a command its outcome word (`ok` / `failed` / `unknown`, or what the outcome means);
+//! a failure its id and the start of its first error line, with no denial on the line (`no
+//! errors`, `passed`); an edited file an edit word (edited, created, modified …) on its line,
+//! the next line or its heading; a touched path a file word or an action word there; the user's
+//! words and instructions an attribution to the user (`user` before it on its line or in its
+//! heading, as in `[user] #1: …` or `All user messages:`). A path is matched by its file name
+//! plus as many parent folders as tell the session's files apart, so a relative or left-clipped
+//! path counts. Identifiers (URLs, versions, hashes) count verbatim anywhere. A context-free dump
+//! of every probe string, or a list of ids, therefore scores low.
 
 use crate::conversation::{Block, Conversation, Message, Outcome, Role, ToolUse};
-use crate::facts::{INSTRUCTION_WORDS, has_phrase, sentences};
+use crate::facts::{
+    Facts, FileAction, INSTRUCTION_WORDS, around_constraints, has_phrase, is_constraint,
+    mentions_path, parents_needed, person_text, sentences,
+};
 use crate::render::one_line;
 use crate::strategy::MARKER_PREFIX;
 use serde::Serialize;
 use serde_json::Value;
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// Tool input keys that name a file.
 const PATH_KEYS: &[&str] = &["file_path", "path", "notebook_path"];
@@ -35,6 +48,82 @@ const PATCH_HEADERS: &[&str] = &[
 const FILE_EXTENSIONS: &[&str] = &[
     "rs", "py", "js", "ts", "tsx", "jsx", "json", "jsonl", "toml", "yaml", "yml", "md", "txt",
     "go", "c", "h", "cpp", "hpp", "java", "rb", "sh", "lock", "cfg", "ini", "html", "css", "sql",
+    "ex", "exs", "heex",
+];
+
+/// Words that say a file was changed (whole words, lowercase).
+const EDIT_WORDS: &[&str] = &[
+    "edit",
+    "edited",
+    "edits",
+    "modified",
+    "modify",
+    "modifies",
+    "changed",
+    "changes",
+    "updated",
+    "update",
+    "updates",
+    "created",
+    "create",
+    "creates",
+    "new",
+    "wrote",
+    "written",
+    "write",
+    "added",
+    "deleted",
+    "removed",
+    "rewrote",
+    "rewritten",
+    "fixed",
+    "implemented",
+    "refactored",
+    "renamed",
+    "moved",
+];
+
+/// Words that put a path in the context of files (besides [`EDIT_WORDS`]).
+const FILE_WORDS: &[&str] = &[
+    "file",
+    "files",
+    "path",
+    "paths",
+    "read",
+    "reads",
+    "viewed",
+    "opened",
+    "searched",
+    "looked",
+    "explored",
+    "examined",
+    "inspected",
+    "checked",
+];
+
+/// The words of `s` that are not paths or file names (no `/`, no `.` inside), so that a path
+/// (`test/new.rs`) is not its own context.
+fn prose(s: &str) -> String {
+    s.split_whitespace()
+        .filter(|w| {
+            let w = w.trim_end_matches(['.', ',', ':', ';', ')', '`', '*', '"', '\'']);
+            !w.contains('/') && !w.contains('.')
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The probes, in report order: (name in [`Survival::probe`], column header).
+pub const PROBE_NAMES: &[(&str, &str)] = &[
+    ("paths", "paths"),
+    ("edited", "edited"),
+    ("commands", "commands"),
+    ("failed_calls", "failures"),
+    ("fixes", "fixes"),
+    ("user_messages", "user messages"),
+    ("instructions", "instructions"),
+    ("identifiers", "identifiers"),
+    ("last_request", "last request"),
 ];
 
 /// A command the agent ran and what came of it.
@@ -48,17 +137,34 @@ pub struct CommandRun {
     pub outcome: &'static str,
 }
 
+/// A failed call that a later identical call fixed ([`crate::facts::FailureFact::fixed_by`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FixRun {
+    /// The failed call's id.
+    pub failed: String,
+    /// Its first informative error line.
+    pub first_line: String,
+    /// The id of the call that succeeded later.
+    pub fixed_by: String,
+}
+
 /// Every probe of one history.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Probes {
     /// File paths the tools touched.
     pub paths: Vec<String>,
+    /// Files created, edited or deleted by calls that did not fail.
+    pub edited: Vec<String>,
     /// Commands run, with their outcome.
     pub commands: Vec<CommandRun>,
     /// Ids of the calls that failed.
     pub failed_calls: Vec<String>,
     /// The first informative error line of each failed call (same order as `failed_calls`).
     pub failure_lines: Vec<String>,
+    /// Failures a later call fixed.
+    pub fixes: Vec<FixRun>,
+    /// What the person wrote, one item per user text block ([`person_text`]).
+    pub user_messages: Vec<String>,
     /// User sentences that instruct or constrain.
     pub instructions: Vec<String>,
     /// URLs, versions, issue numbers, hex hashes and file paths written in user / assistant text.
@@ -67,16 +173,36 @@ pub struct Probes {
     pub last_request: Option<String>,
 }
 
-/// How many items of one probe survive.
+/// How an item was found in the output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum How {
+    /// The original block is kept: the call with its result (same outcome), the file's call, the
+    /// user's own message.
+    Kept,
+    /// A text line tells it with its context (outcome, cause, action, attribution).
+    Line,
+    /// A user message shortened to its first sentence and its constraint sentences.
+    Shortened,
+    /// Found verbatim (identifiers).
+    Verbatim,
+    /// Not counted: the failure is told but the later call that fixed it is not (a stale
+    /// failure).
+    Stale,
+}
+
+/// How many items of one probe survive, and how they matched.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Survival {
-    /// The probe's name (`paths`, `commands`, `failed_calls`, `instructions`, `identifiers`,
-    /// `last_request`).
+    /// The probe's name (one of [`PROBE_NAMES`]).
     pub probe: &'static str,
     /// Items found in the output.
     pub kept: usize,
     /// Items in the original.
     pub total: usize,
+    /// Items by how they matched (the counted ones, and [`How::Stale`] for told failures
+    /// whose fix is not told).
+    pub how: BTreeMap<How, usize>,
 }
 
 impl Survival {
@@ -87,6 +213,24 @@ impl Survival {
         } else {
             format!("{}/{}", self.kept, self.total)
         }
+    }
+
+    /// How the items matched, e.g. `3 kept, 2 line, 1 stale`; empty when nothing matched.
+    pub fn how_cell(&self) -> String {
+        self.how
+            .iter()
+            .map(|(h, n)| {
+                let word = match h {
+                    How::Kept => "kept",
+                    How::Line => "line",
+                    How::Shortened => "shortened",
+                    How::Verbatim => "verbatim",
+                    How::Stale => "stale",
+                };
+                format!("{n} {word}")
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 }
 
@@ -104,76 +248,317 @@ pub fn fidelity(survival: &[Survival]) -> Option<f64> {
     }
 }
 
+/// One text of the output, whitespace collapsed and lowercased, with where each of its
+/// (non-blank) lines starts.
+struct Doc {
+    /// The lines joined by one space.
+    norm: String,
+    /// Byte offset in `norm` of each line.
+    starts: Vec<usize>,
+    /// The lines.
+    lines: Vec<String>,
+}
+
+impl Doc {
+    fn of(text: &str) -> Doc {
+        let lines: Vec<String> = text
+            .lines()
+            .map(|l| one_line(l).to_lowercase())
+            .filter(|l| !l.is_empty())
+            .collect();
+        let mut starts = Vec::with_capacity(lines.len());
+        let mut at = 0;
+        for l in &lines {
+            starts.push(at);
+            at += l.len() + 1;
+        }
+        Doc {
+            norm: lines.join(" "),
+            starts,
+            lines,
+        }
+    }
+
+    /// The line holding byte `p` of `norm`.
+    fn line_at(&self, p: usize) -> usize {
+        self.starts.partition_point(|&s| s <= p).saturating_sub(1)
+    }
+
+    /// The nearest heading above line `i` (a line ending with `:`, or starting with `#`), if any.
+    fn heading(&self, i: usize) -> Option<&str> {
+        self.lines[..i]
+            .iter()
+            .rev()
+            .find(|l| l.ends_with(':') || l.starts_with('#'))
+            .map(String::as_str)
+    }
+
+    /// Line `i`, the next line and the heading above, joined: where an action word may be.
+    fn context(&self, i: usize) -> String {
+        let mut s = self.lines[i].clone();
+        if let Some(next) = self.lines.get(i + 1) {
+            s.push(' ');
+            s.push_str(next);
+        }
+        if let Some(h) = self.heading(i) {
+            s.push(' ');
+            s.push_str(h);
+        }
+        s
+    }
+
+    /// True when `needle` (normalized) occurs attributed to the user: `user` before it on its
+    /// line, or in the heading above it.
+    fn attributed(&self, needle: &str) -> bool {
+        if needle.is_empty() {
+            return false;
+        }
+        self.norm.match_indices(needle).any(|(p, _)| {
+            let i = self.line_at(p);
+            let before = self.norm.get(self.starts[i]..p).unwrap_or("");
+            has_phrase(before, "user") || self.heading(i).is_some_and(|h| has_phrase(h, "user"))
+        })
+    }
+}
+
+/// The output, read once for every probe.
+struct Output<'a> {
+    docs: Vec<Doc>,
+    /// Outcome of every result kept, by call id.
+    results: HashMap<&'a str, Outcome>,
+    /// Paths named by the calls kept.
+    call_paths: HashSet<String>,
+    /// Files the kept calls wrote.
+    written: HashSet<String>,
+    /// The person's words in kept user messages, normalized.
+    user_kept: Vec<String>,
+    /// Whole text, whitespace collapsed, lowercased.
+    hay: String,
+}
+
+impl<'a> Output<'a> {
+    fn of(conv: &'a Conversation, has_error_flag: bool) -> Output<'a> {
+        let docs = texts(conv).into_iter().map(Doc::of).collect();
+        let results = conv
+            .messages
+            .iter()
+            .flat_map(Message::tool_results)
+            .map(|r| (r.tool_use_id.as_str(), r.outcome(has_error_flag)))
+            .collect();
+        let facts = Facts::of(&conv.messages, has_error_flag);
+        let written = facts
+            .touches
+            .iter()
+            .filter(|t| is_write(t.action))
+            .map(|t| t.path.clone())
+            .collect();
+        let user_kept = conv
+            .messages
+            .iter()
+            .filter(|m| m.role == Role::User)
+            .flat_map(|m| m.content.iter())
+            .filter_map(|b| match b {
+                Block::Text(t) => person_text(&t.text).map(|s| one_line(&s).to_lowercase()),
+                _ => None,
+            })
+            .collect();
+        Output {
+            docs,
+            results,
+            call_paths: paths(conv).into_iter().collect(),
+            written,
+            user_kept,
+            hay: haystack(conv).to_lowercase(),
+        }
+    }
+
+    /// Some line naming `path` (by file name and `parents` folders) has one of `words` in its
+    /// context ([`Doc::context`]).
+    fn path_with(&self, path: &str, parents: usize, words: &[&str]) -> bool {
+        let path = path.to_lowercase();
+        self.docs.iter().any(|d| {
+            d.lines.iter().enumerate().any(|(i, l)| {
+                mentions_path(l, &path, parents) && {
+                    let ctx = prose(&d.context(i));
+                    words.iter().any(|w| has_phrase(&ctx, w))
+                }
+            })
+        })
+    }
+
+    /// How a user text (message, sentence) is told: its kept message holds it, or it is found
+    /// attributed to the user.
+    fn user_text(&self, text: &str) -> Option<How> {
+        let n = one_line(text).to_lowercase();
+        if n.is_empty() {
+            return None;
+        }
+        if self.user_kept.iter().any(|u| u.contains(&n)) {
+            return Some(How::Kept);
+        }
+        self.docs
+            .iter()
+            .any(|d| d.attributed(&n))
+            .then_some(How::Line)
+    }
+}
+
+fn is_write(a: FileAction) -> bool {
+    matches!(
+        a,
+        FileAction::Created | FileAction::Edited | FileAction::Deleted
+    )
+}
+
+/// Counts items by how they matched.
+fn tally(
+    probe: &'static str,
+    total: usize,
+    matches: impl Iterator<Item = Option<How>>,
+) -> Survival {
+    let mut how = BTreeMap::new();
+    let mut kept = 0;
+    for h in matches.flatten() {
+        *how.entry(h).or_insert(0) += 1;
+        if h != How::Stale {
+            kept += 1;
+        }
+    }
+    Survival {
+        probe,
+        kept,
+        total,
+        how,
+    }
+}
+
 impl Probes {
     /// Runs every probe on `c`. `has_error_flag`: the wire marks failures explicitly
     /// (Anthropic), so a result without the flag is a success.
     pub fn of(c: &Conversation, has_error_flag: bool) -> Probes {
+        let facts = Facts::of(&c.messages, has_error_flag);
+        let (mut edited, mut seen) = (Vec::new(), HashSet::new());
+        for t in facts.touches.iter().filter(|t| is_write(t.action)) {
+            push_unique(&mut edited, &mut seen, &t.path);
+        }
+        let fixes = facts
+            .failures
+            .iter()
+            .filter_map(|f| {
+                let call = facts.call_of(f)?;
+                let fix = f.fixed_by.as_ref()?;
+                Some(FixRun {
+                    failed: call.id.clone(),
+                    first_line: f.first_line.clone(),
+                    fixed_by: fix.id.clone(),
+                })
+            })
+            .collect();
+        let (mut user_messages, mut seen) = (Vec::new(), HashSet::new());
+        for u in &facts.user {
+            push_unique(&mut user_messages, &mut seen, &u.text);
+        }
         Probes {
             paths: paths(c),
+            edited,
             commands: commands(c, has_error_flag),
             failed_calls: failed_calls(c, has_error_flag),
             failure_lines: failure_lines(c, has_error_flag),
+            fixes,
+            user_messages,
             instructions: instructions(c),
             identifiers: identifiers(c),
             last_request: last_request(c),
         }
     }
 
-    /// The share of each probe found in `output`.
+    /// The share of each probe the output tells, in [`PROBE_NAMES`] order.
     pub fn survival(&self, output: &Conversation, has_error_flag: bool) -> Vec<Survival> {
-        let hay = haystack(output);
-        let hay_lines: Vec<String> = texts(output)
-            .iter()
-            .flat_map(|t| t.lines())
-            .map(|l| one_line(l).to_lowercase())
-            .collect();
-        let found = |items: Vec<&str>| -> (usize, usize) {
-            let kept = items.iter().filter(|i| hay.contains(&one_line(i))).count();
-            (kept, items.len())
-        };
-        let survival = |probe, (kept, total)| Survival { probe, kept, total };
-        let failures_kept = self
-            .failed_calls
-            .iter()
-            .zip(&self.failure_lines)
-            .filter(|(id, line)| failure_told(output, id, line, has_error_flag))
-            .count();
-        vec![
-            survival("paths", {
-                // By file name plus as many parent folders as tell the session's files apart,
-                // so a relative or left-clipped path counts and a bare folder does not.
-                let need = crate::facts::parents_needed(&self.paths);
-                let kept = self
-                    .paths
-                    .iter()
-                    .zip(need)
-                    .filter(|(p, n)| crate::facts::mentions_path(&hay, p, *n))
-                    .count();
-                (kept, self.paths.len())
+        let out = Output::of(output, has_error_flag);
+        let need = parents_needed(&self.paths);
+        let paths = tally(
+            "paths",
+            self.paths.len(),
+            self.paths.iter().zip(&need).map(|(p, &n)| {
+                if out.call_paths.contains(p) {
+                    Some(How::Kept)
+                } else {
+                    let words: Vec<&str> = FILE_WORDS.iter().chain(EDIT_WORDS).copied().collect();
+                    out.path_with(p, n, &words).then_some(How::Line)
+                }
             }),
-            survival(
-                "commands",
-                (
-                    self.commands
-                        .iter()
-                        .filter(|c| command_visible(output, &hay_lines, c, has_error_flag))
-                        .count(),
-                    self.commands.len(),
-                ),
-            ),
-            survival("failed_calls", (failures_kept, self.failed_calls.len())),
-            survival(
-                "instructions",
-                found(self.instructions.iter().map(String::as_str).collect()),
-            ),
-            survival(
-                "identifiers",
-                found(self.identifiers.iter().map(String::as_str).collect()),
-            ),
-            survival(
-                "last_request",
-                found(self.last_request.iter().map(String::as_str).collect()),
-            ),
+        );
+        let need_edited = parents_needed(&self.edited);
+        let edited = tally(
+            "edited",
+            self.edited.len(),
+            self.edited.iter().zip(&need_edited).map(|(p, &n)| {
+                if out.written.contains(p) {
+                    Some(How::Kept)
+                } else {
+                    out.path_with(p, n, EDIT_WORDS).then_some(How::Line)
+                }
+            }),
+        );
+        let commands = tally(
+            "commands",
+            self.commands.len(),
+            self.commands.iter().map(|c| command_told(&out, c)),
+        );
+        let failures = tally(
+            "failed_calls",
+            self.failed_calls.len(),
+            self.failed_calls
+                .iter()
+                .zip(&self.failure_lines)
+                .map(|(id, line)| failure_how(&out, id, line)),
+        );
+        let fixes = tally(
+            "fixes",
+            self.fixes.len(),
+            self.fixes.iter().map(|f| fix_how(&out, f)),
+        );
+        let user_messages = tally(
+            "user_messages",
+            self.user_messages.len(),
+            self.user_messages.iter().map(|u| {
+                out.user_text(u).or_else(|| {
+                    let short = around_constraints(u);
+                    let parts: Vec<&str> = short.split(" … ").collect();
+                    (short != *u && parts.iter().all(|p| out.user_text(p).is_some()))
+                        .then_some(How::Shortened)
+                })
+            }),
+        );
+        let instructions = tally(
+            "instructions",
+            self.instructions.len(),
+            self.instructions.iter().map(|s| out.user_text(s)),
+        );
+        let identifiers = tally(
+            "identifiers",
+            self.identifiers.len(),
+            self.identifiers.iter().map(|i| {
+                out.hay
+                    .contains(&one_line(i).to_lowercase())
+                    .then_some(How::Verbatim)
+            }),
+        );
+        let last_request = tally(
+            "last_request",
+            usize::from(self.last_request.is_some()),
+            self.last_request.iter().map(|u| out.user_text(u)),
+        );
+        vec![
+            paths,
+            edited,
+            commands,
+            failures,
+            fixes,
+            user_messages,
+            instructions,
+            identifiers,
+            last_request,
         ]
     }
 }
@@ -226,24 +611,6 @@ pub fn paths(c: &Conversation) -> Vec<String> {
     out
 }
 
-/// The command text of a call: input `command` or `cmd`, a string, or an argv array
-/// (`["bash", "-lc", script]` gives the script, other arrays are joined with spaces).
-fn command_of(t: &ToolUse) -> Option<String> {
-    let input = t.input.to_value();
-    let v = ["command", "cmd"].iter().find_map(|k| input.get(*k))?;
-    match v {
-        Value::String(s) => Some(s.clone()),
-        Value::Array(items) => {
-            let strs: Vec<&str> = items.iter().filter_map(Value::as_str).collect();
-            Some(match strs.as_slice() {
-                [_, flag, script] if flag.starts_with('-') => (*script).to_string(),
-                _ => strs.join(" "),
-            })
-        }
-        _ => None,
-    }
-}
-
 /// The outcome of every answered call, by id.
 fn outcomes(c: &Conversation, has_error_flag: bool) -> HashMap<&str, Outcome> {
     c.messages
@@ -262,15 +629,16 @@ fn outcome_name(o: Option<&Outcome>) -> &'static str {
     }
 }
 
-/// Commands run (calls with a `command` / `cmd` input), in order, with their outcome.
+/// Commands run (calls with a shell command, [`crate::facts::command_of`]), in order, with
+/// their outcome.
 pub fn commands(c: &Conversation, has_error_flag: bool) -> Vec<CommandRun> {
     let outcomes = outcomes(c, has_error_flag);
     tool_uses(c)
         .filter_map(|t| {
-            let command = command_of(t)?;
-            (!command.trim().is_empty()).then(|| CommandRun {
+            let command = crate::facts::command_of(&t.input.to_value())?;
+            Some(CommandRun {
                 id: t.id.clone(),
-                command: command.trim().to_string(),
+                command,
                 outcome: outcome_name(outcomes.get(t.id.as_str())),
             })
         })
@@ -290,7 +658,8 @@ pub fn failed_calls(c: &Conversation, has_error_flag: bool) -> Vec<String> {
 }
 
 /// A failure stays visible when the output keeps a failed result for the id, or has a line that
-/// names the id together with `error` / `fail` (a digest line `[result id (error): …]`).
+/// names the id together with `error` / `fail` (a digest line `[result id (error): …]`). Weaker
+/// than [`failure_told`], which the probes use.
 pub fn failure_visible(output: &Conversation, id: &str, has_error_flag: bool) -> bool {
     let result_kept = output
         .messages
@@ -309,7 +678,7 @@ pub fn failure_visible(output: &Conversation, id: &str, has_error_flag: bool) ->
 /// The first informative error line of each failed call, in [`failed_calls`] order (from
 /// [`crate::facts::Facts`]).
 pub fn failure_lines(c: &Conversation, has_error_flag: bool) -> Vec<String> {
-    let facts = crate::facts::Facts::of(&c.messages, has_error_flag);
+    let facts = Facts::of(&c.messages, has_error_flag);
     let ids = failed_calls(c, has_error_flag);
     ids.iter()
         .map(|id| {
@@ -328,10 +697,44 @@ const NEGATIONS: &[&str] = &[
     "no error",
     "no errors",
     "0 failed",
+    "0 errors",
     "without error",
+    "without errors",
     "no failures",
     "passed",
+    "succeeded",
 ];
+
+/// Characters of a failure's first error line a line must hold (its cause).
+const CAUSE_CHARS: usize = 40;
+
+/// True when a normalized line tells failure `id` with its cause (see [`failure_told`]).
+fn line_tells_failure(line: &str, id: &str, cause: &str) -> bool {
+    line.contains(id)
+        && (line.contains("error") || line.contains("fail"))
+        && !NEGATIONS.iter().any(|n| has_phrase(line, n))
+        && line.contains(cause)
+}
+
+fn cause_of(first_line: &str) -> String {
+    one_line(first_line)
+        .to_lowercase()
+        .chars()
+        .take(CAUSE_CHARS)
+        .collect()
+}
+
+fn failure_how(out: &Output<'_>, id: &str, first_line: &str) -> Option<How> {
+    if out.results.get(id) == Some(&Outcome::Error) {
+        return Some(How::Kept);
+    }
+    let (id, cause) = (id.to_lowercase(), cause_of(first_line));
+    out.docs
+        .iter()
+        .flat_map(|d| &d.lines)
+        .any(|l| line_tells_failure(l, &id, &cause))
+        .then_some(How::Line)
+}
 
 /// A failure is told when the output keeps its failed result, or has a line that names the id,
 /// says error/failed without denying it (`no errors`), and holds the start of its first error
@@ -342,44 +745,40 @@ pub fn failure_told(
     first_line: &str,
     has_error_flag: bool,
 ) -> bool {
-    let result_kept = output
-        .messages
-        .iter()
-        .flat_map(Message::tool_results)
-        .any(|r| r.tool_use_id == id && r.outcome(has_error_flag) == Outcome::Error);
-    let cause: String = one_line(first_line)
-        .to_lowercase()
-        .chars()
-        .take(40)
-        .collect();
-    result_kept
-        || texts(output).iter().any(|t| {
-            t.lines().any(|l| {
-                let lower = one_line(l).to_lowercase();
-                l.contains(id)
-                    && (lower.contains("error") || lower.contains("fail"))
-                    && !NEGATIONS.iter().any(|n| has_phrase(&lower, n))
-                    && lower.contains(&cause)
-            })
-        })
+    failure_how(&Output::of(output, has_error_flag), id, first_line).is_some()
+}
+
+/// A fix is told when the failure is told and so is its fix: the fixing call's result is kept,
+/// or the failure's line says `fixed` / `resolved` or names the fixing call. A told failure
+/// whose fix is not is [`How::Stale`].
+fn fix_how(out: &Output<'_>, f: &FixRun) -> Option<How> {
+    failure_how(out, &f.failed, &f.first_line)?;
+    if out.results.get(f.fixed_by.as_str()) == Some(&Outcome::Success) {
+        return Some(How::Kept);
+    }
+    let (id, cause, fix) = (
+        f.failed.to_lowercase(),
+        cause_of(&f.first_line),
+        f.fixed_by.to_lowercase(),
+    );
+    let on_line = out.docs.iter().flat_map(|d| &d.lines).any(|l| {
+        line_tells_failure(l, &id, &cause)
+            && (l.contains(&fix) || has_phrase(l, "fixed") || has_phrase(l, "resolved"))
+    });
+    Some(if on_line { How::Line } else { How::Stale })
 }
 
 /// A command counts when the output keeps its call with its result (same outcome), or has a
 /// line holding the command and its outcome word (ok / failed / unknown, or what the outcome
 /// means: error, success, passed).
-fn command_visible(
-    output: &Conversation,
-    lines: &[String],
-    c: &CommandRun,
-    has_error_flag: bool,
-) -> bool {
-    let kept_call = output
-        .messages
-        .iter()
-        .flat_map(Message::tool_results)
-        .any(|r| {
-            r.tool_use_id == c.id && outcome_name(Some(&r.outcome(has_error_flag))) == c.outcome
-        });
+fn command_told(out: &Output<'_>, c: &CommandRun) -> Option<How> {
+    let kept = out
+        .results
+        .get(c.id.as_str())
+        .is_some_and(|o| outcome_name(Some(o)) == c.outcome);
+    if kept {
+        return Some(How::Kept);
+    }
     let words: &[&str] = match c.outcome {
         "success" => &["ok", "success", "succeeded", "passed"],
         "error" => &["failed", "error"],
@@ -387,10 +786,11 @@ fn command_visible(
         _ => &["no result"],
     };
     let cmd = one_line(&c.command).to_lowercase();
-    kept_call
-        || lines
-            .iter()
-            .any(|l| l.contains(&cmd) && words.iter().any(|w| has_phrase(l, w)))
+    out.docs
+        .iter()
+        .flat_map(|d| &d.lines)
+        .any(|l| l.contains(&cmd) && words.iter().any(|w| has_phrase(l, w)))
+        .then_some(How::Line)
 }
 
 /// Text a person wrote: text blocks of user messages, without compactor's own markers,
@@ -402,20 +802,19 @@ fn user_texts(c: &Conversation) -> Vec<String> {
         .filter(|m| m.role == Role::User)
         .flat_map(|m| m.content.iter())
         .filter_map(|b| match b {
-            Block::Text(t) => crate::facts::person_text(&t.text),
+            Block::Text(t) => person_text(&t.text),
             _ => None,
         })
         .collect()
 }
 
-/// User sentences with an instruction word (must, never, always, don't, do not, only,
-/// make sure, ensure, should not, avoid, required), in order, without repeats.
+/// User sentences with an instruction word ([`INSTRUCTION_WORDS`]), in order, without repeats.
 pub fn instructions(c: &Conversation) -> Vec<String> {
+    debug_assert!(!INSTRUCTION_WORDS.is_empty());
     let (mut out, mut seen) = (Vec::new(), HashSet::new());
     for text in user_texts(c) {
         for s in sentences(&text) {
-            let lower = s.to_lowercase().replace('’', "'");
-            if INSTRUCTION_WORDS.iter().any(|w| has_phrase(&lower, w)) {
+            if is_constraint(s) {
                 push_unique(&mut out, &mut seen, s);
             }
         }
@@ -450,14 +849,21 @@ fn identifier_kind(w: &str) -> Option<&'static str> {
         return Some("hash");
     }
     let path_chars = |c: char| c.is_alphanumeric() || "/._-~".contains(c);
-    if w.chars().all(path_chars) && w.chars().any(char::is_alphabetic) {
-        if w.contains('/') && w.len() >= 3 && !w.starts_with("//") {
-            return Some("path");
-        }
-        if let Some((stem, ext)) = w.rsplit_once('.')
+    if w.chars().all(path_chars) && w.chars().any(char::is_alphabetic) && !w.starts_with("//") {
+        // A file name: the last part has a known extension (`src/a.rs`, `main.rs`).
+        let name = w.rsplit('/').next().unwrap_or(w);
+        if let Some((stem, ext)) = name.rsplit_once('.')
             && !stem.is_empty()
             && FILE_EXTENSIONS.contains(&ext)
         {
+            return Some("path");
+        }
+        // A rooted path of two folders or more (`/usr/lib`, `./scripts/x`, `~/.config/y`);
+        // not a closing tag (`</summary>` splits to `/summary`) nor slash-joined words
+        // (`read/write`, `and/or`).
+        let rooted = ["/", "./", "../", "~/"].iter().any(|r| w.starts_with(r));
+        let parts = w.split('/').filter(|p| !p.is_empty()).count();
+        if rooted && parts >= 2 {
             return Some("path");
         }
     }
@@ -466,7 +872,7 @@ fn identifier_kind(w: &str) -> Option<&'static str> {
 
 /// Identifiers a later turn may need, written in user or assistant text: URLs, version numbers
 /// (`1.2.3`, `v0.15`), issue numbers (`#123`), hex hashes (7+ lowercase hex digits with a letter
-/// and a digit) and file paths (`src/a.rs`, `main.rs`). In order, without repeats.
+/// and a digit) and file paths (`src/a.rs`, `main.rs`, `/usr/lib`). In order, without repeats.
 pub fn identifiers(c: &Conversation) -> Vec<String> {
     let (mut out, mut seen) = (Vec::new(), HashSet::new());
     let texts = c
@@ -734,17 +1140,24 @@ mod tests {
         assert_eq!(
             cells,
             vec![
-                ("paths", "1/2".to_string()),
+                // Named in the user's words, not as a file a call touched.
+                ("paths", "0/2".to_string()),
+                ("edited", "0/2".to_string()),
                 // Named without its outcome: not kept.
                 ("commands", "0/1".to_string()),
                 ("failed_calls", "1/1".to_string()),
+                ("fixes", "-".to_string()),
+                // The first request lost its constraints; the last is kept.
+                ("user_messages", "1/2".to_string()),
                 ("instructions", "0/2".to_string()),
                 ("identifiers", "4/6".to_string()),
                 ("last_request", "1/1".to_string()),
             ]
         );
+        assert_eq!(s[3].how_cell(), "1 line");
+        assert_eq!(s[5].how_cell(), "1 kept");
         let f = fidelity(&s).unwrap();
-        assert!((f - (0.5 + 0.0 + 1.0 + 0.0 + 4.0 / 6.0 + 1.0) / 6.0).abs() < 1e-12);
+        assert!((f - (0.0 + 0.0 + 0.0 + 1.0 + 0.5 + 0.0 + 4.0 / 6.0 + 1.0) / 8.0).abs() < 1e-12);
     }
 
     #[test]
@@ -782,7 +1195,7 @@ mod tests {
         let cells = |text: &str| -> (String, String) {
             let out = conv(vec![Message::text(Role::User, text)]);
             let s = p.survival(&out, true);
-            (s[1].cell(), s[2].cell())
+            (s[2].cell(), s[3].cell())
         };
         assert_eq!(cells("ran cargo test"), ("0/1".into(), "0/1".into()));
         assert_eq!(cells("t2 failed"), ("0/1".into(), "0/1".into()));
@@ -790,5 +1203,102 @@ mod tests {
             cells("[failed t2] Bash, command cargo test: error: 3 tests failed"),
             ("1/1".into(), "1/1".into())
         );
+    }
+
+    #[test]
+    fn an_edited_file_counts_only_as_edited() {
+        let c = session();
+        let p = Probes::of(&c, true);
+        assert_eq!(
+            p.edited,
+            vec!["src/auth.rs".to_string(), "tests/login.rs".to_string()]
+        );
+        let edited = |text: &str| -> String {
+            let out = conv(vec![Message::text(Role::User, text)]);
+            p.survival(&out, true)[1].cell()
+        };
+        assert_eq!(edited("src/auth.rs\ntests/login.rs"), "0/2");
+        assert_eq!(edited("[read] src/auth.rs, tests/login.rs"), "0/2");
+        assert_eq!(
+            edited("[edited] src/auth.rs\n[created] tests/login.rs"),
+            "2/2"
+        );
+        // A path is not its own context: `new` in a file name says nothing.
+        assert_eq!(edited("tests/new/login.rs"), "0/2");
+        // Under a heading that says what was done.
+        assert_eq!(edited("Files modified:\n- auth.rs\n- login.rs"), "2/2");
+    }
+
+    #[test]
+    fn a_failure_told_without_its_later_fix_is_stale() {
+        let mut c = session();
+        c.messages.push(Message::new(
+            Role::Assistant,
+            vec![call("t5", "Bash", json!({"command": "cargo test"}))],
+        ));
+        c.messages
+            .push(Message::new(Role::User, vec![result("t5", "ok", None)]));
+        let p = Probes::of(&c, true);
+        assert_eq!(
+            p.fixes,
+            vec![FixRun {
+                failed: "t2".into(),
+                first_line: "3 tests failed".into(),
+                fixed_by: "t5".into()
+            }]
+        );
+        let fixes = |text: &str| -> Survival {
+            let out = conv(vec![Message::text(Role::User, text)]);
+            p.survival(&out, true).swap_remove(4)
+        };
+        let stale = fixes("[failed t2] Bash, command cargo test: error: 3 tests failed");
+        assert_eq!(
+            (stale.cell(), stale.how_cell()),
+            ("0/1".into(), "1 stale".into())
+        );
+        let told = fixes("[failed t2] Bash: error: 3 tests failed -> fixed by t5 at message 6");
+        assert_eq!(
+            (told.cell(), told.how_cell()),
+            ("1/1".into(), "1 line".into())
+        );
+        // Not told at all: neither kept nor stale.
+        assert_eq!(fixes("nothing").how_cell(), "");
+    }
+
+    #[test]
+    fn user_words_count_when_attributed_to_the_user() {
+        let c = session();
+        let p = Probes::of(&c, true);
+        let last = "Now commit it as deadbeef1 on v0.15, please.";
+        let user = |text: &str| -> (String, String) {
+            let out = conv(vec![Message::text(Role::Assistant, text)]);
+            let s = p.survival(&out, true);
+            (s[5].cell(), s[8].cell())
+        };
+        assert_eq!(user(last), ("0/2".into(), "0/1".into()));
+        assert_eq!(
+            user(&format!("[user] #2: {last}")),
+            ("1/2".into(), "1/1".into())
+        );
+        assert_eq!(
+            user(&format!("All user messages:\n- {last}")),
+            ("1/2".into(), "1/1".into())
+        );
+        // Shortened around its constraints: first sentence, constraint sentences, last.
+        let first = &p.user_messages[0];
+        let short = around_constraints(first);
+        assert_ne!(&short, first);
+        assert_eq!(user(&format!("[user] #1: {short}")).0, "1/2");
+    }
+
+    #[test]
+    fn identifiers_leave_out_closing_tags_and_slash_joined_words() {
+        let c = conv(vec![Message::new(
+            Role::Assistant,
+            vec![Block::text(
+                "<summary>read/write and/or lib/spotter</summary> see /usr/lib and ./run/x and a/b.rs",
+            )],
+        )]);
+        assert_eq!(identifiers(&c), vec!["/usr/lib", "./run/x", "a/b.rs"]);
     }
 }

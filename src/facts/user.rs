@@ -22,6 +22,10 @@ const HARNESS_TAGS: &[&str] = &[
     "command-contents",
 ];
 
+/// First words of lines the harness appends to one of its elements (Claude Code follows a
+/// `<task-notification>` with where to read the background task's output).
+const HARNESS_LINE_PREFIXES: &[&str] = &["Read the output file to retrieve the result:"];
+
 /// Words that make a sentence an instruction or constraint (whole words, case-insensitive).
 pub const INSTRUCTION_WORDS: &[&str] = &[
     "must",
@@ -92,6 +96,15 @@ pub fn person_text(text: &str) -> Option<String> {
             s.replace_range(a..b, "");
         }
     }
+    let kept: Vec<&str> = s
+        .lines()
+        .filter(|l| {
+            !HARNESS_LINE_PREFIXES
+                .iter()
+                .any(|p| l.trim_start().starts_with(p))
+        })
+        .collect();
+    let s = kept.join("\n");
     let s = s.trim();
     (!s.is_empty()).then(|| s.to_string())
 }
@@ -191,6 +204,12 @@ mod tests {
         );
         assert_eq!(
             person_text("<task-notification>\n<task-id>b7</task-id>\n</task-notification>"),
+            None
+        );
+        assert_eq!(
+            person_text(
+                "<task-notification>\n<status>completed</status>\n</task-notification>\nRead the output file to retrieve the result: /tmp/t/b7.output"
+            ),
             None
         );
         assert_eq!(
