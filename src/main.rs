@@ -166,6 +166,12 @@ enum Command {
         /// Claude Code logs: keep everything, not only what follows the last compaction.
         #[arg(long)]
         whole_log: bool,
+        /// Compare with this reference summary at equal tokens: a Claude Code session log (its
+        /// `isCompactSummary` message) or a compaction sub-agent log (`*_acompact_*`, its last
+        /// answer). The one FILE is the session: its history before the summary is compacted
+        /// by each strategy to the summary's size (see src/ab/reference.rs).
+        #[arg(long)]
+        reference: Option<PathBuf>,
     },
     /// Run the HTTP service: the JSON API and the compacting proxy (see docs/service.md).
     Serve {
@@ -596,8 +602,16 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
             no_timings,
             config,
             whole_log,
+            reference,
         } => {
             use compactor::ab::{self, output::Timing};
+            if let Some(reference) = reference {
+                let base = compactor::config::Loader {
+                    file: config,
+                    ..Default::default()
+                };
+                return ab_reference(&files, &reference, &strategies, &base, json.as_deref());
+            }
             let options = ab::Options {
                 budgets: if budgets.is_empty() {
                     ab::Options::default().budgets
@@ -833,6 +847,51 @@ fn serve(
         .block_on(compactor::server::serve(state, addr))
         .with_context(|| format!("serving on {addr}"))
         .map_err(Failure::Invalid)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `compactor ab SESSION --reference SUMMARY_LOG`: each strategy and the digest against the
+/// reference summary at its size (Markdown on stdout, the report as JSON to `json`).
+fn ab_reference(
+    files: &[PathBuf],
+    reference: &Path,
+    strategies: &[String],
+    base: &compactor::config::Loader,
+    json: Option<&Path>,
+) -> Result<ExitCode, Failure> {
+    use compactor::ab::{self, reference as r};
+    let [session] = files else {
+        return Err(Failure::Unreadable(anyhow::anyhow!(
+            "--reference compares one session: give one FILE, not {}",
+            files.len()
+        )));
+    };
+    let full = load(session, None, true)?;
+    let refc = load(reference, None, true)?;
+    let summary = r::reference_summary(&refc.conversation).ok_or_else(|| {
+        Failure::Unreadable(anyhow::anyhow!(
+            "{}: no Claude Code summary message and no assistant answer",
+            reference.display()
+        ))
+    })?;
+    let history = r::before_summary(&full.conversation);
+    let arms: Vec<ab::Arm> = strategies.iter().map(|s| ab::Arm::load(s, base)).collect();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")
+        .map_err(Failure::Invalid)?;
+    let report = runtime.block_on(r::compare(&history, full.format, &summary, &arms));
+    std::io::stdout()
+        .write_all(r::markdown(&report).as_bytes())
+        .context("writing stdout")
+        .map_err(Failure::Write)?;
+    if let Some(p) = json {
+        let text = serde_json::to_string_pretty(&report).map_err(|e| Failure::Invalid(e.into()))?;
+        std::fs::write(p, text + "\n")
+            .with_context(|| format!("writing {}", p.display()))
+            .map_err(Failure::Write)?;
+    }
     Ok(ExitCode::SUCCESS)
 }
 

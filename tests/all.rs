@@ -14,6 +14,8 @@ mod cli;
 mod compaction;
 #[path = "all/corpus.rs"]
 mod corpus;
+#[path = "all/fidelity.rs"]
+mod fidelity;
 #[path = "all/guard_props.rs"]
 mod guard_props;
 #[path = "all/lossless.rs"]

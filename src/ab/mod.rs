@@ -14,6 +14,7 @@
 pub mod html;
 pub mod output;
 pub mod probes;
+pub mod reference;
 pub mod replay;
 
 use crate::compactor::Compactor;

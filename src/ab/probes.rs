@@ -51,26 +51,17 @@ const FILE_EXTENSIONS: &[&str] = &[
     "ex", "exs", "heex",
 ];
 
-/// Words that say a file was changed (whole words, lowercase).
+/// Words that say a file *was* changed (whole words, lowercase): past tense and record words
+/// only, so a request (`please update CLAUDE.md`) does not count as the edit done.
 const EDIT_WORDS: &[&str] = &[
-    "edit",
     "edited",
-    "edits",
     "modified",
-    "modify",
-    "modifies",
     "changed",
-    "changes",
     "updated",
-    "update",
-    "updates",
     "created",
-    "create",
-    "creates",
     "new",
     "wrote",
     "written",
-    "write",
     "added",
     "deleted",
     "removed",
@@ -248,6 +239,9 @@ pub fn fidelity(survival: &[Survival]) -> Option<f64> {
     }
 }
 
+/// Words at the start of a line that may label it as the user's.
+const LABEL_WORDS: usize = 4;
+
 /// One text of the output, whitespace collapsed and lowercased, with where each of its
 /// (non-blank) lines starts.
 struct Doc {
@@ -257,14 +251,17 @@ struct Doc {
     starts: Vec<usize>,
     /// The lines.
     lines: Vec<String>,
+    /// Leading whitespace of each line, in characters.
+    indent: Vec<usize>,
 }
 
 impl Doc {
     fn of(text: &str) -> Doc {
-        let lines: Vec<String> = text
-            .lines()
-            .map(|l| one_line(l).to_lowercase())
-            .filter(|l| !l.is_empty())
+        let raw: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+        let lines: Vec<String> = raw.iter().map(|l| one_line(l).to_lowercase()).collect();
+        let indent = raw
+            .iter()
+            .map(|l| l.chars().take_while(|c| c.is_whitespace()).count())
             .collect();
         let mut starts = Vec::with_capacity(lines.len());
         let mut at = 0;
@@ -276,6 +273,7 @@ impl Doc {
             norm: lines.join(" "),
             starts,
             lines,
+            indent,
         }
     }
 
@@ -293,10 +291,13 @@ impl Doc {
             .map(String::as_str)
     }
 
-    /// Line `i`, the next line and the heading above, joined: where an action word may be.
+    /// Line `i`, the next line when it is indented under it (a sub-item), and the heading
+    /// above, joined: where an action word may be.
     fn context(&self, i: usize) -> String {
         let mut s = self.lines[i].clone();
-        if let Some(next) = self.lines.get(i + 1) {
+        if let Some(next) = self.lines.get(i + 1)
+            && self.indent.get(i + 1) > self.indent.get(i)
+        {
             s.push(' ');
             s.push_str(next);
         }
@@ -307,8 +308,9 @@ impl Doc {
         s
     }
 
-    /// True when `needle` (normalized) occurs attributed to the user: `user` before it on its
-    /// line, or in the heading above it.
+    /// True when `needle` (normalized) occurs attributed to the user: `user` among the first
+    /// [`LABEL_WORDS`] words of its line and before it (`[user] #1: …`, `- The user asked …`),
+    /// or in the heading above it (`All user messages:`).
     fn attributed(&self, needle: &str) -> bool {
         if needle.is_empty() {
             return false;
@@ -316,7 +318,9 @@ impl Doc {
         self.norm.match_indices(needle).any(|(p, _)| {
             let i = self.line_at(p);
             let before = self.norm.get(self.starts[i]..p).unwrap_or("");
-            has_phrase(before, "user") || self.heading(i).is_some_and(|h| has_phrase(h, "user"))
+            let label: Vec<&str> = before.split_whitespace().take(LABEL_WORDS).collect();
+            has_phrase(&label.join(" "), "user")
+                || self.heading(i).is_some_and(|h| has_phrase(h, "user"))
         })
     }
 }
@@ -386,14 +390,19 @@ impl<'a> Output<'a> {
         })
     }
 
-    /// How a user text (message, sentence) is told: its kept message holds it, or it is found
-    /// attributed to the user.
-    fn user_text(&self, text: &str) -> Option<How> {
+    /// How a user text (message, sentence) is told: one of the person's own messages
+    /// (`originals`, normalized) is kept and holds it, or it is found attributed to the user.
+    /// A user message of other text (a dump) does not count as kept.
+    fn user_text(&self, text: &str, originals: &HashSet<String>) -> Option<How> {
         let n = one_line(text).to_lowercase();
         if n.is_empty() {
             return None;
         }
-        if self.user_kept.iter().any(|u| u.contains(&n)) {
+        if self
+            .user_kept
+            .iter()
+            .any(|u| originals.contains(u) && u.contains(&n))
+        {
             return Some(How::Kept);
         }
         self.docs
@@ -475,6 +484,11 @@ impl Probes {
     /// The share of each probe the output tells, in [`PROBE_NAMES`] order.
     pub fn survival(&self, output: &Conversation, has_error_flag: bool) -> Vec<Survival> {
         let out = Output::of(output, has_error_flag);
+        let originals: HashSet<String> = self
+            .user_messages
+            .iter()
+            .map(|u| one_line(u).to_lowercase())
+            .collect();
         let need = parents_needed(&self.paths);
         let paths = tally(
             "paths",
@@ -522,10 +536,10 @@ impl Probes {
             "user_messages",
             self.user_messages.len(),
             self.user_messages.iter().map(|u| {
-                out.user_text(u).or_else(|| {
+                out.user_text(u, &originals).or_else(|| {
                     let short = around_constraints(u);
                     let parts: Vec<&str> = short.split(" … ").collect();
-                    (short != *u && parts.iter().all(|p| out.user_text(p).is_some()))
+                    (short != *u && parts.iter().all(|p| out.user_text(p, &originals).is_some()))
                         .then_some(How::Shortened)
                 })
             }),
@@ -533,7 +547,9 @@ impl Probes {
         let instructions = tally(
             "instructions",
             self.instructions.len(),
-            self.instructions.iter().map(|s| out.user_text(s)),
+            self.instructions
+                .iter()
+                .map(|s| out.user_text(s, &originals)),
         );
         let identifiers = tally(
             "identifiers",
@@ -547,7 +563,9 @@ impl Probes {
         let last_request = tally(
             "last_request",
             usize::from(self.last_request.is_some()),
-            self.last_request.iter().map(|u| out.user_text(u)),
+            self.last_request
+                .iter()
+                .map(|u| out.user_text(u, &originals)),
         );
         vec![
             paths,
@@ -789,7 +807,13 @@ fn command_told(out: &Output<'_>, c: &CommandRun) -> Option<How> {
     out.docs
         .iter()
         .flat_map(|d| &d.lines)
-        .any(|l| l.contains(&cmd) && words.iter().any(|w| has_phrase(l, w)))
+        .any(|l| {
+            // The outcome word outside the command itself (`echo ok` says nothing).
+            l.contains(&cmd) && {
+                let rest = l.replacen(&cmd, " ", 1);
+                words.iter().any(|w| has_phrase(&rest, w))
+            }
+        })
         .then_some(How::Line)
 }
 
@@ -797,14 +821,10 @@ fn command_told(out: &Output<'_>, c: &CommandRun) -> Option<How> {
 /// earlier summaries and harness elements (`<system-reminder>` …); slash commands count with
 /// their arguments ([`crate::facts::person_text`]).
 fn user_texts(c: &Conversation) -> Vec<String> {
-    c.messages
-        .iter()
-        .filter(|m| m.role == Role::User)
-        .flat_map(|m| m.content.iter())
-        .filter_map(|b| match b {
-            Block::Text(t) => person_text(&t.text),
-            _ => None,
-        })
+    Facts::of(&c.messages, true)
+        .user
+        .into_iter()
+        .map(|u| u.text)
         .collect()
 }
 

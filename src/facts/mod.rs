@@ -313,9 +313,15 @@ impl Facts {
         }
         let mut keys = Vec::new();
         for (i, m) in messages.iter().enumerate() {
+            // Claude Code logs a slash command's expanded prompt (`isMeta`) right after the
+            // command; the import joins them into one user message. The expansion is the
+            // command's text, not the person's: only the command and its arguments count.
+            let mut after_command = false;
             for b in &m.content {
                 match b {
+                    Block::Text(_) if m.role == Role::User && after_command => {}
                     Block::Text(t) if m.role == Role::User => {
+                        after_command = t.text.contains("<command-name>");
                         if let Some(kind) = summary_kind(&t.text) {
                             f.summaries.push(SummaryFact {
                                 message: i,
