@@ -7,7 +7,8 @@
 //! session log (whole) -> history before the summary message (what Claude Code compacted)
 //! reference log       -> the summary text, T tokens (counted as one user message)
 //!   reference column:  the summary alone, as the model saw it
-//!   one column per strategy: the history compacted to a budget of T
+//!   one column per strategy: the history compacted to T (its trigger and target set to the
+//!                      whole budget)
 //!   digest column:     compactor's session state of the whole history in T tokens (the code-made
 //!                      digest standing where Claude Code's summary stood)
 //!   -> every column scored with the same probes of the history ([`super::probes`])
@@ -140,12 +141,16 @@ pub async fn compare(
             format!("{CLAUDE_CODE_SUMMARY_PREFIX}.\n\n{summary}")
         },
     );
+    // Each strategy compacts *to* the summary's size: trigger and target at the whole budget
+    // (the presets stop at `target × budget`, 0.6 by default, to leave room for later turns).
     let compactors: Vec<Result<Compactor, String>> = arms
         .iter()
         .map(|a| {
-            a.settings
-                .clone()
-                .and_then(|s| Compactor::from_config(s).map_err(|e| e.to_string()))
+            a.settings.clone().and_then(|mut s| {
+                s.budget.trigger = 1.0;
+                s.budget.target = 1.0;
+                Compactor::from_config(s).map_err(|e| e.to_string())
+            })
         })
         .collect();
     let fallback = crate::tokens::counter_for(Default::default());
@@ -240,6 +245,9 @@ pub fn markdown(r: &ReferenceReport) -> String {
     };
     out += &row("tokens", &|c| match &c.skipped {
         Some(reason) => format!("skipped: {reason}"),
+        None if c.tokens > r.budget => {
+            format!("{} (over the budget)", crate::strategy::thousands(c.tokens))
+        }
         None => crate::strategy::thousands(c.tokens),
     });
     for (name, header) in super::probes::PROBE_NAMES {
