@@ -595,4 +595,25 @@ mod tests {
         assert_eq!(f.failures[0].first_line, "String not found");
         assert_eq!(f.failures[0].fixed_by, None);
     }
+
+    #[test]
+    fn a_slash_commands_expanded_prompt_is_not_the_persons_words() {
+        let msgs = vec![Message::new(
+            Role::User,
+            vec![
+                Block::text(
+                    "<command-message>orchestrator is running…</command-message>\n<command-name>/orchestrator</command-name>\n<command-args>create TODO app</command-args>",
+                ),
+                Block::text("Split complex tasks into subtasks. Use Glob to list files."),
+            ],
+        )];
+        let f = Facts::of(&msgs, true);
+        assert_eq!(
+            f.user,
+            vec![UserFact {
+                message: 0,
+                text: "/orchestrator create TODO app".into()
+            }]
+        );
+    }
 }

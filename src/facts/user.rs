@@ -5,7 +5,10 @@
 //! `<local-command-stdout>` / `-stderr>` / `-caveat>`, `<user-prompt-submit-hook>` (Claude Code),
 //! `<environment_context>`, `<user_instructions>` (Codex). A slash command
 //! (`<command-name>/review</command-name>…<command-args>src/</command-args>`) counts as the
-//! person's words `/review src/`. Any other text starting with `<` (mini-swe-agent's
+//! person's words `/review src/`; the expanded prompt Claude Code logs right after it is left
+//! out (by [`super::Facts::of`]). Also left out: the "Read the output file to retrieve the
+//! result:" line after a `<task-notification>`, the `[Request interrupted by user…]` note and
+//! the old untagged local-command caveat. Any other text starting with `<` (mini-swe-agent's
 //! `<pr_description>` task) is the person's.
 
 /// Tags whose whole element the harness writes.
