@@ -24,8 +24,8 @@
 
 use crate::conversation::{Block, Conversation, Message, Outcome, Role, ToolUse};
 use crate::facts::{
-    Facts, FileAction, INSTRUCTION_WORDS, around_constraints, has_phrase, is_constraint,
-    mentions_path, parents_needed, person_text, sentences,
+    Facts, FileAction, around_constraints, has_phrase, is_constraint, mentions_path,
+    parents_needed, person_text, sentences,
 };
 use crate::render::one_line;
 use crate::strategy::MARKER_PREFIX;
@@ -828,9 +828,9 @@ fn user_texts(c: &Conversation) -> Vec<String> {
         .collect()
 }
 
-/// User sentences with an instruction word ([`INSTRUCTION_WORDS`]), in order, without repeats.
+/// User sentences with an instruction word ([`crate::facts::INSTRUCTION_WORDS`]), in order,
+/// without repeats.
 pub fn instructions(c: &Conversation) -> Vec<String> {
-    debug_assert!(!INSTRUCTION_WORDS.is_empty());
     let (mut out, mut seen) = (Vec::new(), HashSet::new());
     for text in user_texts(c) {
         for s in sentences(&text) {
