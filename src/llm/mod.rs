@@ -367,22 +367,19 @@ pub(crate) async fn post_json(
                 });
             }
         };
-        if let Some(o) = &observer {
-            o.sent();
-        }
+        // Counted as failed unless it succeeds, also when dropped at the deadline.
+        let counted = Counted::sent(observer.clone());
         let result = attempt_once(client, config, url, headers, body).await;
         let (status, retry_after, text) = match result {
             Ok(answer) => answer,
             Err(e) => {
                 ticket.failed();
-                if let Some(o) = &observer {
-                    o.failed();
-                }
                 return Err(e);
             }
         };
         if status.is_success() {
             ticket.succeeded();
+            counted.succeeded();
             return Ok(text);
         }
         let transient = status.as_u16() == 429 || status.is_server_error();
@@ -392,9 +389,7 @@ pub(crate) async fn post_json(
             // The model is up; the request was refused: not the model's health.
             ticket.succeeded();
         }
-        if let Some(o) = &observer {
-            o.failed();
-        }
+        drop(counted);
         if !transient || attempt >= config.retries {
             return Err(LlmError::Status {
                 status: status.as_u16(),
@@ -412,6 +407,31 @@ pub(crate) async fn post_json(
         );
         tokio::time::sleep(backoff).await;
         attempt += 1;
+    }
+}
+
+/// One attempt as the scope's observer sees it: sent now, failed when dropped before
+/// [`Counted::succeeded`].
+struct Counted(Option<Arc<dyn scope::CallObserver>>);
+
+impl Counted {
+    fn sent(observer: Option<Arc<dyn scope::CallObserver>>) -> Counted {
+        if let Some(o) = &observer {
+            o.sent();
+        }
+        Counted(observer)
+    }
+
+    fn succeeded(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        if let Some(o) = &self.0 {
+            o.failed();
+        }
     }
 }
 

@@ -322,6 +322,7 @@ pub fn app(state: AppState) -> Router {
         .merge(protected)
         .fallback(passthrough::forward)
         .layer(middleware::from_fn_with_state(state.clone(), hold_limit))
+        .layer(middleware::from_fn_with_state(state.clone(), limit_headers))
         .with_state(state)
         .layer(
             ServiceBuilder::new()
@@ -364,6 +365,21 @@ async fn hold_limit(State(state): State<AppState>, req: Request, next: Next) -> 
         return AppError::Internal("the concurrency limit is closed".into()).into_response();
     };
     guarded::hold_until_end(next.run(req).await, permit)
+}
+
+/// Refuses a request whose header names and values add up to more than
+/// `server.max_header_bytes` with a JSON 431 (hyper's own limit, set well above it in
+/// [`listen`], would answer with an empty body).
+async fn limit_headers(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let size: usize = req
+        .headers()
+        .iter()
+        .map(|(k, v)| k.as_str().len() + v.len())
+        .sum();
+    if size > state.settings().server.max_header_bytes {
+        return AppError::HeadersTooLarge(size).into_response();
+    }
+    next.run(req).await
 }
 
 /// The proxy routes take the token from `x-compactor-token` only: their `authorization` is the
