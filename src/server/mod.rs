@@ -198,10 +198,10 @@ impl AppState {
     }
 
     /// What one request lends the summarizer: the summary time budget from now
-    /// (`server.summary_budget_secs`), the call counters of `/metrics`, and the shared
+    /// ([`config::ServerSettings::summary_budget`]), the call counters of `/metrics`, and the shared
     /// summary cache when a store is configured.
     pub fn llm_scope(&self) -> crate::llm::scope::Scope {
-        let budget = Duration::from_secs_f64(self.settings().server.summary_budget_secs);
+        let budget = self.settings().server.summary_budget();
         crate::llm::scope::Scope {
             deadline: Some(tokio::time::Instant::now() + budget),
             observer: Some(Arc::new(self.metrics().clone())),
