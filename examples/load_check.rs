@@ -12,7 +12,8 @@
 //! With BODY.json (one Anthropic request body, e.g. a corpus session through `compactor convert`)
 //! and BUDGET (tokens), every client sends that body on every turn instead: over the trigger when
 //! BUDGET is below its size (compacted once, then served from the memory), under it otherwise.
-//! During the proxy phase a probe times `GET /healthz` every 20 ms and its p99 is printed.
+//! During the proxy phase a probe times `GET /healthz` every 20 ms and its p99 is printed, and
+//! at the end the service's peak resident set (`VmHWM`).
 
 use axum::Router;
 use axum::routing::post;
@@ -121,7 +122,9 @@ async fn main() -> anyhow::Result<()> {
 
     let upstream = Router::new().route(
         "/v1/messages",
-        post(|| async {
+        // The body is read whole (as a provider does): an unread 700 KB body makes hyper reset
+        // the connection under the client, which would count as the proxy's error.
+        post(|_body: axum::body::Bytes| async {
             (
                 [("content-type", "application/json")],
                 r#"{"id":"msg_load","type":"message","content":[{"type":"text","text":"ok"}]}"#,
@@ -172,6 +175,23 @@ async fn main() -> anyhow::Result<()> {
         fixed.clone(),
     )
     .await;
+    // With a fixed body: one request first, so the proxy phase runs on a warm memory (the
+    // cold compaction's time is printed apart).
+    let warmup = match &fixed {
+        Some(body) => {
+            let t0 = Instant::now();
+            http.post(format!("{proxy}/v1/messages"))
+                .header("x-api-key", "sk-load-check")
+                .header("content-type", "application/json")
+                .body(body.clone())
+                .send()
+                .await?
+                .bytes()
+                .await?;
+            Some(t0.elapsed())
+        }
+        None => None,
+    };
     let probe = {
         let (http, url) = (http.clone(), format!("{proxy}/healthz"));
         let deadline = Instant::now() + half;
@@ -196,6 +216,16 @@ async fn main() -> anyhow::Result<()> {
         .await?
         .text()
         .await?;
+    // Peak resident set of the service (Linux: VmHWM in /proc/PID/status).
+    let peak_rss = child
+        .id()
+        .and_then(|pid| std::fs::read_to_string(format!("/proc/{pid}/status")).ok())
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .map(|l| l.trim_start_matches("VmHWM:").trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown".into());
     child.start_kill()?;
     let _ = child.wait().await;
 
@@ -222,6 +252,13 @@ async fn main() -> anyhow::Result<()> {
         pct(&health, 0.5),
         pct(&health, 0.99)
     );
+    if let Some(w) = warmup {
+        println!(
+            "  first (cold) request through the proxy: {:.1} ms",
+            w.as_secs_f64() * 1000.0
+        );
+    }
+    println!("  peak RSS of compactor serve: {peak_rss}");
     for line in metrics
         .lines()
         .filter(|l| l.starts_with("compactor_proxy_requests_total"))

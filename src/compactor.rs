@@ -129,6 +129,14 @@ impl Compactor {
         }
     }
 
+    /// This pipeline counting with `counter`, which must count the configured `[tokens]
+    /// tokenizer (e.g. a [`CachedCounter`](crate::tokens::CachedCounter) with a byte bound the
+    /// service shows in its metrics).
+    pub fn with_counter(mut self, counter: Arc<dyn TokenCounter>) -> Compactor {
+        self.counter = counter;
+        self
+    }
+
     /// This pipeline with its compaction memory bounded to `max_bytes` (estimated bytes of
     /// remembered outputs; see [`Memory`]). Anything remembered so far is dropped.
     pub fn with_memory_bytes(mut self, max_bytes: u64) -> Compactor {

@@ -6,6 +6,7 @@
 
 use crate::llm::LlmConfig;
 use crate::server::config::ServerSettings;
+use crate::server::store::StoreSettings;
 use crate::strategy::microcompact::MicrocompactConfig;
 use crate::strategy::summary::SummaryConfig;
 use crate::strategy::truncate::TruncateConfig;
@@ -90,6 +91,9 @@ pub struct RawSettings {
     pub llm: Option<LlmConfig>,
     /// `[server]`.
     pub server: ServerSettings,
+    /// `[store]`: a shared store for the service (absent = in-process only).
+    #[serde(default)]
+    pub store: StoreSettings,
 }
 
 /// `[budget]`: how many tokens the request may hold, and when and how far to compact.
@@ -177,6 +181,8 @@ pub struct Settings {
     pub llm: Option<LlmConfig>,
     /// `[server]`.
     pub server: ServerSettings,
+    /// `[store]`.
+    pub store: StoreSettings,
 }
 
 /// The tier names the policy knows.
@@ -211,6 +217,7 @@ impl Default for Settings {
             summary: SummaryConfig::default(),
             llm: None,
             server: ServerSettings::default(),
+            store: StoreSettings::default(),
         })
     }
 }
@@ -474,6 +481,9 @@ fn check(raw: RawSettings, preset: String) -> Result<Settings, ConfigError> {
     if let Err((key, message)) = raw.server.check() {
         return Err(invalid(key, message));
     }
+    if let Err((key, message)) = raw.store.check() {
+        return Err(invalid(key, message));
+    }
     Ok(Settings {
         preset,
         description: raw.description,
@@ -485,6 +495,7 @@ fn check(raw: RawSettings, preset: String) -> Result<Settings, ConfigError> {
         summary: raw.summary,
         llm: raw.llm,
         server: raw.server,
+        store: raw.store,
     })
 }
 

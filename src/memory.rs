@@ -77,6 +77,16 @@ impl PrefixHashes {
         }
         PrefixHashes { prefix }
     }
+
+    /// The number of messages covered (the longest prefix).
+    pub fn messages(&self) -> usize {
+        self.prefix.len().saturating_sub(1)
+    }
+
+    /// The hash of the context and the first `len` messages (`None` past the end).
+    pub fn key(&self, len: usize) -> Option<u64> {
+        self.prefix.get(len).copied()
+    }
 }
 
 impl Memory {
@@ -136,6 +146,45 @@ impl Memory {
     pub fn remember(&self, hashes: &PrefixHashes, output: &Conversation, degraded: Option<&str>) {
         let len = hashes.prefix.len() - 1;
         let Some(&key) = hashes.prefix.last() else {
+            return;
+        };
+        self.entries.insert(
+            (len, key),
+            Arc::new(Entry {
+                output: output.clone(),
+                degraded: degraded.map(str::to_string),
+            }),
+        );
+    }
+}
+
+/// Look-ups by prefix length, for a store shared with other processes (the service's Redis
+/// store reads and fills the memory through them).
+impl Memory {
+    /// The length of the longest remembered prefix of the conversation hashed in `hashes`.
+    pub fn longest(&self, hashes: &PrefixHashes) -> Option<usize> {
+        (0..hashes.prefix.len())
+            .rev()
+            .find(|&len| self.entries.contains_key(&(len, hashes.prefix[len])))
+    }
+
+    /// Why the output remembered for the first `len` messages is degraded: `None` when
+    /// nothing is remembered there, `Some(None)` when it is not degraded.
+    pub fn degraded_at(&self, hashes: &PrefixHashes, len: usize) -> Option<Option<String>> {
+        let key = *hashes.prefix.get(len)?;
+        self.entries.get(&(len, key)).map(|e| e.degraded.clone())
+    }
+
+    /// Remembers `output` as the compaction of the first `len` messages hashed in `hashes`
+    /// (nothing when `len` is past the end).
+    pub fn remember_prefix(
+        &self,
+        hashes: &PrefixHashes,
+        len: usize,
+        output: &Conversation,
+        degraded: Option<&str>,
+    ) {
+        let Some(&key) = hashes.prefix.get(len) else {
             return;
         };
         self.entries.insert(

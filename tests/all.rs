@@ -24,6 +24,8 @@ mod lossless;
 mod outcomes;
 #[path = "all/server.rs"]
 mod server;
+#[path = "all/store.rs"]
+mod store;
 #[path = "all/strategy_props.rs"]
 mod strategy_props;
 #[path = "all/summary.rs"]

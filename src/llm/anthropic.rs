@@ -14,6 +14,7 @@ pub struct AnthropicClient {
     config: LlmConfig,
     key: Option<String>,
     http: reqwest::Client,
+    breaker: super::breaker::Breaker,
 }
 
 impl std::fmt::Debug for AnthropicClient {
@@ -32,7 +33,13 @@ impl AnthropicClient {
     /// [`LlmError::Client`] when the HTTP client cannot be built.
     pub fn new(config: LlmConfig, key: Option<String>) -> Result<AnthropicClient, LlmError> {
         let http = http_client(&config)?;
-        Ok(AnthropicClient { config, key, http })
+        let breaker = config.breaker();
+        Ok(AnthropicClient {
+            config,
+            key,
+            http,
+            breaker,
+        })
     }
 
     /// The request body for `request` (Messages API; the wire quirk: `system` is top level).
@@ -66,6 +73,7 @@ impl Summarizer for AnthropicClient {
         let text = post_json(
             &self.http,
             &self.config,
+            &self.breaker,
             &url,
             &headers,
             &self.body(request),

@@ -10,9 +10,16 @@
 //! read once from the environment variable named in the config and is never logged (`Debug` of
 //! the clients prints it redacted). A local server (llama.cpp's `llama-server`, Ollama, vLLM) may
 //! need no key at all.
+//!
+//! Every client of [`from_config`] also has, per attempt, a [`breaker::Breaker`] that bounds the
+//! attempts in flight and stops retries once the model keeps failing, and an answer size cap
+//! (`max_answer_bytes`, read incrementally, never buffered past it); per call it honours the
+//! [`scope::Scope`] a service lends it: a deadline, a call counter and a shared summary cache.
 
 pub mod anthropic;
+pub mod breaker;
 pub mod openai;
+pub mod scope;
 
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -102,6 +109,25 @@ pub enum LlmError {
     /// The HTTP client could not be built.
     #[error("cannot build the HTTP client: {0}")]
     Client(#[source] reqwest::Error),
+    /// The answer is longer than `llm.max_answer_bytes`; reading stopped there.
+    #[error("the answer from {url} is over {limit} bytes (llm.max_answer_bytes)")]
+    TooLarge {
+        /// The endpoint.
+        url: String,
+        /// The cap, in bytes.
+        limit: usize,
+    },
+    /// The circuit breaker refused the attempt: the model failed too often just now.
+    #[error("circuit open for {url}: {why}")]
+    CircuitOpen {
+        /// The endpoint.
+        url: String,
+        /// `N s of cool-down left`, or `a probe is already out`.
+        why: String,
+    },
+    /// The summary tier's time budget (the request's deadline) ran out.
+    #[error("the summary time budget ran out")]
+    Budget,
 }
 
 /// Which API the configured endpoint speaks.
@@ -148,6 +174,17 @@ pub struct LlmConfig {
     /// `stream` is never set (the answer is read as one JSON body).
     #[serde(default)]
     pub extra_body: serde_json::Map<String, serde_json::Value>,
+    /// Largest answer body read, in bytes; a longer one fails the attempt (read in chunks and
+    /// dropped at the cap, so a runaway answer cannot grow the process).
+    #[serde(default = "defaults::max_answer_bytes")]
+    pub max_answer_bytes: usize,
+    /// Consecutive failed attempts that open the circuit breaker; also the most attempts in
+    /// flight at once (0: no breaker). See [`breaker`].
+    #[serde(default = "defaults::breaker_threshold")]
+    pub breaker_threshold: u32,
+    /// Seconds the open breaker refuses attempts before it lets one probe through.
+    #[serde(default = "defaults::breaker_cooldown_secs")]
+    pub breaker_cooldown_secs: f64,
 }
 
 /// `body` with the configured [`LlmConfig::extra_body`] fields set on it (never `messages`,
@@ -179,6 +216,15 @@ mod defaults {
     pub fn context_window() -> usize {
         128_000
     }
+    pub fn max_answer_bytes() -> usize {
+        1024 * 1024
+    }
+    pub fn breaker_threshold() -> u32 {
+        5
+    }
+    pub fn breaker_cooldown_secs() -> f64 {
+        30.0
+    }
 }
 
 impl LlmConfig {
@@ -198,6 +244,64 @@ impl LlmConfig {
     pub fn timeout(&self) -> Duration {
         Duration::from_secs_f64(self.timeout_secs.max(0.001))
     }
+
+    /// The circuit breaker of one client of this config.
+    pub fn breaker(&self) -> breaker::Breaker {
+        let cooldown = if self.breaker_cooldown_secs.is_finite() {
+            self.breaker_cooldown_secs.max(0.0)
+        } else {
+            0.0
+        };
+        breaker::Breaker::new(self.breaker_threshold, Duration::from_secs_f64(cooldown))
+    }
+}
+
+/// The 128-bit cache key of `request` to `model`: the model, both prompts and the answer
+/// limit, hashed with xxh3 (the same request always has the same key, in every replica).
+pub fn request_key(model: &str, request: &SummaryRequest) -> u128 {
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    for part in [model, &request.system, &request.user] {
+        h.update(&(part.len() as u64).to_le_bytes());
+        h.update(part.as_bytes());
+    }
+    h.update(&(request.max_output_tokens as u64).to_le_bytes());
+    h.digest128()
+}
+
+/// A client with the request's [`scope::Scope`] applied around each call: the shared cache
+/// first, then the call, cut at the scope's deadline.
+struct Scoped<S>(S);
+
+#[async_trait::async_trait]
+impl<S: Summarizer> Summarizer for Scoped<S> {
+    fn model(&self) -> &str {
+        self.0.model()
+    }
+
+    fn context_window(&self) -> usize {
+        self.0.context_window()
+    }
+
+    async fn complete(&self, request: &SummaryRequest) -> Result<String, LlmError> {
+        let scope = scope::current();
+        let key = request_key(self.model(), request);
+        if let Some(cache) = &scope.cache
+            && let Some(text) = cache.get(key).await
+        {
+            return Ok(text);
+        }
+        let call = self.0.complete(request);
+        let text = match scope.deadline {
+            Some(deadline) => tokio::time::timeout_at(deadline, call)
+                .await
+                .map_err(|_| LlmError::Budget)??,
+            None => call.await?,
+        };
+        if let Some(cache) = &scope.cache {
+            cache.put(key, &text).await;
+        }
+        Ok(text)
+    }
 }
 
 /// Builds the client the config names, reading the API key from `api_key_env`.
@@ -214,8 +318,11 @@ pub fn from_config(config: &LlmConfig) -> Result<Arc<dyn Summarizer>, LlmError> 
         _ => None,
     };
     Ok(match config.provider {
-        Provider::Anthropic => Arc::new(anthropic::AnthropicClient::new(config.clone(), key)?),
-        Provider::Openai => Arc::new(openai::OpenAiClient::new(config.clone(), key)?),
+        Provider::Anthropic => Arc::new(Scoped(anthropic::AnthropicClient::new(
+            config.clone(),
+            key,
+        )?)),
+        Provider::Openai => Arc::new(Scoped(openai::OpenAiClient::new(config.clone(), key)?)),
     })
 }
 
@@ -229,40 +336,60 @@ const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 
 /// Posts `body` to `url` with `headers`, retrying 429 and 5xx answers up to `config.retries`
 /// times with exponential backoff (0.5 s, 1 s, 2 s, …) or the server's `retry-after` seconds.
-/// Returns the body of the first successful answer.
+/// Every attempt passes `breaker` first (an open circuit also stops the retries) and is counted
+/// by the scope's observer. Returns the body of the first successful answer, read up to
+/// `config.max_answer_bytes`.
 pub(crate) async fn post_json(
     client: &reqwest::Client,
     config: &LlmConfig,
+    breaker: &breaker::Breaker,
     url: &str,
     headers: &[(&str, &str)],
     body: &serde_json::Value,
 ) -> Result<String, LlmError> {
+    let observer = scope::current().observer;
     let mut attempt = 0u32;
     loop {
-        let mut req = client.post(url).json(body);
-        for (k, v) in headers {
-            req = req.header(*k, *v);
-        }
-        let response = match req.send().await {
-            Ok(r) => r,
-            Err(e) => return Err(transport(e, url, config)),
-        };
-        let status = response.status();
-        let retry_after = response
-            .headers()
-            .get(reqwest::header::RETRY_AFTER)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<f64>().ok())
-            .filter(|s| s.is_finite() && *s >= 0.0)
-            .map(|s| Duration::from_secs_f64(s).min(MAX_RETRY_AFTER));
-        let text = match response.text().await {
+        let ticket = match breaker.admit().await {
             Ok(t) => t,
-            Err(e) => return Err(transport(e, url, config)),
+            Err(refused) => {
+                if let Some(o) = &observer {
+                    o.refused();
+                }
+                return Err(LlmError::CircuitOpen {
+                    url: url.to_string(),
+                    why: match refused {
+                        breaker::Refused::Open(left) => {
+                            format!("{:.0} s of cool-down left", left.as_secs_f64())
+                        }
+                        breaker::Refused::Probing => "a probe is already out".into(),
+                    },
+                });
+            }
+        };
+        // Counted as failed unless it succeeds, also when dropped at the deadline.
+        let counted = Counted::sent(observer.clone());
+        let result = attempt_once(client, config, url, headers, body).await;
+        let (status, retry_after, text) = match result {
+            Ok(answer) => answer,
+            Err(e) => {
+                ticket.failed();
+                return Err(e);
+            }
         };
         if status.is_success() {
+            ticket.succeeded();
+            counted.succeeded();
             return Ok(text);
         }
         let transient = status.as_u16() == 429 || status.is_server_error();
+        if transient {
+            ticket.failed();
+        } else {
+            // The model is up; the request was refused: not the model's health.
+            ticket.succeeded();
+        }
+        drop(counted);
         if !transient || attempt >= config.retries {
             return Err(LlmError::Status {
                 status: status.as_u16(),
@@ -281,6 +408,79 @@ pub(crate) async fn post_json(
         tokio::time::sleep(backoff).await;
         attempt += 1;
     }
+}
+
+/// One attempt as the scope's observer sees it: sent now, failed when dropped before
+/// [`Counted::succeeded`].
+struct Counted(Option<Arc<dyn scope::CallObserver>>);
+
+impl Counted {
+    fn sent(observer: Option<Arc<dyn scope::CallObserver>>) -> Counted {
+        if let Some(o) = &observer {
+            o.sent();
+        }
+        Counted(observer)
+    }
+
+    fn succeeded(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        if let Some(o) = &self.0 {
+            o.failed();
+        }
+    }
+}
+
+/// One attempt: the status, the `retry-after` wait and the body (at most
+/// `config.max_answer_bytes`, else [`LlmError::TooLarge`]).
+async fn attempt_once(
+    client: &reqwest::Client,
+    config: &LlmConfig,
+    url: &str,
+    headers: &[(&str, &str)],
+    body: &serde_json::Value,
+) -> Result<(reqwest::StatusCode, Option<Duration>, String), LlmError> {
+    let mut req = client.post(url).json(body);
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let mut response = req.send().await.map_err(|e| transport(e, url, config))?;
+    let status = response.status();
+    let retry_after = response
+        .headers()
+        .get(reqwest::header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s >= 0.0)
+        .map(|s| Duration::from_secs_f64(s).min(MAX_RETRY_AFTER));
+    let limit = config.max_answer_bytes;
+    let too_large = || LlmError::TooLarge {
+        url: url.to_string(),
+        limit,
+    };
+    if response.content_length().is_some_and(|n| n > limit as u64) {
+        return Err(too_large());
+    }
+    let mut bytes: Vec<u8> = Vec::new();
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|e| transport(e, url, config))?
+    {
+        if bytes.len() + chunk.len() > limit {
+            return Err(too_large());
+        }
+        bytes.extend_from_slice(&chunk);
+    }
+    Ok((
+        status,
+        retry_after,
+        String::from_utf8_lossy(&bytes).into_owned(),
+    ))
 }
 
 fn transport(e: reqwest::Error, url: &str, config: &LlmConfig) -> LlmError {
@@ -331,6 +531,9 @@ mod tests {
             retries: 0,
             context_window: 100,
             extra_body: Default::default(),
+            max_answer_bytes: 1000,
+            breaker_threshold: 0,
+            breaker_cooldown_secs: 0.0,
         };
         assert_eq!(c.base(), "https://api.anthropic.com");
         c.base_url = Some("http://127.0.0.1:8080/".into());
@@ -349,6 +552,9 @@ mod tests {
             retries: 0,
             context_window: 100,
             extra_body: Default::default(),
+            max_answer_bytes: 1000,
+            breaker_threshold: 0,
+            breaker_cooldown_secs: 0.0,
         };
         let err = from_config(&c).err().map(|e| e.to_string());
         assert_eq!(

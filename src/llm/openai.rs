@@ -12,6 +12,7 @@ pub struct OpenAiClient {
     config: LlmConfig,
     key: Option<String>,
     http: reqwest::Client,
+    breaker: super::breaker::Breaker,
 }
 
 impl std::fmt::Debug for OpenAiClient {
@@ -30,7 +31,13 @@ impl OpenAiClient {
     /// [`LlmError::Client`] when the HTTP client cannot be built.
     pub fn new(config: LlmConfig, key: Option<String>) -> Result<OpenAiClient, LlmError> {
         let http = http_client(&config)?;
-        Ok(OpenAiClient { config, key, http })
+        let breaker = config.breaker();
+        Ok(OpenAiClient {
+            config,
+            key,
+            http,
+            breaker,
+        })
     }
 
     /// The request body for `request`: a system and a user message. `max_tokens` rather than
@@ -69,6 +76,7 @@ impl Summarizer for OpenAiClient {
         let text = post_json(
             &self.http,
             &self.config,
+            &self.breaker,
             &url,
             &headers,
             &self.body(request),

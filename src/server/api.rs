@@ -85,7 +85,13 @@ where
     F: FnOnce() -> Fut + Send + 'static,
     Fut: std::future::Future<Output = Result<T, AppError>>,
 {
-    match state.pool().run(job).await {
+    // The summary time budget starts when the compaction does, not while it waits for a worker.
+    let lender = state.clone();
+    match state
+        .pool()
+        .run(move || crate::llm::scope::with(lender.llm_scope(), job()))
+        .await
+    {
         Ok(result) => result,
         Err(e) => {
             state.metrics().panicked(&e);
@@ -222,6 +228,17 @@ pub(crate) async fn metrics(State(state): State<AppState>) -> impl IntoResponse 
         state
             .metrics()
             .memory(&preset, c.memory().bytes(), c.memory().max_bytes());
+    }
+    if let Some((bytes, max)) = state.token_cache_bytes() {
+        state.metrics().token_cache(bytes, max);
+    }
+    if let Some(store) = state.store() {
+        let bytes = store.bytes().await.ok();
+        state.metrics().store(
+            store.is_up(),
+            store.errors(),
+            bytes.map(|b| (b, state.settings().store.max_bytes)),
+        );
     }
     (
         [(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],

@@ -49,6 +49,19 @@ pub struct ServerSettings {
     /// Seconds to let requests in flight finish after ctrl-c / SIGTERM; then they are cut.
     #[serde(default = "defaults::thirty")]
     pub shutdown_timeout_secs: u64,
+    /// Seconds the summary tier may spend on model calls within one request (all calls,
+    /// retries and waits included); then it falls back to truncate. At most half of
+    /// `request_timeout_secs` is used, so the fallback still answers in time.
+    #[serde(default = "defaults::summary_budget_secs")]
+    pub summary_budget_secs: f64,
+    /// Bound of the token count cache of the proxy's pipeline, in bytes (an entry is about
+    /// 128 bytes: a 128-bit block hash, a count and the cache's bookkeeping).
+    #[serde(default = "defaults::token_cache_bytes")]
+    pub token_cache_bytes: usize,
+    /// Largest total size of a request's header names and values, in bytes; over it the
+    /// answer is a JSON 431 (`headers_too_large`).
+    #[serde(default = "defaults::max_header_bytes")]
+    pub max_header_bytes: usize,
 }
 
 mod defaults {
@@ -66,6 +79,15 @@ mod defaults {
     }
     pub fn max_connections() -> usize {
         1024
+    }
+    pub fn summary_budget_secs() -> f64 {
+        60.0
+    }
+    pub fn token_cache_bytes() -> usize {
+        crate::tokens::DEFAULT_CACHE_CAPACITY * 128
+    }
+    pub fn max_header_bytes() -> usize {
+        64 * 1024
     }
 }
 
@@ -87,11 +109,21 @@ impl Default for ServerSettings {
             max_connections: defaults::max_connections(),
             memory_bytes: defaults::memory_bytes(),
             shutdown_timeout_secs: defaults::thirty(),
+            summary_budget_secs: defaults::summary_budget_secs(),
+            token_cache_bytes: defaults::token_cache_bytes(),
+            max_header_bytes: defaults::max_header_bytes(),
         }
     }
 }
 
 impl ServerSettings {
+    /// The summary tier's time budget in force: `summary_budget_secs`, at most half of
+    /// `request_timeout_secs`.
+    pub fn summary_budget(&self) -> std::time::Duration {
+        let half = self.request_timeout_secs as f64 / 2.0;
+        std::time::Duration::from_secs_f64(self.summary_budget_secs.min(half).max(0.0))
+    }
+
     /// Checks ranges; returns `(key, message)` for the first bad value.
     pub(crate) fn check(&self) -> Result<(), (&'static str, String)> {
         if self.listen.parse::<std::net::SocketAddr>().is_err() {
@@ -124,10 +156,18 @@ impl ServerSettings {
             ("server.max_connections", self.max_connections as u64),
             ("server.memory_bytes", self.memory_bytes),
             ("server.shutdown_timeout_secs", self.shutdown_timeout_secs),
+            ("server.token_cache_bytes", self.token_cache_bytes as u64),
+            ("server.max_header_bytes", self.max_header_bytes as u64),
         ] {
             if n == 0 {
                 return Err((key, "must be > 0".into()));
             }
+        }
+        if !(self.summary_budget_secs > 0.0 && self.summary_budget_secs.is_finite()) {
+            return Err((
+                "server.summary_budget_secs",
+                format!("must be > 0, found {}", self.summary_budget_secs),
+            ));
         }
         for (key, url) in [
             ("server.anthropic_upstream", &self.anthropic_upstream),

@@ -50,6 +50,9 @@ pub enum AppError {
     /// 413: the body is over `server.body_limit_bytes`.
     #[error("payload too large")]
     PayloadTooLarge,
+    /// 431: the request's headers are over `server.max_header_bytes` (their size is named).
+    #[error("request headers too large: {0} bytes")]
+    HeadersTooLarge(usize),
     /// 502: the upstream could not be reached (the cause is logged).
     #[error("upstream unreachable: {0}")]
     Upstream(String),
@@ -77,6 +80,7 @@ impl AppError {
             AppError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             AppError::Timeout => StatusCode::REQUEST_TIMEOUT,
             AppError::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            AppError::HeadersTooLarge(_) => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             AppError::Upstream(_) => StatusCode::BAD_GATEWAY,
             AppError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -115,6 +119,13 @@ impl AppError {
             AppError::PayloadTooLarge => (
                 "payload_too_large",
                 "the request body is over the limit (server.body_limit_bytes)".into(),
+                None,
+            ),
+            AppError::HeadersTooLarge(n) => (
+                "headers_too_large",
+                format!(
+                    "the request headers are {n} bytes, over the limit (server.max_header_bytes)"
+                ),
                 None,
             ),
             AppError::Upstream(_) => (

@@ -28,6 +28,9 @@ use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
 use tower::ServiceExt;
 
+/// hyper's default HTTP/1 read buffer bound (its `DEFAULT_MAX_BUFFER_SIZE`, 8 KiB + 400 KiB).
+const HYPER_DEFAULT_BUF: usize = 8192 + 4096 * 100;
+
 /// Requests in flight on one connection and when the last one ended.
 struct Activity {
     active: AtomicUsize,
@@ -85,6 +88,12 @@ pub async fn serve_on(
     let max = server.max_connections.min(Semaphore::MAX_PERMITS);
     let connections = Arc::new(Semaphore::new(max));
     let header_read = Duration::from_secs(server.header_read_timeout_secs);
+    // hyper answers an empty 431 past its read buffer: keep that far above our own limit,
+    // so headers over `max_header_bytes` get the service's JSON 431.
+    let buf_size = server
+        .max_header_bytes
+        .saturating_mul(4)
+        .max(HYPER_DEFAULT_BUF);
     let idle = Duration::from_secs(server.idle_timeout_secs);
     let (closing_tx, closing_rx) = watch::channel(false);
     tokio::pin!(shutdown);
@@ -111,7 +120,7 @@ pub async fn serve_on(
         let router = router.clone();
         let closing = closing_rx.clone();
         tokio::spawn(async move {
-            connection(stream, router, header_read, idle, closing).await;
+            connection(stream, router, header_read, idle, buf_size, closing).await;
             drop(permit);
         });
     }
@@ -137,6 +146,7 @@ async fn connection(
     router: Router,
     header_read: Duration,
     idle: Duration,
+    buf_size: usize,
     mut closing: watch::Receiver<bool>,
 ) {
     let activity = Arc::new(Activity {
@@ -156,7 +166,8 @@ async fn connection(
     builder
         .http1()
         .timer(TokioTimer::new())
-        .header_read_timeout(header_read);
+        .header_read_timeout(header_read)
+        .max_buf_size(buf_size);
     builder.http2().timer(TokioTimer::new());
     let conn = builder
         .serve_connection_with_upgrades(TokioIo::new(stream), TowerToHyperService::new(service));

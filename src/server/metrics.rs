@@ -24,6 +24,12 @@ pub struct Metrics {
     panics: IntCounter,
     memory_bytes: IntGaugeVec,
     memory_max_bytes: IntGaugeVec,
+    /// Attempts the open circuit breaker refused without a call.
+    pub llm_refused: IntCounter,
+    store_up: IntGaugeVec,
+    store_errors: IntCounterVec,
+    store_bytes: IntGaugeVec,
+    token_cache_bytes: IntGaugeVec,
 }
 
 impl Metrics {
@@ -71,11 +77,11 @@ impl Metrics {
         )?;
         let llm_calls = IntCounter::new(
             "compactor_llm_calls_total",
-            "Calls to the summary model (fed by the summary tier).",
+            "HTTP attempts sent to the summary model (retries included).",
         )?;
         let llm_failures = IntCounter::new(
             "compactor_llm_failures_total",
-            "Failed calls to the summary model (fed by the summary tier).",
+            "HTTP attempts to the summary model that failed (transport, timeout, error status, answer over the cap).",
         )?;
         let proxy = IntCounterVec::new(
             Opts::new(
@@ -113,6 +119,43 @@ impl Metrics {
         registry.register(Box::new(llm_calls.clone()))?;
         registry.register(Box::new(llm_failures.clone()))?;
         registry.register(Box::new(proxy.clone()))?;
+        let llm_refused = IntCounter::new(
+            "compactor_llm_refused_total",
+            "Attempts to the summary model refused by the open circuit breaker (no call made).",
+        )?;
+        registry.register(Box::new(llm_refused.clone()))?;
+        let store_up = IntGaugeVec::new(
+            Opts::new(
+                "compactor_store_up",
+                "1 while the shared store answers, 0 while the service runs on its local store alone.",
+            ),
+            &["backend"],
+        )?;
+        let store_errors = IntCounterVec::new(
+            Opts::new(
+                "compactor_store_errors_total",
+                "Shared store operations that failed (the local store served instead).",
+            ),
+            &["backend"],
+        )?;
+        let store_bytes = IntGaugeVec::new(
+            Opts::new(
+                "compactor_store_bytes",
+                "Bytes this service keeps in the shared store (its eviction count), and its bound (kind=max).",
+            ),
+            &["backend", "kind"],
+        )?;
+        let token_cache_bytes = IntGaugeVec::new(
+            Opts::new(
+                "compactor_token_cache_bytes",
+                "Estimated bytes of the proxy pipeline's token count cache (kind=used), and its bound (kind=max, server.token_cache_bytes).",
+            ),
+            &["kind"],
+        )?;
+        registry.register(Box::new(store_up.clone()))?;
+        registry.register(Box::new(store_errors.clone()))?;
+        registry.register(Box::new(store_bytes.clone()))?;
+        registry.register(Box::new(token_cache_bytes.clone()))?;
         let token_ratio = token_ratio_gauge()?;
         registry.register(Box::new(token_ratio.clone()))?;
         Ok(Metrics {
@@ -129,6 +172,11 @@ impl Metrics {
             panics,
             memory_bytes,
             memory_max_bytes,
+            llm_refused,
+            store_up,
+            store_errors,
+            store_bytes,
+            token_cache_bytes,
         })
     }
 
@@ -181,6 +229,36 @@ impl Metrics {
             .set(gauge(max_bytes));
     }
 
+    /// Sets the shared store's state: up or not, its failed operations so far (a running
+    /// total) and, when Redis answered, its bytes and bound.
+    pub fn store(&self, up: bool, errors: u64, bytes: Option<(u64, u64)>) {
+        let gauge = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+        self.store_up
+            .with_label_values(&["redis"])
+            .set(i64::from(up));
+        let counter = self.store_errors.with_label_values(&["redis"]);
+        counter.inc_by(errors.saturating_sub(counter.get()));
+        if let Some((used, max)) = bytes {
+            self.store_bytes
+                .with_label_values(&["redis", "used"])
+                .set(gauge(used));
+            self.store_bytes
+                .with_label_values(&["redis", "max"])
+                .set(gauge(max));
+        }
+    }
+
+    /// Sets the token count cache's estimated size and bound, in bytes.
+    pub fn token_cache(&self, bytes: u64, max_bytes: u64) {
+        let gauge = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+        self.token_cache_bytes
+            .with_label_values(&["used"])
+            .set(gauge(bytes));
+        self.token_cache_bytes
+            .with_label_values(&["max"])
+            .set(gauge(max_bytes));
+    }
+
     /// The text exposition format.
     pub fn render(&self) -> String {
         let mut out = Vec::new();
@@ -200,4 +278,17 @@ fn token_ratio_gauge() -> Result<GaugeVec, prometheus::Error> {
         ),
         &["model"],
     )
+}
+
+/// The summarizer's calls, counted into these metrics (lent to it by [`crate::llm::scope`]).
+impl crate::llm::scope::CallObserver for Metrics {
+    fn sent(&self) {
+        self.llm_calls.inc();
+    }
+    fn failed(&self) {
+        self.llm_failures.inc();
+    }
+    fn refused(&self) {
+        self.llm_refused.inc();
+    }
 }

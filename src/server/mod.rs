@@ -25,6 +25,7 @@ pub mod metrics;
 mod passthrough;
 pub mod pool;
 mod proxy;
+pub mod store;
 mod upstream;
 pub mod usage;
 
@@ -71,7 +72,19 @@ struct Inner {
     client: reqwest::Client,
     pool: Pool,
     limit: Arc<Semaphore>,
+    /// The shared store, when `[store] redis_url` is set.
+    store: Option<Arc<store::SharedStore>>,
+    /// The default pipeline's token count cache, when the state built it (not for a
+    /// pipeline given to [`AppState::with_compactor`]).
+    token_cache: Option<Arc<TokenCache>>,
 }
+
+/// The bytes of one token cache entry as [`crate::tokens::CachedCounter::with_max_bytes`]
+/// estimates them (its `ENTRY_BYTES`).
+const TOKEN_ENTRY_BYTES: u64 = 128;
+
+/// The token count cache the service builds for its pipelines (`server.token_cache_bytes`).
+type TokenCache = crate::tokens::CachedCounter<crate::tokens::TiktokenCounter>;
 
 impl AppState {
     /// Loads the settings with `loader` and reads the token from `server.auth_token_env`.
@@ -104,9 +117,14 @@ impl AppState {
         loader: Loader,
         auth_token: Option<String>,
     ) -> Result<AppState, ConfigError> {
+        let cache = Arc::new(TokenCache::with_max_bytes(
+            crate::tokens::TiktokenCounter::new(settings.tokens.tokenizer),
+            settings.server.token_cache_bytes,
+        ));
         let default = Compactor::from_config(settings.clone())?
-            .with_memory_bytes(settings.server.memory_bytes);
-        AppState::with_compactor(settings, loader, auth_token, default)
+            .with_memory_bytes(settings.server.memory_bytes)
+            .with_counter(cache.clone());
+        AppState::build(settings, loader, auth_token, default, Some(cache))
     }
 
     /// A state whose configured preset is served by `default` (a pipeline built with
@@ -121,7 +139,23 @@ impl AppState {
         auth_token: Option<String>,
         default: Compactor,
     ) -> Result<AppState, ConfigError> {
+        AppState::build(settings, loader, auth_token, default, None)
+    }
+
+    fn build(
+        settings: Settings,
+        loader: Loader,
+        auth_token: Option<String>,
+        default: Compactor,
+        token_cache: Option<Arc<TokenCache>>,
+    ) -> Result<AppState, ConfigError> {
         let default = Arc::new(default);
+        let store = store::SharedStore::from_settings(&settings.store)
+            .map_err(|message| ConfigError::Invalid {
+                key: "store.redis_url".into(),
+                message,
+            })?
+            .map(Arc::new);
         let internal = |message: String| ConfigError::Invalid {
             key: "server".into(),
             message,
@@ -152,8 +186,42 @@ impl AppState {
                 client,
                 pool,
                 limit,
+                store,
+                token_cache,
             }),
         })
+    }
+
+    /// The shared store, when one is configured.
+    pub fn store(&self) -> Option<&Arc<store::SharedStore>> {
+        self.inner.store.as_ref()
+    }
+
+    /// What one request lends the summarizer: the summary time budget from now
+    /// ([`config::ServerSettings::summary_budget`]), the call counters of `/metrics`, and the shared
+    /// summary cache when a store is configured.
+    pub fn llm_scope(&self) -> crate::llm::scope::Scope {
+        let budget = self.settings().server.summary_budget();
+        crate::llm::scope::Scope {
+            deadline: Some(tokio::time::Instant::now() + budget),
+            observer: Some(Arc::new(self.metrics().clone())),
+            cache: self
+                .inner
+                .store
+                .clone()
+                .map(|s| s as Arc<dyn crate::llm::scope::SummaryCache>),
+        }
+    }
+
+    /// The estimated bytes of the default pipeline's token count cache and its bound, when
+    /// the state built that cache.
+    pub fn token_cache_bytes(&self) -> Option<(u64, u64)> {
+        let cache = self.inner.token_cache.as_ref()?;
+        let per = TOKEN_ENTRY_BYTES;
+        Some((
+            cache.stats().entries as u64 * per,
+            (self.settings().server.token_cache_bytes as u64 / per) * per,
+        ))
     }
 
     /// The settings in force.
@@ -254,6 +322,7 @@ pub fn app(state: AppState) -> Router {
         .merge(protected)
         .fallback(passthrough::forward)
         .layer(middleware::from_fn_with_state(state.clone(), hold_limit))
+        .layer(middleware::from_fn_with_state(state.clone(), limit_headers))
         .with_state(state)
         .layer(
             ServiceBuilder::new()
@@ -296,6 +365,21 @@ async fn hold_limit(State(state): State<AppState>, req: Request, next: Next) -> 
         return AppError::Internal("the concurrency limit is closed".into()).into_response();
     };
     guarded::hold_until_end(next.run(req).await, permit)
+}
+
+/// Refuses a request whose header names and values add up to more than
+/// `server.max_header_bytes` with a JSON 431 (hyper's own limit, set well above it in
+/// [`listen`], would answer with an empty body).
+async fn limit_headers(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let size: usize = req
+        .headers()
+        .iter()
+        .map(|(k, v)| k.as_str().len() + v.len())
+        .sum();
+    if size > state.settings().server.max_header_bytes {
+        return AppError::HeadersTooLarge(size).into_response();
+    }
+    next.run(req).await
 }
 
 /// The proxy routes take the token from `x-compactor-token` only: their `authorization` is the

@@ -18,6 +18,7 @@ use super::pool::PoolError;
 use super::{AppError, AppState, upstream};
 use crate::compactor::CompactError;
 use crate::format::Format;
+use crate::memory::PrefixHashes;
 use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
 use axum::http::{HeaderMap, Method, Uri};
@@ -91,7 +92,11 @@ async fn forward(
         state
             .pool()
             .clone()
-            .run(move || async move { outgoing_body(&state, format, &route, original).await })
+            .run(move || async move {
+                let scope = state.llm_scope();
+                crate::llm::scope::with(scope, outgoing_body(&state, format, &route, original))
+                    .await
+            })
             .await
     };
     let outgoing = match outgoing {
@@ -155,7 +160,31 @@ async fn outgoing_body(state: &AppState, format: Format, route: &str, body: Byte
         return skipped(body, "not a request body of this format");
     };
     let compactor = state.default_compactor();
-    match compactor.compact(&conversation, format, None).await {
+    // With a shared store: the longest compaction of this history another replica made,
+    // loaded into the local memory first (only over the trigger: under it nothing is read).
+    let shared = state
+        .store()
+        .filter(|_| compactor.settings().policy.remember && over_trigger(&compactor, &conversation))
+        .map(|store| {
+            let tag = compactor.budget(None).limit as u64;
+            (store, PrefixHashes::of(&conversation, tag))
+        });
+    if let Some((store, hashes)) = &shared {
+        let preset = &compactor.settings().preset;
+        store
+            .prefetch(compactor.memory(), preset, format, hashes)
+            .await;
+    }
+    let result = compactor.compact(&conversation, format, None).await;
+    if let (Some((store, hashes)), Ok(compacted)) = (&shared, &result)
+        && let Cow::Owned(output) = &compacted.conversation
+    {
+        let preset = &compactor.settings().preset;
+        store
+            .publish(compactor.memory(), preset, format, hashes, output)
+            .await;
+    }
+    match result {
         Err(CompactError::InvalidInput(violations)) => {
             let first = violations
                 .first()
@@ -217,6 +246,22 @@ async fn outgoing_body(state: &AppState, format: Format, route: &str, body: Byte
             }
         }
     }
+}
+
+/// Whether `c` may be over the pipeline's trigger (the pipeline's own test, made early so a
+/// history under it costs the shared store nothing). Counted with the pipeline's cached
+/// counter; a model of the other vocabulary is always "may be".
+fn over_trigger(
+    compactor: &crate::compactor::Compactor,
+    c: &crate::conversation::Conversation,
+) -> bool {
+    let basis = compactor.model_tokens(c.extra.get("model").and_then(Value::as_str));
+    if basis.tokenizer != compactor.settings().tokens.tokenizer {
+        return true;
+    }
+    let limit = compactor.budget(None).limit;
+    let trigger = (limit as f64 * compactor.settings().budget.trigger) as usize;
+    compactor.counter().count_conversation(c) > basis.to_counted(trigger)
 }
 
 /// `model=M; ratio=R (SOURCE); overhead=N; ` for the tokens header when the model's tokens

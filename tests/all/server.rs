@@ -1379,3 +1379,221 @@ async fn a_degraded_compaction_says_so_in_the_header_also_when_reused() {
     assert!(second.contains("remembered"), "{second}");
     assert!(second.ends_with("; status=degraded"), "{second}");
 }
+
+/// The proxy with the summary tier first on the fake model at `llm`.
+fn summary_settings(
+    budget: usize,
+    upstream: &str,
+    llm: &crate::support::fake_llm::FakeLlm,
+) -> Settings {
+    let mut s = settings(budget);
+    s.server.anthropic_upstream = upstream.to_string();
+    s.policy.tiers = vec!["summary".into(), "truncate".into()];
+    s.llm = Some(compactor::llm::LlmConfig {
+        provider: compactor::llm::Provider::Anthropic,
+        base_url: Some(llm.url.clone()),
+        model: "fake-model".into(),
+        api_key_env: None,
+        max_output_tokens: 1_000,
+        timeout_secs: 30.0,
+        retries: 2,
+        context_window: 100_000,
+        extra_body: Default::default(),
+        max_answer_bytes: 1024 * 1024,
+        breaker_threshold: 3,
+        breaker_cooldown_secs: 600.0,
+    });
+    s
+}
+
+/// A history of `rounds` rounds whose first prompt is tagged, so no two share a prefix.
+fn tagged_history(tag: usize, rounds: usize) -> Value {
+    let mut h = history(rounds);
+    h["messages"][0]["content"] = json!(format!("Task {tag}: fix the failing test"));
+    // A closing user turn, so the summary has a legal cut before the newest message.
+    let msgs = h["messages"].as_array_mut().unwrap();
+    msgs.push(json!({"role": "assistant", "content": "Read them all."}));
+    msgs.push(json!({"role": "user", "content": "go on"}));
+    h
+}
+
+fn metric(text: &str, name: &str) -> String {
+    text.lines()
+        .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
+        .unwrap_or_else(|| panic!("no {name} in\n{text}"))
+        .to_string()
+}
+
+#[tokio::test]
+async fn eight_concurrent_requests_to_a_failing_model_make_only_threshold_calls() {
+    use crate::support::fake_llm::{FakeLlm, Reply as LlmReply};
+    let llm = FakeLlm::start(vec![LlmReply::Status(500, None); 40]).await;
+    let (up, _) = spawn_upstream(Reply::json(200, r#"{"ok":true}"#)).await;
+    let mut s = summary_settings(8_000, &up, &llm);
+    s.server.compaction_workers = 8;
+    let app = app(state(s));
+    let calls = (0..8).map(|i| {
+        let app = app.clone();
+        async move {
+            let body = tagged_history(i, 16).to_string();
+            let (status, headers, _) = call(app, anthropic_request(body)).await;
+            (
+                status,
+                headers["x-compactor-tokens"].to_str().unwrap().to_string(),
+            )
+        }
+    });
+    for (status, header) in futures_util::future::join_all(calls).await {
+        assert_eq!(status, StatusCode::OK);
+        assert!(header.ends_with("status=degraded"), "{header}");
+    }
+    // Breaker threshold 3, retries 2: 3 attempts went out, not 8 x 3.
+    assert_eq!(llm.count(), 3);
+    let (_, m) = get_text(app, "/metrics").await;
+    assert_eq!(
+        metric(&m, "compactor_llm_calls_total"),
+        "compactor_llm_calls_total 3"
+    );
+    assert_eq!(
+        metric(&m, "compactor_llm_failures_total"),
+        "compactor_llm_failures_total 3"
+    );
+}
+
+async fn get_text(app: Router, path: &str) -> (StatusCode, String) {
+    let (status, _, body) = call(app, Request::get(path).body(Body::empty()).unwrap()).await;
+    (status, String::from_utf8(body.to_vec()).unwrap())
+}
+
+#[tokio::test]
+async fn a_slow_summary_model_falls_back_to_truncate_within_the_summary_budget() {
+    use crate::support::fake_llm::{FakeLlm, Reply as LlmReply};
+    let llm = FakeLlm::start(vec![LlmReply::Delay(
+        Duration::from_secs(30),
+        "late".into(),
+    )])
+    .await;
+    let (up, recorded) = spawn_upstream(Reply::json(200, r#"{"ok":true}"#)).await;
+    let mut s = summary_settings(8_000, &up, &llm);
+    s.server.request_timeout_secs = 5;
+    s.server.summary_budget_secs = 0.5;
+    let app = app(state(s));
+    let (status, headers, _) = call(
+        app.clone(),
+        anthropic_request(tagged_history(0, 16).to_string()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let header = headers["x-compactor-tokens"].to_str().unwrap();
+    assert!(
+        header.contains("tier=truncate after summary failed"),
+        "{header}"
+    );
+    assert!(header.ends_with("status=degraded"), "{header}");
+    let sent: Value = serde_json::from_slice(&recorded.lock().unwrap()[0].body).unwrap();
+    assert_eq!(
+        guard::validate(
+            &Format::Anthropic.read(&sent).unwrap(),
+            Format::Anthropic,
+            Default::default()
+        ),
+        vec![]
+    );
+    let (_, m) = get_text(app, "/metrics").await;
+    assert_eq!(
+        metric(&m, "compactor_llm_calls_total"),
+        "compactor_llm_calls_total 1"
+    );
+    assert_eq!(
+        metric(&m, "compactor_llm_failures_total"),
+        "compactor_llm_failures_total 1"
+    );
+}
+
+#[tokio::test]
+async fn an_answer_over_the_size_cap_fails_the_summary_and_truncate_takes_over() {
+    use crate::support::fake_llm::{FakeLlm, Reply as LlmReply};
+    let llm = FakeLlm::start(vec![LlmReply::Text("word ".repeat(400_000))]).await;
+    let (up, _) = spawn_upstream(Reply::json(200, r#"{"ok":true}"#)).await;
+    let mut s = summary_settings(8_000, &up, &llm);
+    if let Some(l) = s.llm.as_mut() {
+        l.max_answer_bytes = 65_536;
+        l.retries = 0;
+    }
+    let app = app(state(s));
+    let (status, body) = post_json(
+        app,
+        "/v1/compact",
+        &json!({"request": tagged_history(0, 16), "budget": 8_000}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["report"]["status"], "degraded");
+    let notes = body["report"]["notes"].to_string();
+    assert!(
+        notes.contains(&format!(
+            "the answer from {}/v1/messages is over 65536 bytes (llm.max_answer_bytes)",
+            llm.url
+        )),
+        "{notes}"
+    );
+    assert_eq!(llm.count(), 1);
+}
+
+#[tokio::test]
+async fn headers_over_the_limit_get_a_json_431() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = settings(0);
+    s.server.max_header_bytes = 16 * 1024;
+    let (addr, stop, _handle) = serve_port(s).await;
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let big = "a".repeat(20 * 1024);
+    stream
+        .write_all(
+            format!(
+                "GET /healthz HTTP/1.1\r\nhost: x\r\nx-big: {big}\r\nconnection: close\r\n\r\n"
+            )
+            .as_bytes(),
+        )
+        .await
+        .unwrap();
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer).await.unwrap();
+    let answer = String::from_utf8(answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 431"), "{answer}");
+    let body = answer.split("\r\n\r\n").nth(1).unwrap();
+    let v: Value = serde_json::from_str(body).unwrap();
+    assert_eq!(v["error"]["code"], "headers_too_large");
+    assert_eq!(
+        v["error"]["message"],
+        format!(
+            "the request headers are {} bytes, over the limit (server.max_header_bytes)",
+            4 + 1 + 5 + big.len() + 10 + 5
+        )
+    );
+    let _ = stop.send(());
+}
+
+#[tokio::test]
+async fn metrics_show_the_token_cache_bytes_and_their_bound_from_the_config() {
+    let mut s = settings(100_000);
+    s.server.token_cache_bytes = 1_280_000;
+    let app = app(state(s));
+    let used = |m: &str| -> u64 {
+        let line = metric(m, r#"compactor_token_cache_bytes{kind="used"}"#);
+        line.rsplit(' ').next().unwrap().parse().unwrap()
+    };
+    let (status, _) = post_json(app.clone(), "/v1/compact", &json!({"request": history(3)})).await;
+    assert_eq!(status, StatusCode::OK);
+    let (_, m) = get_text(app.clone(), "/metrics").await;
+    assert_eq!(
+        metric(&m, r#"compactor_token_cache_bytes{kind="max"}"#),
+        r#"compactor_token_cache_bytes{kind="max"} 1280000"#
+    );
+    let before = used(&m);
+    // Two more rounds: a text, a call and a result each, 6 new blocks of 128 bytes.
+    let (status, _) = post_json(app.clone(), "/v1/compact", &json!({"request": history(5)})).await;
+    assert_eq!(status, StatusCode::OK);
+    let (_, m) = get_text(app, "/metrics").await;
+    assert_eq!(used(&m) - before, 6 * 128);
+}

@@ -27,6 +27,9 @@ fn llm(server: &FakeLlm, provider: Provider) -> LlmConfig {
         retries: 2,
         context_window: 100_000,
         extra_body: Default::default(),
+        max_answer_bytes: 1024 * 1024,
+        breaker_threshold: 5,
+        breaker_cooldown_secs: 30.0,
     }
 }
 

@@ -1,0 +1,266 @@
+//! `[store]`: the compaction memory and the summary cache shared across replicas on Redis.
+//!
+//! ```text
+//! proxy request over the trigger
+//!   -> prefetch: the longest compaction of this history that another replica remembered and
+//!      this one does not (index by the history's first message, then one GET) -> local memory
+//!   -> compact (the pipeline finds it in its local memory: same prefix, byte for byte)
+//!   -> publish: the output remembered for this history -> Redis (+ index)
+//! summary tier -> llm scope cache: GET summary by request hash, else call and SET
+//! Redis down   -> every operation fails fast for store.retry_secs; the local memory serves
+//!                 alone; /metrics compactor_store_up 0, compactor_store_errors_total, a log line
+//! ```
+//! Without `redis_url` (the default) nothing here runs: the in-process memory is the store.
+//! Keys are the pipeline's own content hashes ([`PrefixHashes`]) with the preset and the
+//! format; values are the compacted request as the format writes it, so every replica reads
+//! back exactly what the first one sent. Entries expire after `ttl_secs` without use, and the
+//! least recently used go first when the total passes `max_bytes`.
+
+pub mod redis;
+
+use crate::conversation::Conversation;
+use crate::format::Format;
+use crate::llm::scope::SummaryCache;
+use crate::memory::{Memory, PrefixHashes};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+/// `[store]` settings (all optional; no `redis_url` = in-process only).
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StoreSettings {
+    /// `redis://[user:password@]host:port[/db]`; unset or empty = no shared store. Also
+    /// `COMPACTOR__STORE__REDIS_URL`.
+    pub redis_url: Option<String>,
+    /// Seconds an entry lives without being used.
+    pub ttl_secs: u64,
+    /// Bound of everything this service keeps in Redis (memory and summaries), in bytes of
+    /// stored values; least recently used evicted first.
+    pub max_bytes: u64,
+    /// Largest single entry shared, in bytes (a larger compaction stays local).
+    pub max_entry_bytes: u64,
+    /// Milliseconds one Redis operation may take; then it counts as failed.
+    pub timeout_ms: u64,
+    /// Seconds without trying Redis after a failure.
+    pub retry_secs: u64,
+    /// The key prefix (a Redis Cluster hash tag: every key is `{PREFIX}:…`).
+    pub key_prefix: String,
+}
+
+impl Default for StoreSettings {
+    fn default() -> Self {
+        StoreSettings {
+            redis_url: None,
+            ttl_secs: 24 * 3600,
+            max_bytes: 256 * 1024 * 1024,
+            max_entry_bytes: 16 * 1024 * 1024,
+            timeout_ms: 250,
+            retry_secs: 5,
+            key_prefix: "compactor".into(),
+        }
+    }
+}
+
+impl StoreSettings {
+    /// The Redis URL when one is set.
+    pub fn url(&self) -> Option<&str> {
+        self.redis_url
+            .as_deref()
+            .map(str::trim)
+            .filter(|u| !u.is_empty())
+    }
+
+    /// Checks ranges; returns `(key, message)` for the first bad value.
+    pub(crate) fn check(&self) -> Result<(), (&'static str, String)> {
+        if let Some(url) = self.url()
+            && !(url.starts_with("redis://") || url.starts_with("rediss://"))
+        {
+            // The URL may hold a password: not echoed.
+            return Err(("store.redis_url", "not a redis:// or rediss:// URL".into()));
+        }
+        for (key, n) in [
+            ("store.ttl_secs", self.ttl_secs),
+            ("store.max_bytes", self.max_bytes),
+            ("store.max_entry_bytes", self.max_entry_bytes),
+            ("store.timeout_ms", self.timeout_ms),
+        ] {
+            if n == 0 {
+                return Err((key, "must be > 0".into()));
+            }
+        }
+        if self.key_prefix.is_empty() || self.key_prefix.contains(['{', '}']) {
+            return Err((
+                "store.key_prefix",
+                "must be non-empty, without { or }".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Index entries kept per history root (its newest compactions by length).
+const INDEX_KEEP: usize = 64;
+
+/// The shared store of one service.
+#[derive(Debug)]
+pub struct SharedStore {
+    redis: redis::Redis,
+    max_entry_bytes: u64,
+}
+
+impl SharedStore {
+    /// The store `settings` name, or `None` without a `redis_url`.
+    ///
+    /// # Errors
+    /// The message of a URL the redis crate cannot parse (never the URL itself).
+    pub fn from_settings(settings: &StoreSettings) -> Result<Option<SharedStore>, String> {
+        let Some(url) = settings.url() else {
+            return Ok(None);
+        };
+        let redis = redis::Redis::open(url, settings.clone()).map_err(|e| e.to_string())?;
+        Ok(Some(SharedStore {
+            redis,
+            max_entry_bytes: settings.max_entry_bytes,
+        }))
+    }
+
+    /// Whether Redis answered the last operation.
+    pub fn is_up(&self) -> bool {
+        self.redis.is_up()
+    }
+
+    /// Operations that failed since the start.
+    pub fn errors(&self) -> u64 {
+        self.redis.errors()
+    }
+
+    /// The bytes Redis holds for this service, as its eviction counts them.
+    ///
+    /// # Errors
+    /// [`redis::StoreError`] when Redis cannot answer.
+    pub async fn bytes(&self) -> Result<u64, redis::StoreError> {
+        self.redis.bytes().await
+    }
+
+    fn entry_key(&self, preset: &str, format: Format, len: usize, hash: u64) -> String {
+        self.redis
+            .key(&format!("m:{preset}:{}:{len}:{hash:016x}", format.as_str()))
+    }
+
+    fn index_key(&self, preset: &str, format: Format, root: u64) -> String {
+        self.redis
+            .key(&format!("i:{preset}:{}:{root:016x}", format.as_str()))
+    }
+
+    /// Loads into `memory` the longest compaction of this history that Redis holds and
+    /// `memory` does not (a longer prefix than any it remembers). Returns its length.
+    /// Failures are logged and counted; the memory is then left as it was.
+    pub async fn prefetch(
+        &self,
+        memory: &Memory,
+        preset: &str,
+        format: Format,
+        hashes: &PrefixHashes,
+    ) -> Option<usize> {
+        let n = hashes.messages();
+        let local = memory.longest(hashes);
+        if local == Some(n) {
+            return None;
+        }
+        let root = hashes.key(1)?;
+        let from = local.map_or(1, |l| l + 1) as u64;
+        let index = self.index_key(preset, format, root);
+        let members = self.redis.index_range(&index, from, n as u64).await.ok()?;
+        for member in members {
+            let Some((len, hash)) = member.split_once(':').and_then(|(l, h)| {
+                Some((l.parse::<usize>().ok()?, u64::from_str_radix(h, 16).ok()?))
+            }) else {
+                continue;
+            };
+            if hashes.key(len) != Some(hash) {
+                continue;
+            }
+            let key = self.entry_key(preset, format, len, hash);
+            let Ok(Some(bytes)) = self.redis.get(&key).await else {
+                continue;
+            };
+            match decode(&bytes, format) {
+                Some((output, degraded)) => {
+                    memory.remember_prefix(hashes, len, &output, degraded.as_deref());
+                    return Some(len);
+                }
+                None => tracing::warn!(key = %key, "shared store: an entry that does not decode"),
+            }
+        }
+        None
+    }
+
+    /// Shares the compaction `memory` remembers for the whole history hashed in `hashes`
+    /// (`output`), with its degraded reason. Nothing when the memory holds none, or when it
+    /// is over `max_entry_bytes`.
+    pub async fn publish(
+        &self,
+        memory: &Memory,
+        preset: &str,
+        format: Format,
+        hashes: &PrefixHashes,
+        output: &Conversation,
+    ) {
+        let n = hashes.messages();
+        let (Some(degraded), Some(hash), Some(root)) =
+            (memory.degraded_at(hashes, n), hashes.key(n), hashes.key(1))
+        else {
+            return;
+        };
+        let value = json!({
+            "format": format.as_str(),
+            "degraded": degraded,
+            "request": format.write(output),
+        })
+        .to_string();
+        if value.len() as u64 > self.max_entry_bytes {
+            return;
+        }
+        let key = self.entry_key(preset, format, n, hash);
+        if self.redis.put(&key, value.as_bytes()).await.is_ok() {
+            let index = self.index_key(preset, format, root);
+            let _ = self
+                .redis
+                .index_add(&index, &format!("{n}:{hash:016x}"), n as u64, INDEX_KEEP)
+                .await;
+        }
+    }
+}
+
+/// A stored entry back as `(output, degraded)`; `None` for one of another format or shape.
+fn decode(bytes: &[u8], format: Format) -> Option<(Conversation, Option<String>)> {
+    let value: Value = serde_json::from_slice(bytes).ok()?;
+    if value.get("format")?.as_str()? != format.as_str() {
+        return None;
+    }
+    let degraded = value
+        .get("degraded")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    let output = format.read(value.get("request")?).ok()?;
+    Some((output, degraded))
+}
+
+#[async_trait::async_trait]
+impl SummaryCache for SharedStore {
+    async fn get(&self, key: u128) -> Option<String> {
+        let bytes = self
+            .redis
+            .get(&self.redis.key(&format!("s:{key:032x}")))
+            .await
+            .ok()??;
+        String::from_utf8(bytes).ok()
+    }
+
+    async fn put(&self, key: u128, text: &str) {
+        let _ = self
+            .redis
+            .put(&self.redis.key(&format!("s:{key:032x}")), text.as_bytes())
+            .await;
+    }
+}
