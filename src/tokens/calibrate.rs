@@ -325,12 +325,15 @@ pub struct ModelFit {
     /// call beside it.
     pub ratio: f64,
     /// Model tokens per tool call (tool_use block) the count does not see, fitted with `ratio`;
-    /// 0 when the calls do not vary apart from the tokens, or the joint fit would make it
-    /// negative (then `ratio` is the linear one).
+    /// 0 when the calls do not vary apart from the tokens, the joint fit would make it
+    /// negative, or it lowers the rms error by less than a quarter (then `ratio` is the linear
+    /// one).
     pub tool_call: f64,
     /// The slope of the fit without a per-call term (`actual = ratio × counted + c_segment`):
     /// what a ratio alone has to be to describe these logs.
     pub linear_ratio: f64,
+    /// Root mean square error of the fit with `linear_ratio` alone.
+    pub linear_rms_error: f64,
     /// Per segment.
     pub segments: Vec<SegmentFit>,
     /// Root mean square of `(estimate − actual) / actual` under the fit.
@@ -409,39 +412,57 @@ pub fn fit(logs: &[Vec<UsagePoint>]) -> Vec<ModelFit> {
                 (m.zy * m.xx - m.xy * m.xz) / det,
             )
         });
-        let (ratio, tool_call) = match joint {
-            Some((r, k)) if r > 0.0 && k >= 0.0 => (r, k),
-            _ => (linear_ratio, 0.0),
-        };
-        let (mut sq, mut max, mut n) = (0.0f64, 0.0f64, 0usize);
-        let mut fits = Vec::new();
-        for (source, segment, points, (mx, mz, my), slope) in stats {
-            let intercept = my - ratio * mx - tool_call * mz;
-            for p in points.iter() {
-                let estimate =
-                    ratio * p.counted as f64 + tool_call * p.tool_calls as f64 + intercept;
-                let e = (estimate - p.actual as f64) / p.actual as f64;
-                sq += e * e;
-                max = max.max(e.abs());
-                n += 1;
+        // (rms, max, per-segment fits) of the line `ratio × counted + tool_call × calls + c`.
+        let evaluate = |ratio: f64, tool_call: f64| {
+            let (mut sq, mut max, mut n) = (0.0f64, 0.0f64, 0usize);
+            let mut fits = Vec::new();
+            for (source, segment, points, (mx, mz, my), slope) in &stats {
+                let intercept = my - ratio * mx - tool_call * mz;
+                for p in points.iter() {
+                    let estimate =
+                        ratio * p.counted as f64 + tool_call * p.tool_calls as f64 + intercept;
+                    let e = (estimate - p.actual as f64) / p.actual as f64;
+                    sq += e * e;
+                    max = max.max(e.abs());
+                    n += 1;
+                }
+                fits.push(SegmentFit {
+                    source: *source,
+                    segment: *segment,
+                    points: points.len(),
+                    slope: *slope,
+                    intercept,
+                });
             }
-            fits.push(SegmentFit {
-                source,
-                segment,
-                points: points.len(),
-                slope,
-                intercept,
-            });
-        }
+            ((sq / n.max(1) as f64).sqrt(), max, fits, n)
+        };
+        let linear = evaluate(linear_ratio, 0.0);
+        let linear_rms_error = linear.0;
+        // The per-call term is kept when it is physical (both slopes positive) and explains
+        // the data clearly better (rms error down by a quarter or more); otherwise it is the
+        // fit's noise (for an OpenAI model counted exactly, the calls only stand in for
+        // whatever else grows with them) and the ratio alone is reported.
+        let (ratio, tool_call, (rms_error, max_error, fits, n)) = match joint {
+            Some((r, k)) if r > 0.0 && k >= 0.0 => {
+                let with_calls = evaluate(r, k);
+                if with_calls.0 <= 0.75 * linear_rms_error {
+                    (r, k, with_calls)
+                } else {
+                    (linear_ratio, 0.0, linear)
+                }
+            }
+            _ => (linear_ratio, 0.0, linear),
+        };
         out.push(ModelFit {
             model: model.to_string(),
             points: n,
             ratio,
             tool_call,
             linear_ratio,
+            linear_rms_error,
             segments: fits,
-            rms_error: (sq / n as f64).sqrt(),
-            max_error: max,
+            rms_error,
+            max_error,
         });
     }
     out
@@ -498,14 +519,15 @@ pub fn render(
         let _ = writeln!(
             out,
             "\n{}: ratio {:.4} model tokens per {tokenizer} token and {:.0} per tool call over {} \
-             requests; error rms {:.2}%, max {:.2}% (a ratio alone: {:.4})",
+             requests; error rms {:.2}%, max {:.2}% (a ratio alone: {:.4}, rms {:.2}%)",
             f.model,
             f.ratio,
             f.tool_call,
             f.points,
             f.rms_error * 100.0,
             f.max_error * 100.0,
-            f.linear_ratio
+            f.linear_ratio,
+            f.linear_rms_error * 100.0
         );
         for s in &f.segments {
             let slope = s

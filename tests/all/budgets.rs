@@ -228,6 +228,21 @@ async fn the_default_configuration_keeps_every_claude_code_log_inside_a_200k_win
     }
 }
 
+/// Codex models are OpenAI models counted in their own vocabulary: the rollout's token counts
+/// fit a ratio of 1 (measured 1.008, constant 1,693 for the instructions and tools the rollout
+/// does not hold) once reasoning items of earlier turns leave the prefix (0.46 while they
+/// were counted).
+#[test]
+fn the_codex_rollout_fits_a_ratio_of_one() {
+    let fits = calibrate::fit(&[points("codex_rollout_01997e76.jsonl")]);
+    assert_eq!(fits.len(), 1);
+    let f = &fits[0];
+    assert_eq!((f.model.as_str(), f.points), ("gpt-5-codex", 132));
+    assert!((f.linear_ratio - 1.0).abs() < 0.03, "{}", f.linear_ratio);
+    let c = f.segments[0].intercept;
+    assert!((0.0..5_000.0).contains(&c), "{c}");
+}
+
 /// With a per-call framing configured, the pipeline counts it: every tool_use block of the
 /// request adds `ceil(tool_call / ratio)` counted tokens to the counter's own count, in the
 /// report and so in budgets, triggers and the proxy's usage learning.
