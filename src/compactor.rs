@@ -254,7 +254,10 @@ impl Compactor {
         // Budget, trigger and target are in the target model's tokens; the strategies work in
         // the counter's own (cached) tokens, so the model figures are converted once here.
         let basis = self.model_tokens(input.extra.get("model").and_then(|m| m.as_str()));
-        let counter = self.counter_of(basis.tokenizer);
+        // The model's per-call framing (`[tokens.models] tool_call`) joins every tool_use
+        // block's count; with none configured this is the cached counter as it is.
+        let framed = basis.framed(self.counter_of(basis.tokenizer));
+        let counter: &dyn TokenCounter = &framed;
         let model_budget = self.budget(budget);
         let model_trigger = (model_budget.limit as f64 * self.settings.budget.trigger) as usize;
         let budget = Budget {

@@ -113,6 +113,14 @@ impl<C: TokenCounter> TokenCounter for CachedCounter<C> {
         self.inner.count_text(text)
     }
 
+    fn prefix_within<'t>(&self, text: &'t str, max_tokens: usize) -> &'t str {
+        self.inner.prefix_within(text, max_tokens)
+    }
+
+    fn suffix_within<'t>(&self, text: &'t str, max_tokens: usize) -> &'t str {
+        self.inner.suffix_within(text, max_tokens)
+    }
+
     fn count_text_cached(&self, text: &str) -> usize {
         let mut h = Xxh3::new();
         h.update(b"text");

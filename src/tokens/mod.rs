@@ -25,12 +25,15 @@
 mod breakdown;
 mod cache;
 pub mod calibrate;
+mod cut;
+mod framed;
 pub mod image;
 pub mod model;
 
 pub use breakdown::{BlockEntry, Breakdown, ToolEntry};
 pub use cache::{CacheStats, CachedCounter, DEFAULT_CACHE_CAPACITY};
 pub(crate) use cache::{hash_str, hash_value};
+pub use framed::FramedCounter;
 pub use model::{Calibration, ModelRule, ModelTokens, Observation, RatioSource};
 
 use crate::conversation::{Block, Conversation, Message, ToolInput, ToolResultContent};
@@ -104,6 +107,24 @@ pub trait TokenCounter: Send + Sync {
     /// [`TokenCounter::count_text`].
     fn count_text_cached(&self, text: &str) -> usize {
         self.count_text(text)
+    }
+
+    /// The longest prefix of `text` that ends on a char boundary and counts at most
+    /// `max_tokens` tokens (`text` itself when it fits; `""` for 0). For cutting a text to fit:
+    /// the head of a head + tail truncation, a capped block. The tiktoken counter encodes
+    /// `text` once and cuts at the token index (plus one check encode of the result); this
+    /// provided form searches with [`TokenCounter::count_text`] (about `log2(len)` encodes).
+    /// Maximal within one token: a longer char-boundary prefix either counts more than
+    /// `max_tokens` or the result counts at least `max_tokens - 1`.
+    fn prefix_within<'t>(&self, text: &'t str, max_tokens: usize) -> &'t str {
+        cut::prefix_by_search(&|s| self.count_text(s), text, max_tokens)
+    }
+
+    /// The longest suffix of `text` that starts on a char boundary and counts at most
+    /// `max_tokens` tokens: the tail of a head + tail truncation. As
+    /// [`TokenCounter::prefix_within`], from the other end.
+    fn suffix_within<'t>(&self, text: &'t str, max_tokens: usize) -> &'t str {
+        cut::suffix_by_search(&|s| self.count_text(s), text, max_tokens)
     }
 
     /// Tokens in one content block (see the rules in the [module docs](self)).
@@ -208,6 +229,14 @@ impl TokenCounter for TiktokenCounter {
         }
         self.bpe.encode_ordinary(text).len()
     }
+
+    fn prefix_within<'t>(&self, text: &'t str, max_tokens: usize) -> &'t str {
+        cut::prefix_within(self.bpe, text, max_tokens)
+    }
+
+    fn suffix_within<'t>(&self, text: &'t str, max_tokens: usize) -> &'t str {
+        cut::suffix_within(self.bpe, text, max_tokens)
+    }
 }
 
 impl<T: TokenCounter + ?Sized> TokenCounter for std::sync::Arc<T> {
@@ -216,6 +245,12 @@ impl<T: TokenCounter + ?Sized> TokenCounter for std::sync::Arc<T> {
     }
     fn count_text_cached(&self, text: &str) -> usize {
         (**self).count_text_cached(text)
+    }
+    fn prefix_within<'t>(&self, text: &'t str, max_tokens: usize) -> &'t str {
+        (**self).prefix_within(text, max_tokens)
+    }
+    fn suffix_within<'t>(&self, text: &'t str, max_tokens: usize) -> &'t str {
+        (**self).suffix_within(text, max_tokens)
     }
     fn count_block(&self, block: &Block) -> usize {
         (**self).count_block(block)

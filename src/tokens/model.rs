@@ -7,21 +7,29 @@
 //!        exact     (OpenAI: o200k_base / cl100k_base, ratio 1, overhead 0)
 //!        calibrated (Claude, any model without a public tokenizer: ratio x o200k + overhead)
 //!   -> learned: a running ratio from the provider's own `usage` (the proxy), when there is one
-//!   -> ModelTokens { ratio, overhead, tokenizer }: model tokens = ceil(counted x ratio) + overhead
+//!   -> ModelTokens { ratio, overhead, tool_call, tokenizer }:
+//!        model tokens = ceil((counted + calls x ceil(tool_call / ratio)) x ratio) + overhead
+//!        (the per-call part is added by the counter `ModelTokens::framed` returns)
 //! ```
 //!
 //! Shipped defaults (`config/compactor.toml`): OpenAI model families exact in their own
-//! vocabulary; `claude-*` ratio 1.35, the least-squares fit of `compactor calibrate` on the
-//! corpus log `cc_spotter_fa812bfe` (claude-opus-4-6, 157 requests, rms error 2.1%; the other
-//! Claude Code logs of the corpus fit 1.14-1.52), and overhead 0: the logs cannot separate a
-//! per-request constant from the system prompt and tools they do not hold, and what a request
-//! carries is counted in it. Anthropic's tool-use system prompt (346 tokens for Claude 4
-//! models) comes on top for requests with tools: set an overhead for that margin.
+//! vocabulary; `claude-*` ratio 1.35, tool_call 0, overhead 0. `compactor calibrate` on the
+//! corpus Claude Code logs finds Claude's count to be 1.105 per o200k token plus 172 per tool
+//! call (the six `cc_*` logs pooled, 338 requests); a ratio alone is 1.32 (1.35 on the largest
+//! log, `cc_spotter_fa812bfe`) and misses requests that follow large file reads by up to 8.6%,
+//! the per-call form replays every request within 5% (tests/all/budgets.rs). The per-call
+//! figures are not the default yet because the expected figures of other modules' tests follow
+//! the shipped rule; set `ratio = 1.105, tool_call = 172` to use them. The logs cannot separate
+//! a per-request constant from the system prompt and tools they do not hold, and what a
+//! request carries is counted in it, so overhead is 0; Anthropic's tool-use system prompt (346
+//! tokens for Claude 4 models) comes on top for requests with tools: set an overhead for that
+//! margin.
 //!
 //! The counter's per-block cache stays the hot path: the ratio scales the *cached* counts of
 //! the chosen vocabulary, nothing is tokenized again.
 
-use super::Tokenizer;
+use super::framed::FramedCounter;
+use super::{TokenCounter, Tokenizer};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::RwLock;
@@ -44,6 +52,11 @@ pub struct ModelRule {
     /// prompt), added once per request.
     #[serde(default)]
     pub overhead: usize,
+    /// Model tokens per tool_use block that the count of the block's name and input never sees
+    /// (the provider's rendering of a call and of its result), added per call the request holds.
+    /// 0 = none. Fitted by `compactor calibrate` (its `tool_call` figure).
+    #[serde(default)]
+    pub tool_call: usize,
 }
 
 fn one() -> f64 {
@@ -92,6 +105,9 @@ pub struct ModelTokens {
     pub ratio: f64,
     /// Model tokens added per request.
     pub overhead: usize,
+    /// Model tokens added per tool_use block (see [`ModelRule::tool_call`]); a counter wrapped
+    /// by [`ModelTokens::framed`] adds them, in counted tokens ([`ModelTokens::call_framing`]).
+    pub tool_call: usize,
     /// Where `ratio` comes from.
     pub source: RatioSource,
 }
@@ -105,8 +121,27 @@ impl ModelTokens {
             tokenizer,
             ratio: 1.0,
             overhead: 0,
+            tool_call: 0,
             source: RatioSource::Counter,
         }
+    }
+
+    /// Counted tokens a [`ModelTokens::framed`] counter adds per tool_use block:
+    /// `ceil(tool_call / ratio)`, so that `to_model` of a framed count carries at least
+    /// `tool_call` model tokens per call. 0 when the rule has no `tool_call`.
+    pub fn call_framing(&self) -> usize {
+        if self.tool_call == 0 {
+            return 0;
+        }
+        (self.tool_call as f64 / self.ratio).ceil() as usize
+    }
+
+    /// `inner` with this model's per-call framing ([`ModelTokens::call_framing`]) added to every
+    /// tool_use block it counts, so budgets, strategies and reports that work in counted tokens
+    /// see what the model is charged per call. Cheap (a reference and a number); the blocks'
+    /// own counts still come from `inner` (its cache).
+    pub fn framed<'a>(&self, inner: &'a dyn TokenCounter) -> FramedCounter<'a> {
+        FramedCounter::new(inner, self.call_framing())
     }
 
     /// Model tokens of a request the counter counts `counted` tokens:
@@ -135,8 +170,13 @@ impl ModelTokens {
             (RatioSource::Learned, _) => "learned".into(),
             (RatioSource::Counter, _) => "counter".into(),
         };
+        let calls = if self.tool_call > 0 {
+            format!("; tool_call={}", self.tool_call)
+        } else {
+            String::new()
+        };
         format!(
-            "model={}; ratio={:.3} ({source}); overhead={}",
+            "model={}; ratio={:.3} ({source}); overhead={}{calls}",
             self.model.as_deref().unwrap_or("-"),
             self.ratio,
             self.overhead
@@ -248,6 +288,7 @@ impl Calibration {
             tokenizer: rule.tokenizer,
             ratio,
             overhead: rule.overhead,
+            tool_call: rule.tool_call,
             source,
         }
     }
@@ -269,7 +310,7 @@ impl Calibration {
                 .pattern
                 .as_ref()
                 .and_then(|p| self.rules.get(p))
-                .is_some_and(|r| r.ratio != 1.0 || r.overhead != 0);
+                .is_some_and(|r| r.ratio != 1.0 || r.overhead != 0 || r.tool_call != 0);
         if !calibrated {
             return None;
         }
@@ -354,6 +395,7 @@ mod tests {
                 tokenizer: Tokenizer::O200kBase,
                 ratio: 1.35,
                 overhead: 200,
+                tool_call: 0,
             },
         );
         r.insert(
@@ -362,6 +404,7 @@ mod tests {
                 tokenizer: Tokenizer::O200kBase,
                 ratio: 1.2,
                 overhead: 0,
+                tool_call: 0,
             },
         );
         r.insert(
@@ -370,6 +413,7 @@ mod tests {
                 tokenizer: Tokenizer::Cl100kBase,
                 ratio: 1.0,
                 overhead: 0,
+                tool_call: 0,
             },
         );
         r
