@@ -37,6 +37,7 @@
 
 pub mod cache;
 mod envelope;
+mod layout;
 mod preserve;
 pub mod refs;
 mod units;
@@ -44,7 +45,8 @@ mod validate;
 mod violation;
 
 pub use envelope::{check_envelope, settle};
-pub use preserve::check_compaction;
+pub use layout::{Layout, MessageTokens};
+pub use preserve::{check_compaction, check_compaction_with};
 pub use units::{Cut, CutKind, Exchange, Round, Units, is_clean_user};
 pub use validate::{ValidateOptions, validate};
 pub use violation::{Violation, ViolationKind};

@@ -2,13 +2,15 @@
 //!
 //! [`validate`]: super::validate
 
+use super::layout::Layout;
 use super::violation::{Violation, ViolationKind};
 use crate::conversation::{Block, Conversation, Message, Outcome, Role, ToolResult};
 use crate::format::Format;
 use std::collections::{HashMap, HashSet};
 
 /// Compares a compaction's output with its input and returns what it failed to keep:
-/// - the system prompt (and OpenAI's pinned system / developer messages) unchanged;
+/// - the system prompt and the pinned prefix (OpenAI's system / developer messages, and
+///   everything up to a provider compaction item) unchanged;
 /// - the newest message kept, only its tool results' content may be shorter;
 /// - every thinking / redacted_thinking / reasoning block in the output byte-identical to one of
 ///   the input (their signatures cover the text);
@@ -19,6 +21,18 @@ use std::collections::{HashMap, HashSet};
 ///   error or fail(ed) in a text block of the output (a digest line, a summary ledger).
 pub fn check_compaction(
     before: &Conversation,
+    after: &Conversation,
+    format: Format,
+) -> Vec<Violation> {
+    check_compaction_with(before, &Layout::of(before), after, format)
+}
+
+/// [`check_compaction`] with the input's layout already computed (the pipeline computes it once
+/// per input). The pinned prefix and the open tool loop are the layout's
+/// ([`Layout::pinned`], [`Layout::open_loop`]), the same ones every strategy reads.
+pub fn check_compaction_with(
+    before: &Conversation,
+    layout: &Layout,
     after: &Conversation,
     format: Format,
 ) -> Vec<Violation> {
@@ -35,7 +49,10 @@ pub fn check_compaction(
             kind,
         });
     };
-    if before.system != after.system || pinned(before) != pinned(after) {
+    let pinned = layout.pinned().min(before.messages.len());
+    if before.system != after.system
+        || after.messages.get(..pinned) != Some(&before.messages[..pinned])
+    {
         push(None, ViolationKind::SystemChanged);
     }
     if let (Some(a), Some(b)) = (before.messages.last(), after.messages.last())
@@ -55,22 +72,15 @@ pub fn check_compaction(
             push(Some(i), ViolationKind::ThinkingModified);
         }
     }
-    if let Some(last) = before.messages.last()
-        && (last.has_tool_results() || last.role == Role::Tool)
-    {
+    if let Some(open) = layout.open_loop() {
         let n = before.messages.len();
-        let start = super::units::Units::of(before)
-            .exchange_at(n - 1)
-            .map(|e| e.start);
-        if let Some(start) = start {
-            let kept = before.messages[start..n - 1]
-                .iter()
-                .filter(|m| m.role == Role::Assistant);
-            for m in kept {
-                if !after.messages.contains(m) {
-                    push(None, ViolationKind::OpenLoopChanged);
-                    break;
-                }
+        let kept = before.messages[open.start..n.saturating_sub(1)]
+            .iter()
+            .filter(|m| m.role == Role::Assistant);
+        for m in kept {
+            if !after.messages.contains(m) {
+                push(None, ViolationKind::OpenLoopChanged);
+                break;
             }
         }
     }
@@ -134,15 +144,6 @@ fn mentions_failure(text: &str, id: &str) -> bool {
         let line = text.get(from..to).unwrap_or("").to_lowercase();
         line.contains("error") || line.contains("fail")
     })
-}
-
-fn pinned(c: &Conversation) -> &[Message] {
-    let n = c
-        .messages
-        .iter()
-        .take_while(|m| matches!(m.role, Role::System | Role::Developer))
-        .count();
-    &c.messages[..n]
 }
 
 fn thinking(c: &Conversation) -> impl Iterator<Item = &serde_json::Value> {

@@ -24,7 +24,6 @@
 use super::text_cut::thousands;
 use super::{Budget, Compaction, Context, Edit, Strategy, StrategyError};
 use crate::conversation::{Block, Conversation, Outcome, ToolInput, ToolResult, ToolResultContent};
-use crate::guard::Units;
 use crate::outcome::exit_marker;
 use crate::render::clip;
 use serde::Deserialize;
@@ -139,12 +138,12 @@ impl Microcompact {
             .filter(|(_, _, name)| allowed.contains(&name.to_lowercase()))
             .map(|(_, id, name)| (*id, *name))
             .collect();
-        let units = Units::of(input);
+        let pinned = cx.layout.pinned();
         let mut conv = input.clone();
         let mut edits = Vec::new();
         let mut saved = 0usize;
         let mut total = counter.count_conversation(input);
-        for i in units.pinned..conv.messages.len() {
+        for i in pinned..conv.messages.len() {
             for j in 0..conv.messages[i].content.len() {
                 if total <= budget.target {
                     break;
@@ -201,7 +200,7 @@ impl Microcompact {
             );
         }
         Compaction {
-            conversation: conv,
+            conversation: Some(conv),
             edits,
             notes: Vec::new(),
             degraded: None,
@@ -388,10 +387,12 @@ mod tests {
     fn run(format: Format, body: &Value, target: usize) -> (Conversation, Compaction) {
         let input = format.read(body).unwrap();
         let counter = counter_for(Tokenizer::default());
+        let layout = crate::guard::Layout::of(&input);
         let cx = Context {
             format,
             counter: counter.as_ref(),
             instructions: None,
+            layout: &layout,
         };
         let m = Microcompact {
             config: MicrocompactConfig {
@@ -437,7 +438,10 @@ mod tests {
         let (input, out) = run(Format::OpenAiChat, &chat(&text), 10);
         let counter = counter_for(Tokenizer::default());
         let tokens = counter.count_block(&input.messages[2].content[0]);
-        let r = out.conversation.messages[2].tool_results().next().unwrap();
+        let r = out.conversation.as_ref().unwrap().messages[2]
+            .tool_results()
+            .next()
+            .unwrap();
         assert_eq!(r.outcome, Outcome::Error);
         assert_eq!(
             r.text(),
@@ -449,7 +453,7 @@ mod tests {
         );
         // Written and read again, the wire still says failed.
         let again = Format::OpenAiChat
-            .read(&Format::OpenAiChat.write(&out.conversation))
+            .read(&Format::OpenAiChat.write(out.conversation.as_ref().unwrap()))
             .unwrap();
         let r = again.messages[2].tool_results().next().unwrap();
         assert_eq!(r.outcome, Outcome::Error);
@@ -472,7 +476,10 @@ mod tests {
             {"type": "function_call_output", "call_id": "c2", "output": "ok"}
         ]});
         let (_, out) = run(Format::OpenAiResponses, &body, 10);
-        let r = out.conversation.messages[2].tool_results().next().unwrap();
+        let r = out.conversation.as_ref().unwrap().messages[2]
+            .tool_results()
+            .next()
+            .unwrap();
         let lines: Vec<String> = r.text().lines().skip(1).map(String::from).collect();
         assert_eq!(
             lines,
@@ -489,7 +496,10 @@ mod tests {
     fn a_success_placeholder_has_no_kept_lines() {
         let text = long_output("<returncode>0</returncode>\n<output>", "</output>");
         let (_, out) = run(Format::OpenAiChat, &chat(&text), 10);
-        let r = out.conversation.messages[2].tool_results().next().unwrap();
+        let r = out.conversation.as_ref().unwrap().messages[2]
+            .tool_results()
+            .next()
+            .unwrap();
         assert_eq!(r.outcome, Outcome::Success);
         assert_eq!(r.text().lines().count(), 1);
     }
@@ -507,9 +517,9 @@ mod tests {
             {"role": "assistant", "content": [{"type": "tool_use", "id": "t2", "name": "Read", "input": {"file_path": "/b"}}]},
             {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t2", "content": "x"}]}
         ]});
-        let (input, out) = run(Format::Anthropic, &body, 10);
+        let (_, out) = run(Format::Anthropic, &body, 10);
         assert!(out.edits.is_empty());
-        assert_eq!(out.conversation, input);
+        assert_eq!(out.conversation, None);
     }
 
     use crate::outcome::OutcomePolicy;

@@ -14,6 +14,7 @@
 
 mod digest;
 pub mod microcompact;
+pub mod registry;
 pub mod summary;
 mod text_cut;
 pub use text_cut::thousands;
@@ -23,6 +24,7 @@ pub use digest::{MARKER_PREFIX, digest_line};
 
 use crate::conversation::Conversation;
 use crate::format::Format;
+use crate::guard::Layout;
 use crate::tokens::TokenCounter;
 use serde::Serialize;
 
@@ -44,13 +46,16 @@ pub struct Context<'a> {
     pub counter: &'a dyn TokenCounter,
     /// Extra instructions from the user for a model summary (`/compact <instructions>`).
     pub instructions: Option<&'a str>,
+    /// The guard's layout of the conversation the strategy is given (units, pinned prefix,
+    /// legal cuts, protected messages), computed once by the pipeline.
+    pub layout: &'a Layout,
 }
 
 /// A strategy's result.
 #[derive(Debug, Clone)]
 pub struct Compaction {
-    /// The compacted conversation.
-    pub conversation: Conversation,
+    /// The compacted conversation; `None` when nothing changed (the input is not copied).
+    pub conversation: Option<Conversation>,
     /// What was changed, in order.
     pub edits: Vec<Edit>,
     /// Remarks for the report (why a step was skipped, a fallback taken, ...).
@@ -61,10 +66,11 @@ pub struct Compaction {
 }
 
 impl Compaction {
-    /// A compaction that changed nothing.
-    pub fn unchanged(conversation: &Conversation, note: impl Into<String>) -> Compaction {
+    /// A compaction that changed nothing. `_conversation` is the strategy's input, named for
+    /// the reader; it is not copied.
+    pub fn unchanged(_conversation: &Conversation, note: impl Into<String>) -> Compaction {
         Compaction {
-            conversation: conversation.clone(),
+            conversation: None,
             edits: Vec::new(),
             notes: vec![note.into()],
             degraded: None,

@@ -17,7 +17,7 @@
 use super::truncate::{Truncate, TruncateConfig};
 use super::{Budget, Compaction, Context, Edit, Strategy, StrategyError, digest_line};
 use crate::conversation::{Block, Conversation, Message, Outcome, Role, ToolInput, ToolUse};
-use crate::guard::{CutKind, Units};
+use crate::guard::{CutKind, Layout, MessageTokens};
 use crate::llm::{Summarizer, SummaryRequest};
 use crate::render::{call_summary, clip, one_line};
 use crate::tokens::TokenCounter;
@@ -96,31 +96,18 @@ pub struct Plan {
 /// the newest message are never summarized).
 pub fn plan(
     conversation: &Conversation,
+    layout: &Layout,
     budget: Budget,
     counter: &dyn TokenCounter,
     keep_recent_share: f64,
 ) -> Option<Plan> {
-    let units = Units::of(conversation);
     let msgs = &conversation.messages;
-    let from = units.pinned;
+    let from = layout.pinned();
     let previous = msgs.get(from).and_then(summary_text).map(str::to_string);
     let span_start = from + usize::from(previous.is_some());
-    let cuts: Vec<_> = units
-        .cuts(conversation)
-        .into_iter()
-        .filter(|c| c.index > span_start)
-        .collect();
-    let last = *cuts.last()?;
     let keep = (budget.target as f64 * keep_recent_share) as usize;
-    let mut suffix = vec![0usize; msgs.len() + 1];
-    for i in (0..msgs.len()).rev() {
-        suffix[i] = suffix[i + 1] + counter.count_message(&msgs[i]);
-    }
-    let cut = cuts
-        .iter()
-        .find(|c| suffix[c.index] <= keep)
-        .copied()
-        .unwrap_or(last);
+    let tokens = MessageTokens::of(conversation, counter);
+    let cut = layout.earliest_cut(span_start, |c| tokens.tail(c.index) <= keep)?;
     Some(Plan {
         from,
         to: cut.index,
@@ -834,7 +821,13 @@ impl Strategy for Summary {
         cx: &Context<'_>,
     ) -> Result<Compaction, StrategyError> {
         let counter = cx.counter;
-        let Some(plan) = plan(conversation, budget, counter, self.config.keep_recent_share) else {
+        let Some(plan) = plan(
+            conversation,
+            cx.layout,
+            budget,
+            counter,
+            self.config.keep_recent_share,
+        ) else {
             return Ok(Compaction::unchanged(
                 conversation,
                 "summary: no legal cut point after the earlier summary: nothing to summarize",
@@ -944,10 +937,12 @@ impl Strategy for Summary {
         messages.push(message);
         messages.extend_from_slice(&conversation.messages[plan.to..]);
         Ok(Compaction {
-            conversation: Conversation {
+            conversation: Some(Conversation {
+                system: conversation.system.clone(),
                 messages,
-                ..conversation.clone()
-            },
+                extra: conversation.extra.clone(),
+                bare: conversation.bare,
+            }),
             edits: vec![Edit::Summarized {
                 from: plan.from,
                 to: plan.to,
@@ -1051,7 +1046,7 @@ mod tests {
             limit: tail * 4,
             target: tail * 2,
         };
-        let p = plan(&c, budget, counter.as_ref(), 0.5).unwrap();
+        let p = plan(&c, &Layout::of(&c), budget, counter.as_ref(), 0.5).unwrap();
         assert_eq!(
             p,
             Plan {
@@ -1062,7 +1057,7 @@ mod tests {
             }
         );
         // A tiny share still keeps the newest message.
-        let p = plan(&c, budget, counter.as_ref(), 0.0).unwrap();
+        let p = plan(&c, &Layout::of(&c), budget, counter.as_ref(), 0.0).unwrap();
         assert_eq!(p.to, 9);
     }
 

@@ -14,7 +14,7 @@ use super::text_cut::{TRUNCATION_MARK, cut_middle, cut_middle_known};
 use super::{Budget, Compaction, Context, Edit, Strategy, StrategyError};
 use crate::conversation::{Block, Conversation, Message, Role, ToolInput, ToolResultContent};
 use crate::facts::{Facts, SessionState};
-use crate::guard::Units;
+use crate::guard::{Layout, MessageTokens};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -88,8 +88,8 @@ impl Truncate {
             input: c.max_tool_input_tokens.min(scale).max(c.min_cap_tokens),
             text: c.max_text_tokens.min(scale).max(c.min_cap_tokens),
         };
-        let units = Units::of(input);
-        let frozen = frozen_messages(input, &units);
+        let layout = cx.layout;
+        let frozen = layout.protected().to_vec();
         let mut conv = input.clone();
         let mut edits = Vec::new();
         cap_all(&mut conv, &frozen, caps, cx, &mut edits, 0);
@@ -99,7 +99,7 @@ impl Truncate {
         let mut tokens = counter.count_conversation(&conv);
         if tokens > budget.target {
             if let Some((dropped, map)) =
-                drop_oldest(&conv, &units, budget, self.config.digest_share, cx)
+                drop_oldest(&conv, layout, budget, self.config.digest_share, cx)
             {
                 edits.retain(
                     |e| !matches!(e, Edit::Truncated { message, .. } if *message < dropped.from()),
@@ -133,36 +133,12 @@ impl Truncate {
             tokens = counter.count_conversation(&conv);
         }
         Compaction {
-            conversation: conv,
+            conversation: (!edits.is_empty()).then_some(conv),
             edits,
             notes,
             degraded: None,
         }
     }
-}
-
-/// Which messages may not be edited: pinned system messages, and the assistant messages of the
-/// last exchange when the history ends inside it (the open tool loop). The newest message is
-/// handled separately: only its tool results may shrink.
-fn frozen_messages(c: &Conversation, units: &Units) -> Vec<bool> {
-    let n = c.messages.len();
-    let mut frozen = vec![false; n];
-    for f in frozen.iter_mut().take(units.pinned) {
-        *f = true;
-    }
-    if let Some(last) = units.exchanges.last()
-        && last.end == n
-    {
-        for (f, m) in frozen[last.start..]
-            .iter_mut()
-            .zip(&c.messages[last.start..])
-        {
-            if m.role == Role::Assistant {
-                *f = true;
-            }
-        }
-    }
-    frozen
 }
 
 fn frozen_after_drop(frozen: &[bool], map: &[usize]) -> Vec<bool> {
@@ -331,73 +307,63 @@ impl Dropped {
 /// messages, the index it had in `conv` (`usize::MAX` for the marker).
 fn drop_oldest(
     conv: &Conversation,
-    units: &Units,
+    layout: &Layout,
     budget: Budget,
     digest_share: f64,
     cx: &Context<'_>,
 ) -> Option<(Dropped, Vec<usize>)> {
     let counter = cx.counter;
-    let units_now = Units::of(conv);
-    debug_assert_eq!(units_now.len, units.len);
-    let cuts = units_now.cuts(conv);
-    if cuts.is_empty() {
-        return None;
-    }
+    let last = layout.cuts().last()?.index;
+    let pinned = layout.pinned();
     let n = conv.messages.len();
-    let per_msg: Vec<usize> = conv
-        .messages
-        .iter()
-        .map(|m| counter.count_message(m))
-        .collect();
-    let mut suffix = vec![0usize; n + 1];
-    for i in (0..n).rev() {
-        suffix[i] = suffix[i + 1] + per_msg[i];
-    }
+    // Capping changes blocks, never messages: the input's layout holds for `conv`.
+    let tokens = MessageTokens::of(conv, counter);
     let fixed = counter.count_system(conv.system.as_ref())
         + counter.count_tools(conv.tools())
-        + per_msg[..units_now.pinned].iter().sum::<usize>();
+        + tokens.span(0..pinned);
     let digest_cap = ((budget.target as f64) * digest_share) as usize;
     let has_flag = cx.format.has_error_flag();
     // Read once; each candidate cut takes the facts before it.
     let facts = Facts::of(&conv.messages, has_flag);
     let marker_for = |k: usize, room: usize, shed: bool| -> Message {
-        let dropped_tokens: usize = per_msg[units_now.pinned..k].iter().sum();
-        let mut state = SessionState::of(&facts, units_now.pinned..k);
+        let mut state = SessionState::of(&facts, pinned..k);
         if shed {
             state = state.shedding_settled();
         }
         Message::text(
             Role::User,
-            state.marker_text(k - units_now.pinned, dropped_tokens, room, counter),
+            state.marker_text(k - pinned, tokens.span(pinned..k), room, counter),
         )
     };
+    // The marker's text is budgeted by `room` (its header included, see
+    // `SessionState::marker_text`); what the message adds around the text is counted once.
+    let frame = counter.count_message(&Message::text(Role::User, String::new()));
     let mut chosen = None;
-    for cut in &cuts {
-        let base = fixed + suffix[cut.index] + 40;
-        if base + digest_cap.min(budget.target / 10 + 1) > budget.target
-            && cut.index != cuts[cuts.len() - 1].index
-        {
-            continue;
+    layout.earliest_cut(pinned, |cut| {
+        let base = fixed + tokens.tail(cut.index) + frame;
+        if base + digest_cap.min(budget.target / 10 + 1) > budget.target && cut.index != last {
+            return false;
         }
         let room = budget.target.saturating_sub(base).min(digest_cap.max(32));
         let mut marker = marker_for(cut.index, room, false);
         // The candidate's count, from the parts already counted (the sum is additive).
-        let mut tokens = fixed + counter.count_message(&marker) + suffix[cut.index];
-        if tokens > budget.limit {
+        let mut total = fixed + counter.count_message(&marker) + tokens.tail(cut.index);
+        if total > budget.limit {
             // Over the hard limit: the outcomes of settled rounds go before anything else.
             let lean = marker_for(cut.index, room, true);
-            let lean_tokens = fixed + counter.count_message(&lean) + suffix[cut.index];
-            if lean_tokens < tokens {
-                (marker, tokens) = (lean, lean_tokens);
+            let lean_total = fixed + counter.count_message(&lean) + tokens.tail(cut.index);
+            if lean_total < total {
+                (marker, total) = (lean, lean_total);
             }
         }
-        if tokens <= budget.target || cut.index == cuts[cuts.len() - 1].index {
-            chosen = Some((cut.index, marker, tokens));
-            break;
+        if total <= budget.target || cut.index == last {
+            chosen = Some((cut.index, marker, total));
+            return true;
         }
-    }
+        false
+    })?;
     let (k, marker, tokens_after) = chosen?;
-    let mut messages = conv.messages[..units_now.pinned].to_vec();
+    let mut messages = conv.messages[..pinned].to_vec();
     messages.push(marker);
     messages.extend_from_slice(&conv.messages[k..]);
     let conversation = Conversation {
@@ -407,14 +373,14 @@ fn drop_oldest(
         bare: conv.bare,
     };
     debug_assert_eq!(counter.count_conversation(&conversation), tokens_after);
-    let dropped = &conv.messages[units_now.pinned..k];
+    let dropped = &conv.messages[pinned..k];
     let calls = dropped.iter().map(|m| m.tool_uses().count()).sum();
-    let tokens = per_msg[units_now.pinned..k].iter().sum();
-    let mut map: Vec<usize> = (0..units_now.pinned).collect();
+    let tokens = tokens.span(pinned..k);
+    let mut map: Vec<usize> = (0..pinned).collect();
     map.push(usize::MAX);
     map.extend(k..n);
     let edit = Edit::Dropped {
-        from: units_now.pinned,
+        from: pinned,
         to: k,
         calls,
         tokens,
