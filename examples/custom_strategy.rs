@@ -2,12 +2,13 @@
 //!
 //! Run: `cargo run --example custom_strategy`. `tests/all/compaction.rs` runs [`run`] too.
 //!
-//! `keep_tail` drops the oldest whole rounds (no marker, no digest): it reads the guard's
+//! `keep_tail` drops the oldest whole rounds behind a one-line marker: it reads the guard's
 //! layout (`cx.layout`) for the legal cuts and keeps the shortest tail that fits the target.
-//! The pipeline verifies its output like any built-in tier's.
+//! It returns a plan; `guard::apply` builds the output and the pipeline verifies it like any
+//! built-in tier's.
 
 use compactor::conversation::Conversation;
-use compactor::guard::{CutKind, MessageTokens};
+use compactor::guard::{CutKind, Marker, MessageTokens, UnitEdit};
 use compactor::strategy::registry::{Built, Registry};
 use compactor::strategy::{Budget, Compaction, Context, Edit, Strategy, StrategyError};
 use compactor::{Compactor, Format, Status};
@@ -40,15 +41,18 @@ impl Strategy for KeepTail {
             ));
         };
         let pinned = layout.pinned();
-        let mut messages = conversation.messages[..pinned].to_vec();
-        messages.extend_from_slice(&conversation.messages[cut.index..]);
+        // A plan, not an output: the guard builds the output (and refuses the plan, naming
+        // the edit, if the dropped rounds held a failure this marker does not record).
+        let marker = Marker {
+            text: format!("[{} earlier messages dropped]", cut.index - pinned),
+            failures: Vec::new(),
+        };
         Ok(Compaction {
-            conversation: Some(Conversation {
-                system: conversation.system.clone(),
-                messages,
-                extra: conversation.extra.clone(),
-                bare: conversation.bare,
-            }),
+            plan: vec![UnitEdit::Drop {
+                to: cut.index,
+                marker,
+            }],
+            conversation: None,
             edits: vec![Edit::Dropped {
                 from: pinned,
                 to: cut.index,

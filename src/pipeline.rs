@@ -5,7 +5,8 @@
 //!       -> guard::Layout::of (once) and count (cached)
 //!       -> policy: under the trigger? -> unchanged (borrowed, no copy)
 //!       -> policy: remembered prefix?  -> continue from it (verified by the guard)
-//!       -> tier 1 .. tier n            strategy -> settle -> verify -> taken when smaller
+//!       -> tier 1 .. tier n            strategy plan -> guard::apply -> settle -> verify
+//!                                      -> taken when smaller
 //!       -> report
 //! ```
 //!
@@ -18,7 +19,7 @@
 use crate::compactor::{CompactError, Compacted, Compactor};
 use crate::conversation::Conversation;
 use crate::format::Format;
-use crate::guard::{self, Layout, ValidateOptions, Violation};
+use crate::guard::{self, FailureRecord, Layout, ValidateOptions, Violation};
 use crate::memory::PrefixHashes;
 use crate::policy::{self, Targets};
 use crate::report::{Report, Status, TierRun, Timings, violation_lines};
@@ -40,7 +41,12 @@ struct Run<'a> {
 
 impl Run<'_> {
     /// The guard's verdict on an output: provider rules, what must survive, the envelope.
-    fn verify(&self, output: &Conversation, report: &mut Report) -> Vec<Violation> {
+    fn verify(
+        &self,
+        output: &Conversation,
+        records: Option<&[FailureRecord]>,
+        report: &mut Report,
+    ) -> Vec<Violation> {
         let t0 = Instant::now();
         let mut violations = guard::validate(output, self.format, self.options);
         violations.extend(guard::check_compaction_with(
@@ -48,6 +54,7 @@ impl Run<'_> {
             &self.layout,
             output,
             self.format,
+            records,
         ));
         violations.extend(guard::check_envelope(self.input, output, self.format));
         report.timings.guard_ms += ms(t0);
@@ -62,6 +69,9 @@ struct Best {
     layout: Option<Layout>,
     tokens: usize,
     degraded: Option<String>,
+    /// Typed failure records of `conversation` (the input has none of its own); `None` when
+    /// unknown (a remembered output, one a strategy built itself).
+    records: Option<Vec<FailureRecord>>,
 }
 
 /// [`Compactor::compact_with`]: the steps above.
@@ -124,6 +134,7 @@ pub(crate) async fn compact<'a>(
         layout: None,
         tokens: tokens_before,
         degraded: None,
+        records: Some(Vec::new()),
     };
     let hashes = PrefixHashes::of(input, targets.model.limit as u64);
     let remember = compactor.settings().policy.remember;
@@ -231,6 +242,7 @@ fn continue_from(
             &run.layout,
             &recalled.conversation,
             run.format,
+            None,
         ));
         report.timings.guard_ms += ms(t0);
         v
@@ -253,6 +265,7 @@ fn continue_from(
         best.degraded = Some(why);
     }
     best.tokens = tokens;
+    best.records = None;
     best.layout = Some(Layout::of(&recalled.conversation));
     best.conversation = Some(recalled.conversation);
     true
@@ -268,11 +281,12 @@ async fn run_tier(
     report: &mut Report,
 ) -> TierRun {
     let base = best.conversation.as_ref().unwrap_or(run.input);
+    let layout = best.layout.as_ref().unwrap_or(&run.layout);
     let cx = Context {
         format: run.format,
         counter: run.counter,
         instructions,
-        layout: best.layout.as_ref().unwrap_or(&run.layout),
+        layout,
     };
     let t0 = Instant::now();
     let result = tier.compact(base, run.targets.counted, &cx).await;
@@ -302,17 +316,30 @@ async fn run_tier(
     tier_run.notes = compaction.notes;
     tier_run.degraded.clone_from(&compaction.degraded);
     tier_run.edits = compaction.edits;
-    let Some(mut output) = compaction
-        .conversation
-        .filter(|_| !tier_run.edits.is_empty())
-    else {
+    if tier_run.edits.is_empty() {
         return tier_run;
+    }
+    // A plan is built by the guard; an output a strategy built itself is taken as it is.
+    let (mut output, records) = if compaction.plan.is_empty() {
+        let Some(output) = compaction.conversation else {
+            return tier_run;
+        };
+        (output, None)
+    } else {
+        match guard::apply(base, layout, compaction.plan, best.records.as_deref()) {
+            Ok(applied) => (applied.conversation, applied.records),
+            Err(e) => {
+                tracing::warn!(strategy = tier.name(), error = %e, "guard refused a plan");
+                tier_run.violations = vec![format!("plan refused: {e}")];
+                return tier_run;
+            }
+        }
     };
     let settled = guard::settle(run.format, &mut output);
     tier_run
         .notes
         .extend(settled.iter().map(ToString::to_string));
-    let violations = run.verify(&output, report);
+    let violations = run.verify(&output, records.as_deref(), report);
     let tokens = run.counter.count_conversation(&output);
     tier_run.tokens_after = run.basis.to_model(tokens);
     if !violations.is_empty() {
@@ -339,6 +366,7 @@ async fn run_tier(
         best.degraded = Some(why);
     }
     best.tokens = tokens;
+    best.records = records;
     best.layout = Some(Layout::of(&output));
     best.conversation = Some(output);
     tier_run

@@ -138,11 +138,17 @@ pub struct MessageTokens {
 impl MessageTokens {
     /// Counts each message of `conversation` once (the counter caches per block).
     pub fn of(conversation: &Conversation, counter: &dyn TokenCounter) -> MessageTokens {
-        let per: Vec<usize> = conversation
-            .messages
-            .iter()
-            .map(|m| counter.count_message(m))
-            .collect();
+        MessageTokens::from_counts(
+            conversation
+                .messages
+                .iter()
+                .map(|m| counter.count_message(m))
+                .collect(),
+        )
+    }
+
+    /// From counts already made (e.g. after planned caps), one per message.
+    pub fn from_counts(per: Vec<usize>) -> MessageTokens {
         let mut suffix = vec![0usize; per.len() + 1];
         for i in (0..per.len()).rev() {
             suffix[i] = suffix[i + 1] + per[i];

@@ -36,6 +36,7 @@
 //! | what a compaction must keep (system prompt, newest message, thinking blocks, open tool loop, failures) | [`check_compaction`] | Anthropic "Extended thinking" docs (signatures); this project's preservation rules |
 
 pub mod cache;
+mod edit;
 mod envelope;
 mod layout;
 mod preserve;
@@ -44,6 +45,7 @@ mod units;
 mod validate;
 mod violation;
 
+pub use edit::{Applied, FailureRecord, Marker, PlanError, UnitEdit, apply};
 pub use envelope::{check_envelope, settle};
 pub use layout::{Layout, MessageTokens};
 pub use preserve::{check_compaction, check_compaction_with};

@@ -2,6 +2,7 @@
 //!
 //! [`validate`]: super::validate
 
+use super::edit::FailureRecord;
 use super::layout::Layout;
 use super::violation::{Violation, ViolationKind};
 use crate::conversation::{Block, Conversation, Message, Outcome, Role, ToolResult};
@@ -24,17 +25,23 @@ pub fn check_compaction(
     after: &Conversation,
     format: Format,
 ) -> Vec<Violation> {
-    check_compaction_with(before, &Layout::of(before), after, format)
+    check_compaction_with(before, &Layout::of(before), after, format, None)
 }
 
 /// [`check_compaction`] with the input's layout already computed (the pipeline computes it once
 /// per input). The pinned prefix and the open tool loop are the layout's
 /// ([`Layout::pinned`], [`Layout::open_loop`]), the same ones every strategy reads.
+///
+/// `records` are the typed failure records of `after` when [`super::apply`] built it: a failure
+/// whose result is gone must then be recorded there (structural, no text is read). `None`
+/// (an output a strategy built itself, a remembered one): the failure's id must be named on one
+/// line with the word error or fail(ed) in a text block of the output.
 pub fn check_compaction_with(
     before: &Conversation,
     layout: &Layout,
     after: &Conversation,
     format: Format,
+    records: Option<&[FailureRecord]>,
 ) -> Vec<Violation> {
     let mut out = Vec::new();
     let mut push = |message: Option<usize>, kind| {
@@ -108,6 +115,13 @@ pub fn check_compaction_with(
                 Some(*i),
                 now.outcome == Outcome::Error
                     && (r.is_error != Some(true) || now.is_error == Some(true)),
+            ),
+            None if records.is_some() => (
+                None,
+                records
+                    .unwrap_or(&[])
+                    .iter()
+                    .any(|f| f.id == id && f.message < after.messages.len()),
             ),
             None => {
                 let text = text_after.get_or_insert_with(|| {

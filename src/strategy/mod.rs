@@ -24,7 +24,7 @@ pub use digest::{MARKER_PREFIX, digest_line};
 
 use crate::conversation::Conversation;
 use crate::format::Format;
-use crate::guard::Layout;
+use crate::guard::{Layout, UnitEdit};
 use crate::tokens::TokenCounter;
 use serde::Serialize;
 
@@ -54,7 +54,11 @@ pub struct Context<'a> {
 /// A strategy's result.
 #[derive(Debug, Clone)]
 pub struct Compaction {
-    /// The compacted conversation; `None` when nothing changed (the input is not copied).
+    /// The plan: unit edits of the input for [`crate::guard::apply`], which builds the output
+    /// (the built-in strategies plan). Empty when the strategy built `conversation` itself.
+    pub plan: Vec<UnitEdit>,
+    /// An output the strategy built itself (a user's strategy may); `None` when it planned
+    /// or nothing changed (the input is not copied). Ignored when `plan` is not empty.
     pub conversation: Option<Conversation>,
     /// What was changed, in order.
     pub edits: Vec<Edit>,
@@ -70,6 +74,7 @@ impl Compaction {
     /// the reader; it is not copied.
     pub fn unchanged(_conversation: &Conversation, note: impl Into<String>) -> Compaction {
         Compaction {
+            plan: Vec::new(),
             conversation: None,
             edits: Vec::new(),
             notes: vec![note.into()],

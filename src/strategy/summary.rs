@@ -937,6 +937,7 @@ impl Strategy for Summary {
         messages.push(message);
         messages.extend_from_slice(&conversation.messages[plan.to..]);
         Ok(Compaction {
+            plan: Vec::new(),
             conversation: Some(Conversation {
                 system: conversation.system.clone(),
                 messages,

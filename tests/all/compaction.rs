@@ -146,9 +146,10 @@ async fn a_registered_custom_strategy_is_named_in_the_tier_list_and_its_output_t
     let (messages, status, applied) = custom_strategy::run().await.unwrap();
     assert_eq!(status, Status::Compacted);
     assert_eq!(applied, "keep_tail");
-    // Whole rounds (user + assistant) went from the front; the newest round stayed.
+    // Whole rounds (user + assistant) went from the front, the newest stayed, and the guard put
+    // the strategy's marker in front of them.
     assert!(
-        (2..20).contains(&messages) && messages % 2 == 0,
+        (3..20).contains(&messages) && messages % 2 == 1,
         "{messages}"
     );
 }
