@@ -1,11 +1,14 @@
 //! The guard: the one place that knows what a legal conversation is.
 //!
-//! Every strategy works on the guard's [`Units`] (rounds, tool exchanges, legal [`Cut`]s) and
-//! every compaction output passes [`validate`] and [`check_compaction`] before it is returned;
-//! an output that fails is discarded and the input kept.
+//! The guard computes a [`Layout`] once per input (units: rounds, tool exchanges, legal
+//! [`Cut`]s; the pinned prefix; the protected messages), every strategy plans from it, and
+//! [`apply`] builds the output of a plan ([`UnitEdit`]s), refusing a faulty one with a
+//! [`PlanError`] that names the edit and recording kept failures as [`FailureRecord`]s. Every
+//! output then passes [`validate`] and [`check_compaction_with`] before it is returned.
 //!
 //! ```text
-//! strategy output -> settle(format)     request-wide limits (cache_control count)
+//! plan            -> apply(layout)      legal cut, partners together, marker, typed records
+//! output          -> settle(format)     request-wide limits (cache_control count)
 //!                 -> validate(format)   provider rules, pairing, references
 //!                 -> check_compaction   what must survive (system, newest turn, thinking, failures)
 //!                 -> check_envelope     top-level fields, compaction items, breakpoint count
