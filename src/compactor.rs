@@ -1,28 +1,19 @@
-//! The pipeline: policy -> strategies (tiers) -> guard, as one value an agent loop keeps.
-//!
-//! ```text
-//! conversation -> count (cached) -> under trigger? -> unchanged (borrowed, no copy)
-//!                                -> tier 1 -> guard -> tier 2 -> guard -> ... -> Report
-//! ```
-//! Each tier works on the output of the last accepted one and the run stops at the first tier
-//! that reaches the target. Every output passes [`guard::validate`] and
-//! [`guard::check_compaction`] against the original input; an output that fails is discarded
-//! (the report names the violations) and so is one that is not smaller.
+//! [`Compactor`]: a configured pipeline (counter, tiers, memory, calibration) as one value an
+//! agent loop keeps across turns. What one compaction does, step by step, is
+//! [`crate::pipeline`]'s; when to compact and how far is [`crate::policy`]'s; which strategy a
+//! tier name means is the [`Registry`]'s.
 
 use crate::config::{ConfigError, Settings};
 use crate::conversation::Conversation;
 use crate::format::Format;
-use crate::guard::{self, ValidateOptions, Violation};
-use crate::memory::{Memory, PrefixHashes};
-use crate::report::{Report, Status, TierRun, Timings, violation_lines};
-use crate::strategy::microcompact::Microcompact;
-use crate::strategy::summary::{DEFAULT_PROMPT, Summary};
-use crate::strategy::truncate::Truncate;
-use crate::strategy::{Budget, Context, Strategy};
+use crate::guard::Violation;
+use crate::memory::Memory;
+use crate::report::Report;
+use crate::strategy::registry::{Built, Registry};
+use crate::strategy::{Budget, Strategy};
 use crate::tokens::{Calibration, ModelTokens, Observation, TokenCounter, Tokenizer};
 use std::borrow::Cow;
 use std::sync::Arc;
-use std::time::Instant;
 
 /// Errors of [`Compactor::compact`].
 #[derive(Debug, thiserror::Error)]
@@ -64,39 +55,26 @@ impl Compactor {
     /// # Errors
     /// [`ConfigError`] for a tier that cannot be built.
     pub fn from_config(settings: Settings) -> Result<Compactor, ConfigError> {
+        Compactor::from_registry(settings, &Registry::builtin())
+    }
+
+    /// Builds the pipeline the settings describe with the strategies of `registry`: each name
+    /// of `[policy] tiers` is looked up there, so a tier list can name a user's own
+    /// [`Strategy`] registered beside the built-in ones.
+    ///
+    /// # Errors
+    /// [`ConfigError`] for a name nobody registered or a tier that cannot be built.
+    pub fn from_registry(
+        settings: Settings,
+        registry: &Registry,
+    ) -> Result<Compactor, ConfigError> {
         let counter = crate::tokens::counter_for(settings.tokens.tokenizer);
         let mut tiers: Vec<Box<dyn Strategy>> = Vec::new();
         let mut skipped = Vec::new();
         for name in &settings.policy.tiers {
-            match name.as_str() {
-                "truncate" => tiers.push(Box::new(Truncate {
-                    config: settings.truncate.clone(),
-                })),
-                "microcompact" => tiers.push(Box::new(Microcompact {
-                    config: settings.microcompact.clone(),
-                })),
-                "summary" => match &settings.llm {
-                    None => skipped.push("summary tier skipped: no [llm] configured".to_string()),
-                    Some(llm) => {
-                        let summarizer =
-                            crate::llm::from_config(llm).map_err(|e| ConfigError::Invalid {
-                                key: "llm".into(),
-                                message: e.to_string(),
-                            })?;
-                        tiers.push(Box::new(Summary::new(
-                            summarizer,
-                            settings.summary.clone(),
-                            summary_prompt(&settings.summary.prompt_file)?,
-                            settings.truncate.clone(),
-                        )));
-                    }
-                },
-                other => {
-                    return Err(ConfigError::Invalid {
-                        key: "policy.tiers".into(),
-                        message: format!("unknown strategy {other:?}"),
-                    });
-                }
+            match registry.build(name, &settings)? {
+                Built::Ready(s) => tiers.push(s),
+                Built::Skipped(why) => skipped.push(why),
             }
         }
         Ok(Compactor {
@@ -189,7 +167,7 @@ impl Compactor {
     }
 
     /// The counter of `tokenizer`: the configured one, or one of the other vocabulary.
-    fn counter_of(&self, tokenizer: Tokenizer) -> &dyn TokenCounter {
+    pub(crate) fn counter_of(&self, tokenizer: Tokenizer) -> &dyn TokenCounter {
         if tokenizer == self.tokenizer {
             return self.counter.as_ref();
         }
@@ -200,11 +178,7 @@ impl Compactor {
 
     /// The budget in model tokens: `explicit` tokens, else the configured one.
     pub fn budget(&self, explicit: Option<usize>) -> Budget {
-        let limit = self.settings.budget.budget(explicit);
-        Budget {
-            limit,
-            target: (limit as f64 * self.settings.budget.target) as usize,
-        }
+        crate::policy::model_budget(&self.settings.budget, explicit)
     }
 
     /// Compacts `conversation` (of wire format `format`) to the budget (`budget` tokens, or the
@@ -222,7 +196,8 @@ impl Compactor {
         self.compact_with(conversation, format, budget, None).await
     }
 
-    /// [`Compactor::compact`] with extra instructions for a model summary.
+    /// [`Compactor::compact`] with extra instructions for a model summary. The steps are
+    /// [`crate::pipeline`]'s.
     ///
     /// # Errors
     /// As [`Compactor::compact`].
@@ -233,245 +208,12 @@ impl Compactor {
         budget: Option<usize>,
         instructions: Option<&str>,
     ) -> Result<Compacted<'a>, CompactError> {
-        let started = Instant::now();
-        let mut timings = Timings::default();
-        let units = guard::Units::of(input);
-        let options = ValidateOptions {
-            allow_open_tail: units.exchanges.last().is_some_and(|e| e.open),
-        };
-        let mut invalid = guard::validate(
-            input,
-            format,
-            ValidateOptions {
-                allow_open_tail: true,
-            },
-        );
-        // A fault every output repairs (surplus cache_control) does not refuse the input.
-        invalid.retain(|v| !v.kind.is_repairable());
-        if !invalid.is_empty() {
-            return Err(CompactError::InvalidInput(invalid));
-        }
-        // Budget, trigger and target are in the target model's tokens; the strategies work in
-        // the counter's own (cached) tokens, so the model figures are converted once here.
-        let basis = self.model_tokens(input.extra.get("model").and_then(|m| m.as_str()));
-        // The model's per-call framing (`[tokens.models] tool_call`) joins every tool_use
-        // block's count; with none configured this is the cached counter as it is.
-        let framed = basis.framed(self.counter_of(basis.tokenizer));
-        let counter: &dyn TokenCounter = &framed;
-        let model_budget = self.budget(budget);
-        let model_trigger = (model_budget.limit as f64 * self.settings.budget.trigger) as usize;
-        let budget = Budget {
-            limit: basis.to_counted(model_budget.limit),
-            target: basis.to_counted(model_budget.target),
-        };
-        let trigger = basis.to_counted(model_trigger);
-        let t0 = Instant::now();
-        let tokens_before = counter.count_conversation(input);
-        timings.count_ms = ms(t0);
-        let mut report = Report {
-            status: Status::Unchanged,
-            strategy: self.settings.preset.clone(),
-            format: format.as_str().into(),
-            tokens_before: basis.to_model(tokens_before),
-            tokens_after: basis.to_model(tokens_before),
-            counted_before: tokens_before,
-            counted_after: tokens_before,
-            counting: basis.clone(),
-            budget: model_budget.limit,
-            trigger: model_trigger,
-            target: model_budget.target,
-            messages_before: input.messages.len(),
-            messages_after: input.messages.len(),
-            tiers: Vec::new(),
-            continued_from: None,
-            notes: Vec::new(),
-            skipped: Vec::new(),
-            timings,
-        };
-        if tokens_before <= trigger {
-            report.notes.push(format!(
-                "under the trigger ({} <= {model_trigger} tokens): nothing to do",
-                report.tokens_before
-            ));
-            report.timings.total_ms = ms(started);
-            return Ok(Compacted {
-                conversation: Cow::Borrowed(input),
-                report,
-            });
-        }
-        report.notes.extend(self.skipped.iter().cloned());
-        report.skipped = self.skipped.clone();
-        let cx = Context {
-            format,
-            counter,
-            instructions,
-        };
-        let mut current: Option<Conversation> = None;
-        // Why the output is degraded (a tier fell back, here or in the remembered prefix).
-        let mut degraded: Option<String> = None;
-        let mut tokens_now = tokens_before;
-        // Hysteresis across calls: continue from the remembered compaction of this history's
-        // prefix, so the compacted prefix (and the provider's prompt cache) stays the same.
-        let hashes = PrefixHashes::of(input, model_budget.limit as u64);
-        let remember = self.settings.policy.remember;
-        if let Some((len, mut candidate, was_degraded)) =
-            remember.then(|| self.memory.recall(&hashes)).flatten()
-        {
-            candidate.messages.extend_from_slice(&input.messages[len..]);
-            let t0 = Instant::now();
-            let mut violations = guard::validate(&candidate, format, options);
-            violations.extend(guard::check_compaction(input, &candidate, format));
-            report.timings.guard_ms += ms(t0);
-            let tokens = counter.count_conversation(&candidate);
-            if violations.is_empty() && tokens < tokens_before {
-                report.notes.push(format!(
-                    "continued from the remembered compaction of the first {len} messages ({} new)",
-                    input.messages.len() - len
-                ));
-                tokens_now = tokens;
-                report.continued_from = Some(len);
-                if let Some(why) = &was_degraded {
-                    // The remembered prefix was made by a fallback: so is this output.
-                    report
-                        .notes
-                        .push(format!("remembered compaction was degraded: {why}"));
-                    degraded = Some(why.clone());
-                }
-                if tokens <= trigger {
-                    self.memory
-                        .remember(&hashes, &candidate, degraded.as_deref());
+        crate::pipeline::compact(self, input, format, budget, instructions).await
+    }
 
-                    report.tokens_after = basis.to_model(tokens);
-                    report.counted_after = tokens;
-                    report.status = if degraded.is_some() {
-                        Status::Degraded
-                    } else {
-                        Status::Compacted
-                    };
-                    report.messages_after = candidate.messages.len();
-                    report.timings.total_ms = ms(started);
-                    return Ok(Compacted {
-                        conversation: Cow::Owned(candidate),
-                        report,
-                    });
-                }
-                current = Some(candidate);
-            }
-        }
-        for tier in &self.tiers {
-            let base = current.as_ref().unwrap_or(input);
-            let t0 = Instant::now();
-            let result = tier.compact(base, budget, &cx).await;
-            let millis = ms(t0);
-            report.timings.strategies_ms += millis;
-            let mut run = TierRun {
-                strategy: tier.name().to_string(),
-                accepted: false,
-                tokens_after: 0,
-                violations: Vec::new(),
-                notes: Vec::new(),
-                edits: Vec::new(),
-                millis,
-                degraded: None,
-                failed: None,
-            };
-            let mut compaction = match result {
-                Ok(c) => c,
-                Err(e) => {
-                    run.notes
-                        .push(format!("{} could not run: {e}", tier.name()));
-                    run.failed = Some(e.to_string());
-                    report.tiers.push(run);
-                    continue;
-                }
-            };
-            run.notes = compaction.notes;
-            run.degraded.clone_from(&compaction.degraded);
-            run.edits = compaction.edits;
-            if run.edits.is_empty() {
-                report.tiers.push(run);
-                continue;
-            }
-            let settled = guard::settle(format, &mut compaction.conversation);
-            run.notes.extend(settled.iter().map(ToString::to_string));
-            let t0 = Instant::now();
-            let mut violations = guard::validate(&compaction.conversation, format, options);
-            violations.extend(guard::check_compaction(
-                input,
-                &compaction.conversation,
-                format,
-            ));
-            violations.extend(guard::check_envelope(
-                input,
-                &compaction.conversation,
-                format,
-            ));
-            report.timings.guard_ms += ms(t0);
-            let tokens = counter.count_conversation(&compaction.conversation);
-            run.tokens_after = basis.to_model(tokens);
-            if !violations.is_empty() {
-                tracing::warn!(
-                    strategy = tier.name(),
-                    violations = violations.len(),
-                    "guard rejected a strategy output"
-                );
-                run.violations = violation_lines(&violations);
-                report.tiers.push(run);
-                continue;
-            }
-            if tokens >= tokens_now {
-                run.notes.push(format!(
-                    "output not smaller ({} >= {} tokens): discarded",
-                    basis.to_model(tokens),
-                    basis.to_model(tokens_now)
-                ));
-                report.tiers.push(run);
-                continue;
-            }
-            run.accepted = true;
-            if let Some(why) = compaction.degraded {
-                // Why the output is degraded belongs on the report itself, not only in the tier.
-                report.notes.push(why.clone());
-                degraded = Some(why);
-            }
-            tokens_now = tokens;
-            current = Some(compaction.conversation);
-            report.tiers.push(run);
-            if tokens_now <= budget.target {
-                break;
-            }
-        }
-        report.tokens_after = basis.to_model(tokens_now);
-        report.counted_after = tokens_now;
-        report.status = match &current {
-            None if tokens_before > budget.limit => Status::OverBudget,
-            None => Status::Unchanged,
-            Some(_) if tokens_now > budget.limit => Status::OverBudget,
-            Some(_) if degraded.is_some() => Status::Degraded,
-            Some(_) => Status::Compacted,
-        };
-        if current.is_some() && tokens_now > budget.target {
-            report.notes.push(format!(
-                "target not reached: {} > {} tokens",
-                basis.to_model(tokens_now),
-                model_budget.target
-            ));
-        }
-        report.timings.total_ms = ms(started);
-        let conversation = match current {
-            Some(c) => {
-                if remember {
-                    self.memory.remember(&hashes, &c, degraded.as_deref());
-                }
-                Cow::Owned(c)
-            }
-            None => Cow::Borrowed(input),
-        };
-        report.messages_after = conversation.messages.len();
-        Ok(Compacted {
-            conversation,
-            report,
-        })
+    /// The tiers, in the order they run.
+    pub(crate) fn tiers(&self) -> &[Box<dyn Strategy>] {
+        &self.tiers
     }
 }
 
@@ -481,25 +223,12 @@ fn calibration_of(settings: &Settings) -> Calibration {
     Calibration::new(t.tokenizer, &t.model, t.models.clone(), t.learn)
 }
 
-/// The summary prompt: the file named by `summary.prompt_file`, else the built-in one.
-fn summary_prompt(file: &str) -> Result<String, ConfigError> {
-    if file.trim().is_empty() {
-        return Ok(DEFAULT_PROMPT.to_string());
-    }
-    std::fs::read_to_string(file).map_err(|e| ConfigError::Invalid {
-        key: "summary.prompt_file".into(),
-        message: format!("cannot read {file}: {e}"),
-    })
-}
-
-fn ms(since: Instant) -> f64 {
-    since.elapsed().as_secs_f64() * 1000.0
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::strategy::{Compaction, StrategyError};
+    use crate::report::Status;
+    use crate::strategy::truncate::Truncate;
+    use crate::strategy::{Compaction, Context, StrategyError};
     use serde_json::json;
 
     /// The real truncation, reported the way `summary` reports its fallback.

@@ -500,15 +500,29 @@ impl SessionState {
         max_tokens: usize,
         counter: &dyn TokenCounter,
     ) -> String {
+        self.marker(removed_messages, removed_tokens, max_tokens, counter)
+            .0
+    }
+
+    /// [`SessionState::marker_text`] and the ids of the failures it writes (typed, so the
+    /// guard records which failures the marker keeps without reading its text).
+    pub fn marker(
+        &self,
+        removed_messages: usize,
+        removed_tokens: usize,
+        max_tokens: usize,
+        counter: &dyn TokenCounter,
+    ) -> (String, Vec<String>) {
         let mut s = format!(
             "{MARKER_PREFIX} A record of earlier work, not instructions to act on: {removed_messages} earlier messages ({removed_tokens} tokens) were replaced by this session state, made by code.\n"
         );
         let head = counter.count_text_cached(&s);
-        for l in self.render(max_tokens.saturating_sub(head), counter).lines {
+        let rendered = self.render(max_tokens.saturating_sub(head), counter);
+        for l in rendered.lines {
             s.push_str(&l);
             s.push('\n');
         }
-        s
+        (s, rendered.failures)
     }
 }
 

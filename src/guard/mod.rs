@@ -1,11 +1,14 @@
 //! The guard: the one place that knows what a legal conversation is.
 //!
-//! Every strategy works on the guard's [`Units`] (rounds, tool exchanges, legal [`Cut`]s) and
-//! every compaction output passes [`validate`] and [`check_compaction`] before it is returned;
-//! an output that fails is discarded and the input kept.
+//! The guard computes a [`Layout`] once per input (units: rounds, tool exchanges, legal
+//! [`Cut`]s; the pinned prefix; the protected messages), every strategy plans from it, and
+//! [`apply`] builds the output of a plan ([`UnitEdit`]s), refusing a faulty one with a
+//! [`PlanError`] that names the edit and recording kept failures as [`FailureRecord`]s. Every
+//! output then passes [`validate`] and [`check_compaction_with`] before it is returned.
 //!
 //! ```text
-//! strategy output -> settle(format)     request-wide limits (cache_control count)
+//! plan            -> apply(layout)      legal cut, partners together, marker, typed records
+//! output          -> settle(format)     request-wide limits (cache_control count)
 //!                 -> validate(format)   provider rules, pairing, references
 //!                 -> check_compaction   what must survive (system, newest turn, thinking, failures)
 //!                 -> check_envelope     top-level fields, compaction items, breakpoint count
@@ -36,15 +39,19 @@
 //! | what a compaction must keep (system prompt, newest message, thinking blocks, open tool loop, failures) | [`check_compaction`] | Anthropic "Extended thinking" docs (signatures); this project's preservation rules |
 
 pub mod cache;
+mod edit;
 mod envelope;
+mod layout;
 mod preserve;
 pub mod refs;
 mod units;
 mod validate;
 mod violation;
 
+pub use edit::{Applied, FailureRecord, Marker, PlanError, UnitEdit, apply};
 pub use envelope::{check_envelope, settle};
-pub use preserve::check_compaction;
+pub use layout::{Layout, MessageTokens};
+pub use preserve::{check_compaction, check_compaction_with};
 pub use units::{Cut, CutKind, Exchange, Round, Units, is_clean_user};
 pub use validate::{ValidateOptions, validate};
 pub use violation::{Violation, ViolationKind};

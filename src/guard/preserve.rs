@@ -2,13 +2,16 @@
 //!
 //! [`validate`]: super::validate
 
+use super::edit::FailureRecord;
+use super::layout::Layout;
 use super::violation::{Violation, ViolationKind};
 use crate::conversation::{Block, Conversation, Message, Outcome, Role, ToolResult};
 use crate::format::Format;
 use std::collections::{HashMap, HashSet};
 
 /// Compares a compaction's output with its input and returns what it failed to keep:
-/// - the system prompt (and OpenAI's pinned system / developer messages) unchanged;
+/// - the system prompt and the pinned prefix (OpenAI's system / developer messages, and
+///   everything up to a provider compaction item) unchanged;
 /// - the newest message kept, only its tool results' content may be shorter;
 /// - every thinking / redacted_thinking / reasoning block in the output byte-identical to one of
 ///   the input (their signatures cover the text);
@@ -21,6 +24,24 @@ pub fn check_compaction(
     before: &Conversation,
     after: &Conversation,
     format: Format,
+) -> Vec<Violation> {
+    check_compaction_with(before, &Layout::of(before), after, format, None)
+}
+
+/// [`check_compaction`] with the input's layout already computed (the pipeline computes it once
+/// per input). The pinned prefix and the open tool loop are the layout's
+/// ([`Layout::pinned`], [`Layout::open_loop`]), the same ones every strategy reads.
+///
+/// `records` are the typed failure records of `after` when [`super::apply`] built it: a failure
+/// whose result is gone must then be recorded there (structural, no text is read). `None`
+/// (an output a strategy built itself, a remembered one): the failure's id must be named on one
+/// line with the word error or fail(ed) in a text block of the output.
+pub fn check_compaction_with(
+    before: &Conversation,
+    layout: &Layout,
+    after: &Conversation,
+    format: Format,
+    records: Option<&[FailureRecord]>,
 ) -> Vec<Violation> {
     let mut out = Vec::new();
     let mut push = |message: Option<usize>, kind| {
@@ -35,7 +56,10 @@ pub fn check_compaction(
             kind,
         });
     };
-    if before.system != after.system || pinned(before) != pinned(after) {
+    let pinned = layout.pinned().min(before.messages.len());
+    if before.system != after.system
+        || after.messages.get(..pinned) != Some(&before.messages[..pinned])
+    {
         push(None, ViolationKind::SystemChanged);
     }
     if let (Some(a), Some(b)) = (before.messages.last(), after.messages.last())
@@ -55,22 +79,15 @@ pub fn check_compaction(
             push(Some(i), ViolationKind::ThinkingModified);
         }
     }
-    if let Some(last) = before.messages.last()
-        && (last.has_tool_results() || last.role == Role::Tool)
-    {
+    if let Some(open) = layout.open_loop() {
         let n = before.messages.len();
-        let start = super::units::Units::of(before)
-            .exchange_at(n - 1)
-            .map(|e| e.start);
-        if let Some(start) = start {
-            let kept = before.messages[start..n - 1]
-                .iter()
-                .filter(|m| m.role == Role::Assistant);
-            for m in kept {
-                if !after.messages.contains(m) {
-                    push(None, ViolationKind::OpenLoopChanged);
-                    break;
-                }
+        let kept = before.messages[open.start..n.saturating_sub(1)]
+            .iter()
+            .filter(|m| m.role == Role::Assistant);
+        for m in kept {
+            if !after.messages.contains(m) {
+                push(None, ViolationKind::OpenLoopChanged);
+                break;
             }
         }
     }
@@ -98,6 +115,13 @@ pub fn check_compaction(
                 Some(*i),
                 now.outcome == Outcome::Error
                     && (r.is_error != Some(true) || now.is_error == Some(true)),
+            ),
+            None if records.is_some() => (
+                None,
+                records
+                    .unwrap_or(&[])
+                    .iter()
+                    .any(|f| f.id == id && f.message < after.messages.len()),
             ),
             None => {
                 let text = text_after.get_or_insert_with(|| {
@@ -134,15 +158,6 @@ fn mentions_failure(text: &str, id: &str) -> bool {
         let line = text.get(from..to).unwrap_or("").to_lowercase();
         line.contains("error") || line.contains("fail")
     })
-}
-
-fn pinned(c: &Conversation) -> &[Message] {
-    let n = c
-        .messages
-        .iter()
-        .take_while(|m| matches!(m.role, Role::System | Role::Developer))
-        .count();
-    &c.messages[..n]
 }
 
 fn thinking(c: &Conversation) -> impl Iterator<Item = &serde_json::Value> {

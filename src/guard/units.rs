@@ -74,6 +74,11 @@ pub struct Units {
     pub assistant_runs: Vec<(usize, usize)>,
     /// Message count.
     pub len: usize,
+    /// For each index `k` in `0..=len`: true when a cut at `k` would fall inside an exchange or
+    /// an assistant run (computed once, so every cut query is O(1)).
+    inside: Vec<bool>,
+    /// For each message: the index into `exchanges` of the exchange holding it.
+    exchange_of: Vec<Option<usize>>,
 }
 
 /// True when `m` starts a round: a user message without tool_result blocks.
@@ -165,31 +170,45 @@ impl Units {
                 end: starts.get(r + 1).copied().unwrap_or(n),
             })
             .collect();
+        let mut inside = vec![false; n + 1];
+        let mut exchange_of = vec![None; n];
+        for (x, e) in exchanges.iter().enumerate() {
+            for slot in exchange_of.iter_mut().take(e.end.min(n)).skip(e.start) {
+                *slot = Some(x);
+            }
+        }
+        let spans = exchanges
+            .iter()
+            .map(|e| (e.start, e.end))
+            .chain(assistant_runs.iter().copied());
+        for (s, e) in spans {
+            for flag in inside.iter_mut().take(e.min(n + 1)).skip(s + 1) {
+                *flag = true;
+            }
+        }
         Units {
             pinned,
             rounds,
             exchanges,
             assistant_runs,
             len: n,
+            inside,
+            exchange_of,
         }
     }
 
     /// The exchange that contains message `index`, if any.
     pub fn exchange_at(&self, index: usize) -> Option<&Exchange> {
-        self.exchanges
-            .iter()
-            .find(|e| e.start <= index && index < e.end)
+        self.exchange_of
+            .get(index)
+            .copied()
+            .flatten()
+            .and_then(|x| self.exchanges.get(x))
     }
 
     /// Whether a cut at `index` would split an exchange or an assistant run.
     fn splits_unit(&self, index: usize) -> bool {
-        self.exchanges
-            .iter()
-            .any(|e| e.start < index && index < e.end)
-            || self
-                .assistant_runs
-                .iter()
-                .any(|&(s, e)| s < index && index < e)
+        self.inside.get(index).copied().unwrap_or(false)
     }
 
     /// Classifies a cut at `index` (first kept message), or `None` when no cut may fall there:
@@ -223,12 +242,18 @@ impl Units {
     /// prefix is not included.
     pub fn atoms(&self) -> Vec<(usize, usize)> {
         let mut out = Vec::new();
+        let mut run_end = vec![0usize; self.len];
+        for &(s, e) in &self.assistant_runs {
+            if let Some(slot) = run_end.get_mut(s) {
+                *slot = e;
+            }
+        }
         let mut i = self.pinned;
         while i < self.len {
-            let end = if let Some(e) = self.exchanges.iter().find(|e| e.start == i) {
+            let end = if let Some(e) = self.exchange_at(i).filter(|e| e.start == i) {
                 e.end
-            } else if let Some(&(_, e)) = self.assistant_runs.iter().find(|&&(s, _)| s == i) {
-                e
+            } else if run_end[i] > i {
+                run_end[i]
             } else {
                 i + 1
             };

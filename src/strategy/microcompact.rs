@@ -24,7 +24,7 @@
 use super::text_cut::thousands;
 use super::{Budget, Compaction, Context, Edit, Strategy, StrategyError};
 use crate::conversation::{Block, Conversation, Outcome, ToolInput, ToolResult, ToolResultContent};
-use crate::guard::Units;
+use crate::guard::UnitEdit;
 use crate::outcome::exit_marker;
 use crate::render::clip;
 use serde::Deserialize;
@@ -134,22 +134,37 @@ impl Microcompact {
             })
             .collect();
         let recent_from = calls.len().saturating_sub(c.keep_recent);
+        // Where each call is (message, block), for clearing its input.
+        let call_at: HashMap<&str, (usize, usize)> = input
+            .messages
+            .iter()
+            .enumerate()
+            .flat_map(|(i, m)| {
+                m.content
+                    .iter()
+                    .enumerate()
+                    .filter_map(move |(j, b)| match b {
+                        Block::ToolUse(t) => Some((t.id.as_str(), (i, j))),
+                        _ => None,
+                    })
+            })
+            .collect();
         let stale: HashMap<&str, &str> = calls[..recent_from]
             .iter()
             .filter(|(_, _, name)| allowed.contains(&name.to_lowercase()))
             .map(|(_, id, name)| (*id, *name))
             .collect();
-        let units = Units::of(input);
-        let mut conv = input.clone();
+        let layout = cx.layout;
+        let mut plan = Vec::new();
         let mut edits = Vec::new();
         let mut saved = 0usize;
         let mut total = counter.count_conversation(input);
-        for i in units.pinned..conv.messages.len() {
-            for j in 0..conv.messages[i].content.len() {
+        for (i, m) in input.messages.iter().enumerate().skip(layout.pinned()) {
+            for (j, b) in m.content.iter().enumerate() {
                 if total <= budget.target {
                     break;
                 }
-                let Block::ToolResult(r) = &conv.messages[i].content[j] else {
+                let Block::ToolResult(r) = b else {
                     continue;
                 };
                 let Some(tool) = stale.get(r.tool_use_id.as_str()).copied() else {
@@ -160,28 +175,43 @@ impl Microcompact {
                 if r.content.is_none() || r.text_ref().starts_with(CLEARED_PREFIX) {
                     continue;
                 }
-                let before = counter.count_block(&conv.messages[i].content[j]);
+                let before = counter.count_block(b);
                 if before <= c.min_result_tokens {
                     continue;
                 }
-                let id = r.tool_use_id.clone();
                 let Some(cleared) = clear_result(r, tool, before, cx) else {
                     continue;
                 };
-                conv.messages[i].content[j] = Block::ToolResult(cleared);
-                let freed =
-                    before.saturating_sub(counter.count_block(&conv.messages[i].content[j]));
+                let cleared = Block::ToolResult(cleared);
+                let freed = before.saturating_sub(counter.count_block(&cleared));
+                let Block::ToolResult(cleared) = cleared else {
+                    continue;
+                };
                 saved += freed;
                 total = total.saturating_sub(freed);
                 edits.push(Edit::Cleared {
                     message: i,
                     block: j,
-                    id: id.clone(),
+                    id: r.tool_use_id.clone(),
                     tool: tool.to_string(),
                     tokens: freed,
                 });
-                if c.clear_tool_inputs {
-                    saved += clear_input(&mut conv, &id, cx);
+                plan.push(UnitEdit::Clear {
+                    message: i,
+                    block: j,
+                    with: cleared,
+                });
+                if c.clear_tool_inputs
+                    && let Some(&(ci, cj)) = call_at.get(r.tool_use_id.as_str())
+                    && !layout.is_protected(ci)
+                    && let Some((with, freed)) = clear_input(&input.messages[ci].content[cj], cx)
+                {
+                    saved += freed;
+                    plan.push(UnitEdit::Cap {
+                        message: ci,
+                        block: cj,
+                        with,
+                    });
                 }
             }
         }
@@ -201,7 +231,8 @@ impl Microcompact {
             );
         }
         Compaction {
-            conversation: conv,
+            plan,
+            conversation: None,
             edits,
             notes: Vec::new(),
             degraded: None,
@@ -341,41 +372,36 @@ fn codex_output(text: &str) -> Option<String> {
     }
 }
 
-/// Clears the long string values of the input of call `id`; returns the tokens freed.
-fn clear_input(conv: &mut Conversation, id: &str, cx: &Context<'_>) -> usize {
-    for m in &mut conv.messages {
-        for b in &mut m.content {
-            let Block::ToolUse(t) = b else { continue };
-            if t.id != id {
-                continue;
-            }
-            let before = cx
-                .counter
-                .count_text_cached(&t.input.to_value().to_string());
-            let mut v = t.input.to_value();
-            if let Value::Object(obj) = &mut v {
-                for val in obj.values_mut() {
-                    if let Value::String(s) = val
-                        && s.chars().count() > 200
-                    {
-                        *s = format!("{CLEARED_PREFIX} {} chars]", thousands(s.chars().count()));
-                    }
-                }
-            } else {
-                return 0;
-            }
-            t.input = match &t.input {
-                ToolInput::Json(_) => ToolInput::Json(v),
-                ToolInput::Arguments(_) => ToolInput::Arguments(v.to_string()),
-                ToolInput::Freeform(s) => ToolInput::Freeform(s.clone()),
-            };
-            let after = cx
-                .counter
-                .count_text_cached(&t.input.to_value().to_string());
-            return before.saturating_sub(after);
+/// The call `block` with the long string values of its input cleared, and the tokens freed;
+/// `None` when the input is not a JSON object or nothing is long.
+fn clear_input(block: &Block, cx: &Context<'_>) -> Option<(Block, usize)> {
+    let Block::ToolUse(t) = block else {
+        return None;
+    };
+    let before = cx
+        .counter
+        .count_text_cached(&t.input.to_value().to_string());
+    let mut v = t.input.to_value();
+    let Value::Object(obj) = &mut v else {
+        return None;
+    };
+    for val in obj.values_mut() {
+        if let Value::String(s) = val
+            && s.chars().count() > 200
+        {
+            *s = format!("{CLEARED_PREFIX} {} chars]", thousands(s.chars().count()));
         }
     }
-    0
+    let mut t = t.clone();
+    t.input = match &t.input {
+        ToolInput::Json(_) => ToolInput::Json(v),
+        ToolInput::Arguments(_) => ToolInput::Arguments(v.to_string()),
+        ToolInput::Freeform(s) => ToolInput::Freeform(s.clone()),
+    };
+    let after = cx
+        .counter
+        .count_text_cached(&t.input.to_value().to_string());
+    Some((Block::ToolUse(t), before.saturating_sub(after)))
 }
 
 #[cfg(test)]
@@ -388,10 +414,12 @@ mod tests {
     fn run(format: Format, body: &Value, target: usize) -> (Conversation, Compaction) {
         let input = format.read(body).unwrap();
         let counter = counter_for(Tokenizer::default());
+        let layout = crate::guard::Layout::of(&input);
         let cx = Context {
             format,
             counter: counter.as_ref(),
             instructions: None,
+            layout: &layout,
         };
         let m = Microcompact {
             config: MicrocompactConfig {
@@ -399,7 +427,7 @@ mod tests {
                 ..Default::default()
             },
         };
-        let out = m.run(
+        let mut out = m.run(
             &input,
             Budget {
                 limit: target,
@@ -407,6 +435,12 @@ mod tests {
             },
             &cx,
         );
+        // The guard builds the output of the plan (and refuses a faulty one).
+        if !out.plan.is_empty() {
+            let applied =
+                crate::guard::apply(&input, &layout, out.plan.clone(), Some(&[])).unwrap();
+            out.conversation = Some(applied.conversation);
+        }
         (input, out)
     }
 
@@ -437,7 +471,10 @@ mod tests {
         let (input, out) = run(Format::OpenAiChat, &chat(&text), 10);
         let counter = counter_for(Tokenizer::default());
         let tokens = counter.count_block(&input.messages[2].content[0]);
-        let r = out.conversation.messages[2].tool_results().next().unwrap();
+        let r = out.conversation.as_ref().unwrap().messages[2]
+            .tool_results()
+            .next()
+            .unwrap();
         assert_eq!(r.outcome, Outcome::Error);
         assert_eq!(
             r.text(),
@@ -449,7 +486,7 @@ mod tests {
         );
         // Written and read again, the wire still says failed.
         let again = Format::OpenAiChat
-            .read(&Format::OpenAiChat.write(&out.conversation))
+            .read(&Format::OpenAiChat.write(out.conversation.as_ref().unwrap()))
             .unwrap();
         let r = again.messages[2].tool_results().next().unwrap();
         assert_eq!(r.outcome, Outcome::Error);
@@ -472,7 +509,10 @@ mod tests {
             {"type": "function_call_output", "call_id": "c2", "output": "ok"}
         ]});
         let (_, out) = run(Format::OpenAiResponses, &body, 10);
-        let r = out.conversation.messages[2].tool_results().next().unwrap();
+        let r = out.conversation.as_ref().unwrap().messages[2]
+            .tool_results()
+            .next()
+            .unwrap();
         let lines: Vec<String> = r.text().lines().skip(1).map(String::from).collect();
         assert_eq!(
             lines,
@@ -489,7 +529,10 @@ mod tests {
     fn a_success_placeholder_has_no_kept_lines() {
         let text = long_output("<returncode>0</returncode>\n<output>", "</output>");
         let (_, out) = run(Format::OpenAiChat, &chat(&text), 10);
-        let r = out.conversation.messages[2].tool_results().next().unwrap();
+        let r = out.conversation.as_ref().unwrap().messages[2]
+            .tool_results()
+            .next()
+            .unwrap();
         assert_eq!(r.outcome, Outcome::Success);
         assert_eq!(r.text().lines().count(), 1);
     }
@@ -507,9 +550,9 @@ mod tests {
             {"role": "assistant", "content": [{"type": "tool_use", "id": "t2", "name": "Read", "input": {"file_path": "/b"}}]},
             {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t2", "content": "x"}]}
         ]});
-        let (input, out) = run(Format::Anthropic, &body, 10);
+        let (_, out) = run(Format::Anthropic, &body, 10);
         assert!(out.edits.is_empty());
-        assert_eq!(out.conversation, input);
+        assert_eq!(out.conversation, None);
     }
 
     use crate::outcome::OutcomePolicy;

@@ -1,19 +1,24 @@
 //! Compaction strategies behind one object-safe trait.
 //!
-//! A strategy takes a conversation and a [`Budget`] and returns a [`Compaction`]: the new
-//! conversation and a typed list of [`Edit`]s. Contract:
-//! - it edits only through the guard's units ([`crate::guard::Units`]): whole exchanges are
-//!   kept, cleared, summarized or dropped; cuts only at [`crate::guard::Cut`]s;
-//! - it never edits the system prompt, pinned system messages, tool definitions, or
-//!   thinking blocks of the turns it keeps; it may shorten only the tool results of the newest
-//!   message, and keeps the assistant turn of an open tool loop verbatim;
+//! A strategy is given a conversation, its guard [`Layout`] (in [`Context::layout`]) and a
+//! [`Budget`], and returns a [`Compaction`]: a *plan* of [`UnitEdit`]s (cap a block, clear a
+//! tool result, drop up to a legal cut behind a marker) plus a typed list of [`Edit`]s for the
+//! report. [`crate::guard::apply`] builds the output of a plan; it is the only builder of the
+//! built-in strategies' outputs (`summary` still builds its own message and output). Contract:
+//! - edits follow the layout's units: whole exchanges are kept, cleared, summarized or dropped;
+//!   a drop ends only at one of [`Layout::cuts`];
+//! - no edit touches a protected message ([`Layout::is_protected`]: pinned prefix, open tool
+//!   loop), a thinking block, or the newest message other than its tool results;
+//! - a failed call stays one: a cleared or capped result keeps its outcome and `is_error`, a
+//!   dropped one is named in the marker's typed [`crate::guard::Marker::failures`];
 //! - it never mutates its input.
 //!
-//! The pipeline ([`crate::Compactor`]) runs the guard on every output and discards any output
-//! that fails, so a faulty strategy can cost savings but never a broken request.
+//! A plan that breaks a rule is refused with a [`crate::guard::PlanError`] naming the edit, and
+//! the report shows it; the pipeline then verifies every output it builds.
 
 mod digest;
 pub mod microcompact;
+pub mod registry;
 pub mod summary;
 mod text_cut;
 pub use text_cut::thousands;
@@ -23,6 +28,7 @@ pub use digest::{MARKER_PREFIX, digest_line};
 
 use crate::conversation::Conversation;
 use crate::format::Format;
+use crate::guard::{Layout, UnitEdit};
 use crate::tokens::TokenCounter;
 use serde::Serialize;
 
@@ -44,13 +50,20 @@ pub struct Context<'a> {
     pub counter: &'a dyn TokenCounter,
     /// Extra instructions from the user for a model summary (`/compact <instructions>`).
     pub instructions: Option<&'a str>,
+    /// The guard's layout of the conversation the strategy is given (units, pinned prefix,
+    /// legal cuts, protected messages), computed once by the pipeline.
+    pub layout: &'a Layout,
 }
 
 /// A strategy's result.
 #[derive(Debug, Clone)]
 pub struct Compaction {
-    /// The compacted conversation.
-    pub conversation: Conversation,
+    /// The plan: unit edits of the input for [`crate::guard::apply`], which builds the output
+    /// (the built-in strategies plan). Empty when the strategy built `conversation` itself.
+    pub plan: Vec<UnitEdit>,
+    /// An output the strategy built itself (a user's strategy may); `None` when it planned
+    /// or nothing changed (the input is not copied). Ignored when `plan` is not empty.
+    pub conversation: Option<Conversation>,
     /// What was changed, in order.
     pub edits: Vec<Edit>,
     /// Remarks for the report (why a step was skipped, a fallback taken, ...).
@@ -61,10 +74,12 @@ pub struct Compaction {
 }
 
 impl Compaction {
-    /// A compaction that changed nothing.
-    pub fn unchanged(conversation: &Conversation, note: impl Into<String>) -> Compaction {
+    /// A compaction that changed nothing. `_conversation` is the strategy's input, named for
+    /// the reader; it is not copied.
+    pub fn unchanged(_conversation: &Conversation, note: impl Into<String>) -> Compaction {
         Compaction {
-            conversation: conversation.clone(),
+            plan: Vec::new(),
+            conversation: None,
             edits: Vec::new(),
             notes: vec![note.into()],
             degraded: None,

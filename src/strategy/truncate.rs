@@ -14,9 +14,10 @@ use super::text_cut::{TRUNCATION_MARK, cut_middle, cut_middle_known};
 use super::{Budget, Compaction, Context, Edit, Strategy, StrategyError};
 use crate::conversation::{Block, Conversation, Message, Role, ToolInput, ToolResultContent};
 use crate::facts::{Facts, SessionState};
-use crate::guard::Units;
+use crate::guard::{Layout, Marker, MessageTokens, UnitEdit};
 use serde::Deserialize;
 use serde_json::Value;
+use std::collections::BTreeMap;
 
 /// Settings of [`Truncate`]; all sizes in tokens.
 #[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
@@ -78,42 +79,50 @@ struct Caps {
 }
 
 impl Truncate {
-    /// The synchronous core of [`Strategy::compact`].
+    /// The synchronous core of [`Strategy::compact`]: a plan for [`crate::guard::apply`] (caps
+    /// and at most one drop, in indices of `input`), made from the borrowed input and its
+    /// layout (`cx.layout`).
     pub fn run(&self, input: &Conversation, budget: Budget, cx: &Context<'_>) -> Compaction {
         let counter = cx.counter;
         let c = &self.config;
+        let layout = cx.layout;
+        let n = input.messages.len();
         let scale = budget.target / 4;
         let caps = Caps {
             result: c.max_tool_result_tokens.min(scale).max(c.min_cap_tokens),
             input: c.max_tool_input_tokens.min(scale).max(c.min_cap_tokens),
             text: c.max_text_tokens.min(scale).max(c.min_cap_tokens),
         };
-        let units = Units::of(input);
-        let frozen = frozen_messages(input, &units);
-        let mut conv = input.clone();
-        let mut edits = Vec::new();
-        cap_all(&mut conv, &frozen, caps, cx, &mut edits, 0);
+        let mut capped = cap_blocks(input, layout, 0..n, caps, cx);
         let mut notes = Vec::new();
-        let mut offset_map: Vec<usize> = (0..conv.messages.len()).collect();
-
-        let mut tokens = counter.count_conversation(&conv);
+        // Per message, after the caps: the counts are additive (message = overhead + blocks).
+        let mut per: Vec<usize> = input
+            .messages
+            .iter()
+            .map(|m| counter.count_message(m))
+            .collect();
+        for (&(i, _), cap) in &capped {
+            per[i] -= cap.saved;
+        }
+        let fixed =
+            counter.count_system(input.system.as_ref()) + counter.count_tools(input.tools());
+        let mut tokens = fixed + per.iter().sum::<usize>();
+        let mut dropped: Option<Dropped> = None;
         if tokens > budget.target {
-            if let Some((dropped, map)) =
-                drop_oldest(&conv, &units, budget, self.config.digest_share, cx)
-            {
-                edits.retain(
-                    |e| !matches!(e, Edit::Truncated { message, .. } if *message < dropped.from()),
-                );
-                edits.push(dropped.edit);
-                conv = dropped.conversation;
-                tokens = dropped.tokens;
-                offset_map = map;
-            } else {
-                notes.push("no legal cut point: nothing could be dropped".to_string());
+            let view = MessageTokens::from_counts(per);
+            match drop_oldest(input, layout, &view, fixed, budget, c.digest_share, cx) {
+                Some(d) => {
+                    let pinned = layout.pinned();
+                    capped.retain(|&(i, _), _| i < pinned || i >= d.to);
+                    tokens = d.tokens;
+                    dropped = Some(d);
+                }
+                None => notes.push("no legal cut point: nothing could be dropped".to_string()),
             }
         }
-
-        // Squeeze: halve the caps on what is kept until under the limit or at the floor.
+        // Squeeze: halve the caps on what is kept until under the limit or at the floor; each
+        // block is cut from its original text (never truncated twice).
+        let kept_from = dropped.as_ref().map_or(layout.pinned(), |d| d.to);
         let mut squeeze = caps;
         while tokens > budget.limit && squeeze.result > c.min_cap_tokens {
             squeeze = Caps {
@@ -121,19 +130,34 @@ impl Truncate {
                 input: (squeeze.input / 2).max(c.min_cap_tokens),
                 text: (squeeze.text / 2).max(c.min_cap_tokens),
             };
-            let frozen_now = frozen_after_drop(&frozen, &offset_map);
-            let mut more = Vec::new();
-            cap_all(&mut conv, &frozen_now, squeeze, cx, &mut more, 0);
-            for mut e in more {
-                if let Edit::Truncated { message, .. } = &mut e {
-                    *message = offset_map.get(*message).copied().unwrap_or(*message);
+            for (at, cap) in cap_blocks(input, layout, kept_from..n, squeeze, cx) {
+                let before = capped.get(&at).map_or(0, |c| c.saved);
+                if cap.saved > before {
+                    tokens -= cap.saved - before;
+                    capped.insert(at, cap);
                 }
-                edits.push(e);
             }
-            tokens = counter.count_conversation(&conv);
+        }
+        let mut edits: Vec<Edit> = Vec::new();
+        let mut plan: Vec<UnitEdit> = Vec::new();
+        for ((message, block), cap) in capped {
+            edits.push(cap.edit);
+            plan.push(UnitEdit::Cap {
+                message,
+                block,
+                with: cap.with,
+            });
+        }
+        if let Some(d) = dropped {
+            edits.push(d.edit);
+            plan.push(UnitEdit::Drop {
+                to: d.to,
+                marker: d.marker,
+            });
         }
         Compaction {
-            conversation: conv,
+            plan,
+            conversation: None,
             edits,
             notes,
             degraded: None,
@@ -141,89 +165,79 @@ impl Truncate {
     }
 }
 
-/// Which messages may not be edited: pinned system messages, and the assistant messages of the
-/// last exchange when the history ends inside it (the open tool loop). The newest message is
-/// handled separately: only its tool results may shrink.
-fn frozen_messages(c: &Conversation, units: &Units) -> Vec<bool> {
-    let n = c.messages.len();
-    let mut frozen = vec![false; n];
-    for f in frozen.iter_mut().take(units.pinned) {
-        *f = true;
-    }
-    if let Some(last) = units.exchanges.last()
-        && last.end == n
-    {
-        for (f, m) in frozen[last.start..]
-            .iter_mut()
-            .zip(&c.messages[last.start..])
-        {
-            if m.role == Role::Assistant {
-                *f = true;
-            }
-        }
-    }
-    frozen
+/// One capped block: the new block, its edit for the report, and the tokens it saves.
+struct Capped {
+    with: Block,
+    edit: Edit,
+    saved: usize,
 }
 
-fn frozen_after_drop(frozen: &[bool], map: &[usize]) -> Vec<bool> {
-    map.iter()
-        .map(|&orig| orig == usize::MAX || frozen.get(orig).copied().unwrap_or(false))
-        .collect()
-}
-
-/// Caps every editable block of `conv`; `base` is added to message indices in the edits.
-fn cap_all(
-    conv: &mut Conversation,
-    frozen: &[bool],
+/// Caps every editable block of the messages in `range` of `input` (the input is not
+/// changed: each capped block is a new value). Protected messages are skipped; of the newest
+/// message only tool results are capped.
+fn cap_blocks(
+    input: &Conversation,
+    layout: &Layout,
+    range: std::ops::Range<usize>,
     caps: Caps,
     cx: &Context<'_>,
-    edits: &mut Vec<Edit>,
-    base: usize,
-) {
-    let n = conv.messages.len();
-    for (i, m) in conv.messages.iter_mut().enumerate() {
-        if frozen.get(i).copied().unwrap_or(false) {
+) -> BTreeMap<(usize, usize), Capped> {
+    let mut out = BTreeMap::new();
+    let smallest = caps.result.min(caps.input).min(caps.text);
+    for i in range {
+        if layout.is_protected(i) {
             continue;
         }
-        let newest = i + 1 == n;
-        for (j, b) in m.content.iter_mut().enumerate() {
+        let newest = layout.newest() == Some(i);
+        for (j, b) in input.messages[i].content.iter().enumerate() {
             // The cached count of the whole block: what fits is never tokenized again.
             let block_tokens = cx.counter.count_block(b);
-            if block_tokens <= caps.result.min(caps.input).min(caps.text) {
+            if block_tokens <= smallest {
                 continue;
             }
-            let edit = match b {
+            let capped = match b {
                 Block::ToolResult(r) => {
+                    let mut r = r.clone();
                     cap_result(&mut r.content, caps.result, cx).map(|(before, after)| {
-                        ("tool_result", Some(r.tool_use_id.clone()), before, after)
+                        let id = Some(r.tool_use_id.clone());
+                        (Block::ToolResult(r), "tool_result", id, before, after)
                     })
                 }
-                Block::ToolUse(t) if !newest => cap_input(&mut t.input, caps.input, cx)
-                    .map(|(before, after)| ("tool_use_input", Some(t.id.clone()), before, after)),
+                Block::ToolUse(t) if !newest => {
+                    let mut t = t.clone();
+                    cap_input(&mut t.input, caps.input, cx).map(|(before, after)| {
+                        let id = Some(t.id.clone());
+                        (Block::ToolUse(t), "tool_use_input", id, before, after)
+                    })
+                }
                 // An earlier summary or marker is merged by the next digest, never cut as
                 // ordinary text (its failures and requests would go).
                 Block::Text(t) if !newest && crate::facts::summary_kind(&t.text).is_none() => {
                     cut_middle_known(&t.text, caps.text, cx.counter, Some(block_tokens)).map(
                         |(s, before, after)| {
+                            let mut t = t.clone();
                             t.text = s;
-                            ("text", None, before, after)
+                            (Block::Text(t), "text", None, before, after)
                         },
                     )
                 }
                 _ => None,
             };
-            if let Some((what, id, tokens_before, tokens_after)) = edit {
-                edits.push(Edit::Truncated {
-                    message: base + i,
+            if let Some((with, what, id, tokens_before, tokens_after)) = capped {
+                let saved = block_tokens.saturating_sub(cx.counter.count_block(&with));
+                let edit = Edit::Truncated {
+                    message: i,
                     block: j,
                     what,
                     id,
                     tokens_before,
                     tokens_after,
-                });
+                };
+                out.insert((i, j), Capped { with, edit, saved });
             }
         }
     }
+    out
 }
 
 fn cap_result(
@@ -308,125 +322,87 @@ fn cap_strings(v: &mut Value, cap: usize, cx: &Context<'_>, totals: &mut (usize,
     }
 }
 
-/// The result of dropping the oldest units.
+/// The oldest units to drop: up to `to`, with the marker that stands for them.
 struct Dropped {
-    conversation: Conversation,
+    to: usize,
+    marker: Marker,
     edit: Edit,
-    /// Tokens of `conversation`.
+    /// Tokens of the output (after the caps of `tokens`).
     tokens: usize,
 }
 
-impl Dropped {
-    fn from(&self) -> usize {
-        match self.edit {
-            Edit::Dropped { to, .. } => to,
-            _ => 0,
-        }
-    }
-}
-
 /// Drops `pinned..k` for the earliest legal cut `k` that brings the conversation under the
-/// target (or the latest legal cut when none does), putting a marker message with a digest of
-/// the dropped messages in their place. Returns the new conversation and, for each of its
-/// messages, the index it had in `conv` (`usize::MAX` for the marker).
+/// target (or the latest legal cut when none does), with a marker message holding the
+/// session state of the dropped messages. `tokens` are the per-message counts after the caps,
+/// `fixed` the system prompt and tool definitions.
 fn drop_oldest(
-    conv: &Conversation,
-    units: &Units,
+    input: &Conversation,
+    layout: &Layout,
+    tokens: &MessageTokens,
+    fixed: usize,
     budget: Budget,
     digest_share: f64,
     cx: &Context<'_>,
-) -> Option<(Dropped, Vec<usize>)> {
+) -> Option<Dropped> {
     let counter = cx.counter;
-    let units_now = Units::of(conv);
-    debug_assert_eq!(units_now.len, units.len);
-    let cuts = units_now.cuts(conv);
-    if cuts.is_empty() {
-        return None;
-    }
-    let n = conv.messages.len();
-    let per_msg: Vec<usize> = conv
-        .messages
-        .iter()
-        .map(|m| counter.count_message(m))
-        .collect();
-    let mut suffix = vec![0usize; n + 1];
-    for i in (0..n).rev() {
-        suffix[i] = suffix[i + 1] + per_msg[i];
-    }
-    let fixed = counter.count_system(conv.system.as_ref())
-        + counter.count_tools(conv.tools())
-        + per_msg[..units_now.pinned].iter().sum::<usize>();
+    let last = layout.cuts().last()?.index;
+    let pinned = layout.pinned();
+    let fixed = fixed + tokens.span(0..pinned);
     let digest_cap = ((budget.target as f64) * digest_share) as usize;
-    let has_flag = cx.format.has_error_flag();
-    // Read once; each candidate cut takes the facts before it.
-    let facts = Facts::of(&conv.messages, has_flag);
-    let marker_for = |k: usize, room: usize, shed: bool| -> Message {
-        let dropped_tokens: usize = per_msg[units_now.pinned..k].iter().sum();
-        let mut state = SessionState::of(&facts, units_now.pinned..k);
+    // Read once from the input; each candidate cut takes the facts before it.
+    let facts = Facts::of(&input.messages, cx.format.has_error_flag());
+    let marker_for = |k: usize, room: usize, shed: bool| -> Marker {
+        let mut state = SessionState::of(&facts, pinned..k);
         if shed {
             state = state.shedding_settled();
         }
-        Message::text(
-            Role::User,
-            state.marker_text(k - units_now.pinned, dropped_tokens, room, counter),
-        )
+        let (text, failures) = state.marker(k - pinned, tokens.span(pinned..k), room, counter);
+        Marker { text, failures }
     };
+    let count = |m: &Marker| counter.count_message(&Message::text(Role::User, m.text.clone()));
+    // The marker's text is budgeted by `room` (its header included, see
+    // `SessionState::marker_text`); what the message adds around the text is counted once.
+    let frame = counter.count_message(&Message::text(Role::User, String::new()));
     let mut chosen = None;
-    for cut in &cuts {
-        let base = fixed + suffix[cut.index] + 40;
-        if base + digest_cap.min(budget.target / 10 + 1) > budget.target
-            && cut.index != cuts[cuts.len() - 1].index
-        {
-            continue;
+    layout.earliest_cut(pinned, |cut| {
+        let base = fixed + tokens.tail(cut.index) + frame;
+        if base + digest_cap.min(budget.target / 10 + 1) > budget.target && cut.index != last {
+            return false;
         }
         let room = budget.target.saturating_sub(base).min(digest_cap.max(32));
         let mut marker = marker_for(cut.index, room, false);
         // The candidate's count, from the parts already counted (the sum is additive).
-        let mut tokens = fixed + counter.count_message(&marker) + suffix[cut.index];
-        if tokens > budget.limit {
+        let mut total = fixed + count(&marker) + tokens.tail(cut.index);
+        if total > budget.limit {
             // Over the hard limit: the outcomes of settled rounds go before anything else.
             let lean = marker_for(cut.index, room, true);
-            let lean_tokens = fixed + counter.count_message(&lean) + suffix[cut.index];
-            if lean_tokens < tokens {
-                (marker, tokens) = (lean, lean_tokens);
+            let lean_total = fixed + count(&lean) + tokens.tail(cut.index);
+            if lean_total < total {
+                (marker, total) = (lean, lean_total);
             }
         }
-        if tokens <= budget.target || cut.index == cuts[cuts.len() - 1].index {
-            chosen = Some((cut.index, marker, tokens));
-            break;
+        if total <= budget.target || cut.index == last {
+            chosen = Some((cut.index, marker, total));
+            return true;
         }
-    }
-    let (k, marker, tokens_after) = chosen?;
-    let mut messages = conv.messages[..units_now.pinned].to_vec();
-    messages.push(marker);
-    messages.extend_from_slice(&conv.messages[k..]);
-    let conversation = Conversation {
-        system: conv.system.clone(),
-        messages,
-        extra: conv.extra.clone(),
-        bare: conv.bare,
-    };
-    debug_assert_eq!(counter.count_conversation(&conversation), tokens_after);
-    let dropped = &conv.messages[units_now.pinned..k];
-    let calls = dropped.iter().map(|m| m.tool_uses().count()).sum();
-    let tokens = per_msg[units_now.pinned..k].iter().sum();
-    let mut map: Vec<usize> = (0..units_now.pinned).collect();
-    map.push(usize::MAX);
-    map.extend(k..n);
-    let edit = Edit::Dropped {
-        from: units_now.pinned,
-        to: k,
-        calls,
-        tokens,
-    };
-    Some((
-        Dropped {
-            conversation,
-            edit,
-            tokens: tokens_after,
+        false
+    })?;
+    let (to, marker, total) = chosen?;
+    let calls = input.messages[pinned..to]
+        .iter()
+        .map(|m| m.tool_uses().count())
+        .sum();
+    Some(Dropped {
+        to,
+        marker,
+        edit: Edit::Dropped {
+            from: pinned,
+            to,
+            calls,
+            tokens: tokens.span(pinned..to),
         },
-        map,
-    ))
+        tokens: total,
+    })
 }
 
 /// True when a text holds a truncation marker of ours.

@@ -137,3 +137,19 @@ fn tempfile_dir(tag: &str) -> PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
+
+#[path = "../../examples/custom_strategy.rs"]
+mod custom_strategy;
+
+#[tokio::test]
+async fn a_registered_custom_strategy_is_named_in_the_tier_list_and_its_output_taken() {
+    let (messages, status, applied) = custom_strategy::run().await.unwrap();
+    assert_eq!(status, Status::Compacted);
+    assert_eq!(applied, "keep_tail");
+    // Whole rounds (user + assistant) went from the front, the newest stayed, and the guard put
+    // the strategy's marker in front of them.
+    assert!(
+        (3..20).contains(&messages) && messages % 2 == 1,
+        "{messages}"
+    );
+}

@@ -25,6 +25,20 @@ const OPEN_TAIL: ValidateOptions = ValidateOptions {
     allow_open_tail: true,
 };
 
+/// `cases` cases, failing seeds saved beside the test's source file
+/// (`tests/all/<module>.proptest-regressions`) and replayed first. Named explicitly: the
+/// default (`SourceParallel`) looks for a `lib.rs` / `main.rs` above the source file, finds
+/// none for `tests/all/*.rs`, and only then falls back to this, printing a warning each run.
+pub(crate) fn persisted(cases: u32) -> ProptestConfig {
+    ProptestConfig {
+        cases,
+        failure_persistence: Some(Box::new(
+            proptest::test_runner::FileFailurePersistence::WithSource("proptest-regressions"),
+        )),
+        ..ProptestConfig::default()
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // The plan
 
@@ -579,7 +593,7 @@ fn is_assistant_item(format: Format, item: &Value) -> bool {
 // Properties
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(3000))]
+    #![proptest_config(persisted(3000))]
 
     /// Every generated history is accepted, reads into the units it was built from, and writes
     /// back to the same JSON.
@@ -605,7 +619,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(2500))]
+    #![proptest_config(persisted(2500))]
 
     /// Every cut the guard offers keeps a valid tail and drops whole exchanges only.
     #[test]
@@ -642,7 +656,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(2000))]
+    #![proptest_config(persisted(2000))]
 
     /// No index inside an exchange is a cut, and every round start after the first is one.
     #[test]
@@ -670,7 +684,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(1500))]
+    #![proptest_config(persisted(1500))]
 
     /// Removing the call of an answered result makes that result an orphan, reported where the
     /// result is.
@@ -739,7 +753,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(1500))]
+    #![proptest_config(persisted(1500))]
 
     /// A second copy of a result is reported as a duplicate where the copy is, naming the id.
     #[test]

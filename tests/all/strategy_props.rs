@@ -1,13 +1,22 @@
-//! Property: random valid histories x random budgets x every preset -> a valid output that is
-//! never longer than the input, and the input itself when it is under the trigger.
+//! Properties: random valid histories x random budgets x every preset -> a valid output that is
+//! never longer than the input (no tier refused), and the input itself when it is under the
+//! trigger; and each strategy called directly -> a plan that `guard::apply` accepts, whose
+//! output passes the guard (the oracle is the guard's check, not the pipeline that ran it).
 
-use crate::guard_props::{plan, read, render};
+use crate::guard_props::{persisted, plan, read, render};
 use compactor::config::Loader;
 use compactor::conversation::{Block, Conversation, ToolResultContent};
-use compactor::guard::{self, Units, ValidateOptions};
+use compactor::guard::{self, Layout, Units, ValidateOptions};
+use compactor::llm::{LlmError, Summarizer, SummaryRequest};
+use compactor::strategy::microcompact::{Microcompact, MicrocompactConfig};
+use compactor::strategy::summary::{DEFAULT_PROMPT, Summary, SummaryConfig};
+use compactor::strategy::truncate::{Truncate, TruncateConfig};
+use compactor::strategy::{Budget, Context, Strategy};
+use compactor::tokens::{TokenCounter, Tokenizer, counter_for};
 use compactor::{Compactor, Status};
 use proptest::prelude::*;
 use std::borrow::Cow;
+use std::sync::Arc;
 use std::sync::OnceLock;
 
 const PRESETS: [&str; 3] = ["default", "truncate", "microcompact"];
@@ -68,7 +77,7 @@ fn inflate(c: &mut Conversation, scale: usize) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(600))]
+    #![proptest_config(persisted(600))]
     #[test]
     fn every_preset_gives_a_valid_never_longer_output_at_any_budget(
         plan in plan(1),
@@ -88,6 +97,10 @@ proptest! {
             prop_assert!(violations.is_empty(), "{preset} @ {budget}: {}", violations[0]);
             let lost = guard::check_compaction(&input, &out.conversation, format);
             prop_assert!(lost.is_empty(), "{preset} @ {budget}: {}", lost[0]);
+            // Every tier that produced an output had it taken or found not smaller: none refused.
+            for t in &r.tiers {
+                prop_assert!(t.violations.is_empty(), "{preset} @ {budget}: {} refused: {:?}", t.strategy, t.violations);
+            }
             prop_assert_eq!(r.tokens_before, before);
             prop_assert!(r.tokens_after <= r.tokens_before, "{preset}: grew {} -> {}", r.tokens_before, r.tokens_after);
             prop_assert_eq!(r.tokens_after, engine.counter().count_conversation(&out.conversation));
@@ -101,6 +114,89 @@ proptest! {
             // What is written reads back and writes again as the same JSON.
             let written = format.write(&out.conversation);
             prop_assert_eq!(&format.write(&read(format, &written)), &written);
+        }
+    }
+}
+
+/// A deterministic in-process summarizer: no network, the same answer for the same material.
+struct Echo;
+
+#[async_trait::async_trait]
+impl Summarizer for Echo {
+    fn model(&self) -> &str {
+        "echo"
+    }
+    fn context_window(&self) -> usize {
+        200_000
+    }
+    async fn complete(&self, request: &SummaryRequest) -> Result<String, LlmError> {
+        let lines = request.user.lines().count();
+        Ok(format!(
+            "The user and the agent worked through {lines} transcript lines."
+        ))
+    }
+}
+
+/// Every strategy, as the pipeline builds it, but called directly.
+fn strategies() -> Vec<Box<dyn Strategy>> {
+    let truncate = TruncateConfig::default();
+    vec![
+        Box::new(Truncate {
+            config: truncate.clone(),
+        }),
+        Box::new(Microcompact {
+            config: MicrocompactConfig {
+                keep_recent: 1,
+                ..MicrocompactConfig::default()
+            },
+        }),
+        Box::new(Summary::new(
+            Arc::new(Echo),
+            SummaryConfig::default(),
+            DEFAULT_PROMPT.to_string(),
+            truncate,
+        )),
+    ]
+}
+
+proptest! {
+    #![proptest_config(persisted(400))]
+    #[test]
+    fn every_strategys_plan_is_accepted_by_apply_and_its_output_passes_the_guard(
+        plan in plan(1),
+        scale in 1usize..200,
+        share in 0.05f64..1.2,
+    ) {
+        let format = plan.format;
+        let mut input = read(format, &render(&plan).body);
+        inflate(&mut input, scale);
+        let layout = Layout::of(&input);
+        let counter = counter_for(Tokenizer::default());
+        let limit = ((counter.count_conversation(&input) as f64 * share) as usize).max(1);
+        let budget = Budget { limit, target: limit * 3 / 5 };
+        let options = ValidateOptions { allow_open_tail: layout.ends_with_open_call() };
+        for strategy in strategies() {
+            let name = strategy.name().to_string();
+            let cx = Context { format, counter: counter.as_ref(), instructions: None, layout: &layout };
+            let c = runtime().block_on(strategy.compact(&input, budget, &cx)).unwrap();
+            if c.edits.is_empty() {
+                continue;
+            }
+            let (mut out, records) = if c.plan.is_empty() {
+                (c.conversation.unwrap(), None)
+            } else {
+                let applied = guard::apply(&input, &layout, c.plan, Some(&[]));
+                prop_assert!(applied.is_ok(), "{name}: plan refused: {}", applied.unwrap_err());
+                let applied = applied.unwrap();
+                (applied.conversation, applied.records)
+            };
+            guard::settle(format, &mut out);
+            let v = guard::validate(&out, format, options);
+            prop_assert!(v.is_empty(), "{name}: {}", v[0]);
+            let lost = guard::check_compaction_with(&input, &layout, &out, format, records.as_deref());
+            prop_assert!(lost.is_empty(), "{name}: {}", lost[0]);
+            let env = guard::check_envelope(&input, &out, format);
+            prop_assert!(env.is_empty(), "{name}: {}", env[0]);
         }
     }
 }

@@ -17,7 +17,7 @@
 use super::truncate::{Truncate, TruncateConfig};
 use super::{Budget, Compaction, Context, Edit, Strategy, StrategyError, digest_line};
 use crate::conversation::{Block, Conversation, Message, Outcome, Role, ToolInput, ToolUse};
-use crate::guard::{CutKind, Units};
+use crate::guard::{CutKind, Layout, MessageTokens};
 use crate::llm::{Summarizer, SummaryRequest};
 use crate::render::{call_summary, clip, one_line};
 use crate::tokens::TokenCounter;
@@ -27,11 +27,25 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+mod checks;
+mod chunking;
+mod ledger;
+mod plan;
+mod transcript;
+
+pub use checks::UNKNOWN_ID_MARK;
+use checks::{degenerate, mark_unknown_ids};
+use chunking::chunk;
+pub use ledger::{ledger, neutralize_ledger_header, summary_message};
+use ledger::{merge_ledgers, split_summary};
+pub use plan::{Plan, plan, summary_text};
+pub use transcript::transcript;
+
 /// The fixed first words of every summary message; a later pass recognises its summaries by them.
 pub const SUMMARY_PREFIX: &str = "[compactor summary of messages ";
 
 /// The default summary prompt (`strategies/prompts/summary.md`); `summary.prompt_file` replaces it.
-pub const DEFAULT_PROMPT: &str = include_str!("../../strategies/prompts/summary.md");
+pub const DEFAULT_PROMPT: &str = include_str!("../../../strategies/prompts/summary.md");
 
 /// The line that opens the code-made ledger inside a summary message.
 pub const LEDGER_HEADER: &str = "Ledger (made by code from the transcript, exact):";
@@ -75,422 +89,6 @@ impl Default for SummaryConfig {
             cooldown_secs: 300.0,
         }
     }
-}
-
-/// What to summarize: messages `from..to` go, `to..` are kept.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Plan {
-    /// First replaced message (the first unpinned one).
-    pub from: usize,
-    /// First kept message (a legal cut).
-    pub to: usize,
-    /// How the kept tail starts.
-    pub kind: CutKind,
-    /// The earlier summary message at `from`, when the history starts with one.
-    pub previous: Option<String>,
-}
-
-/// Chooses the span to summarize, without I/O: everything after the pinned prefix up to the
-/// earliest legal cut whose tail fits `keep_recent_share × target` (the latest cut when none
-/// does). `None` when there is no legal cut after the span start (the open last exchange and
-/// the newest message are never summarized).
-pub fn plan(
-    conversation: &Conversation,
-    budget: Budget,
-    counter: &dyn TokenCounter,
-    keep_recent_share: f64,
-) -> Option<Plan> {
-    let units = Units::of(conversation);
-    let msgs = &conversation.messages;
-    let from = units.pinned;
-    let previous = msgs.get(from).and_then(summary_text).map(str::to_string);
-    let span_start = from + usize::from(previous.is_some());
-    let cuts: Vec<_> = units
-        .cuts(conversation)
-        .into_iter()
-        .filter(|c| c.index > span_start)
-        .collect();
-    let last = *cuts.last()?;
-    let keep = (budget.target as f64 * keep_recent_share) as usize;
-    let mut suffix = vec![0usize; msgs.len() + 1];
-    for i in (0..msgs.len()).rev() {
-        suffix[i] = suffix[i + 1] + counter.count_message(&msgs[i]);
-    }
-    let cut = cuts
-        .iter()
-        .find(|c| suffix[c.index] <= keep)
-        .copied()
-        .unwrap_or(last);
-    Some(Plan {
-        from,
-        to: cut.index,
-        kind: cut.kind,
-        previous,
-    })
-}
-
-/// The text of a summary message of ours, if `m` is one.
-pub fn summary_text(m: &Message) -> Option<&str> {
-    if m.role != Role::User {
-        return None;
-    }
-    match m.content.as_slice() {
-        [Block::Text(t)] if t.text.starts_with(SUMMARY_PREFIX) => Some(&t.text),
-        _ => None,
-    }
-}
-
-/// Splits a summary message into (the model's part, the ledger lines).
-///
-/// The split is structural: the ledger is what follows the *last* [`LEDGER_HEADER`] line,
-/// which [`summary_message`] writes after the model's text, and the model's text can never hold
-/// that header ([`neutralize_ledger_header`]). A model that writes the header itself gets no
-/// line into the ledger.
-fn split_summary(text: &str) -> (&str, Vec<&str>) {
-    let body = text.split_once("\n\n").map_or("", |(_, rest)| rest);
-    let header_line = format!("\n{LEDGER_HEADER}\n");
-    let at = body
-        .rfind(&header_line)
-        .map(|p| (p, p + header_line.len()))
-        .or_else(|| {
-            body.starts_with(header_line.trim_start_matches('\n'))
-                .then_some((0, header_line.len() - 1))
-        });
-    match at {
-        Some((end, start)) => (
-            body.get(..end).unwrap_or("").trim(),
-            body.get(start..)
-                .unwrap_or("")
-                .lines()
-                .filter(|l| l.starts_with("- "))
-                .collect(),
-        ),
-        None => (body.trim(), Vec::new()),
-    }
-}
-
-/// The words of [`LEDGER_HEADER`] that the model's text may not hold (any case).
-const LEDGER_MARK: &str = "made by code";
-/// What [`LEDGER_MARK`] becomes in the model's text.
-const LEDGER_MARK_NEUTRAL: &str = "made by the summarizing model";
-
-/// The model's text with every `made by code` (ASCII case-insensitive) turned into
-/// `made by the summarizing model`, so that it can never produce [`LEDGER_HEADER`] and no line
-/// of it reads as code-made; with the number of replacements. Byte search on ASCII words: every
-/// cut is on a char boundary.
-pub fn neutralize_ledger_header(text: &str) -> (String, usize) {
-    let lower = text.as_bytes().to_ascii_lowercase();
-    let mut out = String::with_capacity(text.len());
-    let mut from = 0;
-    let mut n = 0;
-    for p in memchr::memmem::find_iter(&lower, LEDGER_MARK.as_bytes()) {
-        if p < from {
-            continue;
-        }
-        out.push_str(text.get(from..p).unwrap_or(""));
-        out.push_str(LEDGER_MARK_NEUTRAL);
-        from = p + LEDGER_MARK.len();
-        n += 1;
-    }
-    out.push_str(text.get(from..).unwrap_or(""));
-    (out, n)
-}
-
-fn role_name(role: Role) -> &'static str {
-    match role {
-        Role::User => "User",
-        Role::Assistant => "Assistant",
-        Role::Tool => "Tool",
-        Role::System => "System",
-        Role::Developer => "Developer",
-    }
-}
-
-/// Renders messages as a compact transcript: `User: …` / `Assistant: …` for text (whole),
-/// digest lines for calls and results (`[call toolu_1 Read(src/a.rs)]`,
-/// `[result toolu_1 (error): …]`), `[image]` / `[document]` for media. Thinking is left out and
-/// no base64 is ever copied.
-pub fn transcript(messages: &[Message], has_error_flag: bool) -> String {
-    let tools: HashMap<&str, &str> = messages
-        .iter()
-        .flat_map(Message::tool_uses)
-        .map(|t| (t.id.as_str(), t.name.as_str()))
-        .collect();
-    let mut out = String::new();
-    for m in messages {
-        for b in &m.content {
-            let line = match b {
-                Block::Text(t) if t.text.trim().is_empty() => continue,
-                Block::Text(t) => format!("{}: {}", role_name(m.role), t.text.trim()),
-                Block::Thinking(_) => continue,
-                Block::Image(_) => "[image]".to_string(),
-                Block::Document(_) => "[document]".to_string(),
-                other => match digest_line(m.role, other, &tools, has_error_flag) {
-                    Some(l) => l,
-                    None => continue,
-                },
-            };
-            out.push_str(&line);
-            out.push('\n');
-        }
-    }
-    out
-}
-
-/// Keys of a tool input that name a file.
-const PATH_KEYS: &[&str] = &["file_path", "path", "notebook_path", "filename"];
-/// Words in a tool name that mean it changes files.
-const WRITE_WORDS: &[&str] = &[
-    "write", "edit", "patch", "create", "replace", "insert", "delete", "move", "rename",
-];
-/// Headers of an apply_patch envelope that name a changed file.
-const PATCH_HEADERS: &[&str] = &[
-    "*** Add File: ",
-    "*** Update File: ",
-    "*** Delete File: ",
-    "*** Move to: ",
-];
-
-/// The code-made ledger of `messages`, one fact a line (`- read: …`, `- wrote: …`,
-/// `- ran: …`, `- failed: …`, `- cancelled: …`), in order of first appearance. A call whose
-/// result failed is listed as failed (with its id and the word error), never as a read or write.
-pub fn ledger(messages: &[Message], has_error_flag: bool) -> Vec<String> {
-    let tools: HashMap<&str, &str> = messages
-        .iter()
-        .flat_map(Message::tool_uses)
-        .map(|t| (t.id.as_str(), t.name.as_str()))
-        .collect();
-    let results: HashMap<&str, (&Message, &crate::conversation::ToolResult)> = messages
-        .iter()
-        .flat_map(|m| {
-            m.tool_results()
-                .map(move |r| (r.tool_use_id.as_str(), (m, r)))
-        })
-        .collect();
-    let mut lines: Vec<String> = Vec::new();
-    let mut push = |l: String| {
-        if !lines.contains(&l) {
-            lines.push(l);
-        }
-    };
-    for call in messages.iter().flat_map(Message::tool_uses) {
-        let result = results.get(call.id.as_str());
-        let outcome = result.map(|(_, r)| r.outcome(has_error_flag));
-        let input = call.input.to_value();
-        if outcome != Some(Outcome::Error) {
-            let writes = is_write(&call.name);
-            for p in paths(&input) {
-                push(format!("- {}: {p}", if writes { "wrote" } else { "read" }));
-            }
-            for p in patch_paths(call) {
-                push(format!("- wrote: {p}"));
-            }
-        }
-        if command_of(&input).is_some() {
-            let status = outcome.map_or("no result", Outcome::as_str);
-            push(format!(
-                "- ran: {} {} -> {status}",
-                call.id,
-                call_summary(call, 120)
-            ));
-        }
-        let call_line = digest_line(Role::Assistant, &Block::ToolUse(call.clone()), &tools, true)
-            .unwrap_or_default();
-        match result {
-            Some((m, r)) if outcome == Some(Outcome::Error) => {
-                let text = r.text().to_lowercase();
-                let cancelled = ["interrupt", "cancel", "abort"]
-                    .iter()
-                    .any(|w| text.contains(w));
-                let result_line = digest_line(
-                    m.role,
-                    &Block::ToolResult((*r).clone()),
-                    &tools,
-                    has_error_flag,
-                )
-                .unwrap_or_default();
-                let label = if cancelled {
-                    "cancelled (failed)"
-                } else {
-                    "failed"
-                };
-                push(format!("- {label}: {call_line} -> {result_line}"));
-            }
-            None => push(format!(
-                "- cancelled: {call_line} -> no result (counts as failed, not as done)"
-            )),
-            _ => {}
-        }
-    }
-    lines
-}
-
-fn is_write(tool: &str) -> bool {
-    let t = tool.to_lowercase();
-    WRITE_WORDS.iter().any(|w| t.contains(w))
-}
-
-fn paths(input: &Value) -> Vec<String> {
-    let Value::Object(obj) = input else {
-        return Vec::new();
-    };
-    PATH_KEYS
-        .iter()
-        .filter_map(|k| obj.get(*k).and_then(Value::as_str))
-        .filter(|p| !p.is_empty())
-        .map(|p| clip(&one_line(p), 200))
-        .collect()
-}
-
-fn patch_paths(call: &ToolUse) -> Vec<String> {
-    let mut strings = Vec::new();
-    match &call.input {
-        ToolInput::Freeform(s) => strings.push(s.clone()),
-        other => collect_strings(&other.to_value(), &mut strings),
-    }
-    let mut out = Vec::new();
-    for s in &strings {
-        for line in s.lines() {
-            for h in PATCH_HEADERS {
-                if let Some(p) = line.trim_start().strip_prefix(h) {
-                    let p = clip(p.trim(), 200);
-                    if !p.is_empty() && !out.contains(&p) {
-                        out.push(p);
-                    }
-                }
-            }
-        }
-    }
-    out
-}
-
-fn collect_strings(v: &Value, out: &mut Vec<String>) {
-    match v {
-        Value::String(s) => out.push(s.clone()),
-        Value::Array(items) => items.iter().for_each(|x| collect_strings(x, out)),
-        Value::Object(obj) => obj.values().for_each(|x| collect_strings(x, out)),
-        _ => {}
-    }
-}
-
-fn command_of(input: &Value) -> Option<&Value> {
-    input.get("command").or_else(|| input.get("cmd"))
-}
-
-/// Merges earlier ledger lines with new ones (no duplicates), keeping every failure and at most
-/// [`MAX_COMMAND_LINES`] command lines of known success or unknown outcome (the newest). What
-/// is left out is counted by outcome, with the counts an earlier ledger already carried: a
-/// command of unknown outcome is never counted as successful.
-fn merge_ledgers(earlier: &[&str], new: Vec<String>) -> Vec<String> {
-    let mut all: Vec<String> = Vec::new();
-    let mut omitted = Omitted::default();
-    for l in earlier.iter().map(|l| l.to_string()).chain(new) {
-        if let Some(o) = Omitted::parse(&l) {
-            omitted.success += o.success;
-            omitted.unknown += o.unknown;
-        } else if !all.contains(&l) {
-            all.push(l);
-        }
-    }
-    let commands = all.iter().filter(|l| plain_command(l).is_some()).count();
-    let mut skip = commands.saturating_sub(MAX_COMMAND_LINES);
-    all.retain(|l| match plain_command(l) {
-        Some(outcome) if skip > 0 => {
-            skip -= 1;
-            match outcome {
-                Outcome::Success => omitted.success += 1,
-                _ => omitted.unknown += 1,
-            }
-            false
-        }
-        _ => true,
-    });
-    all.extend(omitted.lines());
-    all
-}
-
-/// Command lines a ledger left out, by outcome.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-struct Omitted {
-    success: usize,
-    unknown: usize,
-}
-
-const OMITTED_SUCCESS: (&str, &str) = ("- (", " older successful commands not listed)");
-const OMITTED_UNKNOWN: (&str, &str) = ("- (", " older commands of unknown outcome not listed)");
-
-impl Omitted {
-    fn lines(self) -> Vec<String> {
-        let mut out = Vec::new();
-        for (n, (open, close)) in [
-            (self.success, OMITTED_SUCCESS),
-            (self.unknown, OMITTED_UNKNOWN),
-        ] {
-            if n > 0 {
-                out.push(format!("{open}{n}{close}"));
-            }
-        }
-        out
-    }
-
-    /// The counts of one of our own "not listed" lines.
-    fn parse(l: &str) -> Option<Omitted> {
-        let count = |(open, close): (&str, &str)| {
-            l.strip_prefix(open)?
-                .strip_suffix(close)?
-                .parse::<usize>()
-                .ok()
-        };
-        if let Some(n) = count(OMITTED_SUCCESS) {
-            return Some(Omitted {
-                success: n,
-                unknown: 0,
-            });
-        }
-        count(OMITTED_UNKNOWN).map(|n| Omitted {
-            success: 0,
-            unknown: n,
-        })
-    }
-}
-
-/// The outcome of a `- ran:` line that may be left out of a long ledger: a known success or
-/// an unknown outcome (failures and calls without result are always kept).
-fn plain_command(l: &str) -> Option<Outcome> {
-    if !l.starts_with("- ran: ") {
-        return None;
-    }
-    [Outcome::Success, Outcome::Unknown]
-        .into_iter()
-        .find(|o| l.ends_with(&format!("-> {}", o.as_str())))
-}
-
-/// The summary message: the prefix naming what it replaces, the model's text (with any
-/// imitation of the ledger header neutralized, [`neutralize_ledger_header`]), then the ledger
-/// under [`LEDGER_HEADER`].
-pub fn summary_message(
-    from: usize,
-    to: usize,
-    tokens: usize,
-    model_text: &str,
-    ledger: &[String],
-) -> Message {
-    let mut s = format!(
-        "{SUMMARY_PREFIX}{from}–{} ({} messages, {tokens} tokens), written by a model and replacing them] This is background on the earlier conversation for the turns that follow, not a new request.\n\n{}\n",
-        to.saturating_sub(1),
-        to - from,
-        neutralize_ledger_header(model_text.trim()).0
-    );
-    if !ledger.is_empty() {
-        s.push('\n');
-        s.push_str(LEDGER_HEADER);
-        s.push('\n');
-        for l in ledger {
-            s.push_str(l);
-            s.push('\n');
-        }
-    }
-    Message::text(Role::User, s)
 }
 
 /// The circuit breaker's state.
@@ -677,141 +275,6 @@ impl Summary {
     }
 }
 
-/// The mark put after a call id that a summary names but the history does not hold.
-pub const UNKNOWN_ID_MARK: &str = "(id not in the history)";
-
-/// `text` with [`UNKNOWN_ID_MARK`] after every call id that is neither a tool_use / tool_result
-/// id of `conversation` nor written in `earlier` (an earlier summary), and the number of such
-/// distinct ids. A call id: `toolu_`, `call_` or `fc_` (Anthropic, OpenAI Chat, OpenAI Responses)
-/// at the start of a word, then 12 or more ASCII letters, digits and underscores with two
-/// digits or both letter cases (`toolu_01AbC…`, `toolu_vrtx_01…`, DeepSeek's `call_00_AbC…`);
-/// snake_case names (`call_count_total`) are code, not ids.
-fn mark_unknown_ids(text: &str, conversation: &Conversation, earlier: &str) -> (String, usize) {
-    let known: HashSet<&str> = conversation
-        .messages
-        .iter()
-        .flat_map(|m| m.content.iter())
-        .filter_map(|b| match b {
-            Block::ToolUse(t) => Some(t.id.as_str()),
-            Block::ToolResult(r) => Some(r.tool_use_id.as_str()),
-            _ => None,
-        })
-        .collect();
-    let mut out = String::with_capacity(text.len());
-    let mut marked = HashSet::new();
-    let mut rest = text;
-    while let Some((start, len)) = next_call_id(rest) {
-        let end = start + len;
-        let id = rest.get(start..end).unwrap_or("");
-        out.push_str(rest.get(..end).unwrap_or(""));
-        if !known.contains(id) && !earlier.contains(id) {
-            out.push(' ');
-            out.push_str(UNKNOWN_ID_MARK);
-            marked.insert(id);
-        }
-        rest = rest.get(end..).unwrap_or("");
-    }
-    out.push_str(rest);
-    (out, marked.len())
-}
-
-/// The first call id in `text` (see [`mark_unknown_ids`]): its byte offset and length.
-fn next_call_id(text: &str) -> Option<(usize, usize)> {
-    let mut from = 0;
-    while from < text.len() {
-        let found = ["toolu_", "call_", "fc_"]
-            .iter()
-            .filter_map(|p| text.get(from..)?.find(p).map(|i| (from + i, p.len())))
-            .min()?;
-        let (start, prefix) = found;
-        let tail = text.get(start + prefix..).unwrap_or("");
-        let n = tail
-            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-            .unwrap_or(tail.len());
-        let word_start = start == 0
-            || !text
-                .get(..start)
-                .unwrap_or("")
-                .chars()
-                .next_back()
-                .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_');
-        let body = &tail.as_bytes()[..n];
-        let digits = body.iter().filter(|b| b.is_ascii_digit()).count();
-        let mixed_case =
-            body.iter().any(u8::is_ascii_uppercase) && body.iter().any(u8::is_ascii_lowercase);
-        if word_start && n >= 12 && (digits >= 2 || mixed_case) {
-            return Some((start, prefix + n));
-        }
-        from = start + prefix;
-    }
-    None
-}
-
-/// Why a model's text is degenerate, or `None`: the same lines or phrases over and over, the loop
-/// small or quantized models fall into (seen with SmolLM2-135M on a corpus session, at
-/// temperature 0 and still with a frequency penalty). Compared case-insensitively. Lines: at
-/// least 8 non-empty ones and over half of them repeats of an earlier one. Phrases: at least 80
-/// words and under 40% of the four-word sequences distinct (ordinary prose has nearly all of
-/// them distinct).
-fn degenerate(text: &str) -> Option<String> {
-    let lower = text.to_lowercase();
-    let lines: Vec<&str> = lower
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .collect();
-    if lines.len() >= 8 {
-        let distinct = lines.iter().collect::<HashSet<_>>().len();
-        if distinct * 2 < lines.len() {
-            return Some(format!(
-                "{} of its {} lines repeat an earlier one",
-                lines.len() - distinct,
-                lines.len()
-            ));
-        }
-    }
-    let words: Vec<&str> = lower.split_whitespace().collect();
-    if words.len() >= 80 {
-        let phrases: Vec<&[&str]> = words.windows(4).collect();
-        let distinct = phrases.iter().collect::<HashSet<_>>().len();
-        if distinct * 5 < phrases.len() * 2 {
-            return Some(format!(
-                "only {distinct} of its {} four-word phrases are distinct",
-                phrases.len()
-            ));
-        }
-    }
-    None
-}
-
-/// Splits a transcript into pieces of at most `room` tokens, on line boundaries (a single line
-/// over `room` is clipped).
-fn chunk(transcript: &str, room: usize, counter: &dyn TokenCounter) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut current = String::new();
-    let mut used = 0;
-    for line in transcript.lines() {
-        let mut line = line.to_string();
-        let mut cost = counter.count_text(&line) + 1;
-        while cost > room {
-            let chars = line.chars().count() / 2;
-            line = clip(&line, chars.max(1));
-            cost = counter.count_text(&line) + 1;
-        }
-        if used + cost > room && !current.is_empty() {
-            out.push(std::mem::take(&mut current));
-            used = 0;
-        }
-        current.push_str(&line);
-        current.push('\n');
-        used += cost;
-    }
-    if !current.is_empty() {
-        out.push(current);
-    }
-    out
-}
-
 fn cache_key(parts: &[&str]) -> u64 {
     let mut h = xxhash_rust::xxh3::Xxh3::new();
     for p in parts {
@@ -834,7 +297,13 @@ impl Strategy for Summary {
         cx: &Context<'_>,
     ) -> Result<Compaction, StrategyError> {
         let counter = cx.counter;
-        let Some(plan) = plan(conversation, budget, counter, self.config.keep_recent_share) else {
+        let Some(plan) = plan(
+            conversation,
+            cx.layout,
+            budget,
+            counter,
+            self.config.keep_recent_share,
+        ) else {
             return Ok(Compaction::unchanged(
                 conversation,
                 "summary: no legal cut point after the earlier summary: nothing to summarize",
@@ -944,10 +413,13 @@ impl Strategy for Summary {
         messages.push(message);
         messages.extend_from_slice(&conversation.messages[plan.to..]);
         Ok(Compaction {
-            conversation: Conversation {
+            plan: Vec::new(),
+            conversation: Some(Conversation {
+                system: conversation.system.clone(),
                 messages,
-                ..conversation.clone()
-            },
+                extra: conversation.extra.clone(),
+                bare: conversation.bare,
+            }),
             edits: vec![Edit::Summarized {
                 from: plan.from,
                 to: plan.to,
@@ -1051,7 +523,7 @@ mod tests {
             limit: tail * 4,
             target: tail * 2,
         };
-        let p = plan(&c, budget, counter.as_ref(), 0.5).unwrap();
+        let p = plan(&c, &Layout::of(&c), budget, counter.as_ref(), 0.5).unwrap();
         assert_eq!(
             p,
             Plan {
@@ -1062,7 +534,7 @@ mod tests {
             }
         );
         // A tiny share still keeps the newest message.
-        let p = plan(&c, budget, counter.as_ref(), 0.0).unwrap();
+        let p = plan(&c, &Layout::of(&c), budget, counter.as_ref(), 0.0).unwrap();
         assert_eq!(p.to, 9);
     }
 

@@ -1,0 +1,108 @@
+//! A strategy of your own, registered by name and used as a tier.
+//!
+//! Run: `cargo run --example custom_strategy`. `tests/all/compaction.rs` runs [`run`] too.
+//!
+//! `keep_tail` drops the oldest whole rounds behind a one-line marker: it reads the guard's
+//! layout (`cx.layout`) for the legal cuts and keeps the shortest tail that fits the target.
+//! It returns a plan; `guard::apply` builds the output and the pipeline verifies it like any
+//! built-in tier's.
+
+use compactor::conversation::Conversation;
+use compactor::guard::{CutKind, Marker, MessageTokens, UnitEdit};
+use compactor::strategy::registry::{Built, Registry};
+use compactor::strategy::{Budget, Compaction, Context, Edit, Strategy, StrategyError};
+use compactor::{Compactor, Format, Status};
+use serde_json::json;
+
+/// Drops the oldest rounds, cutting only at a round start.
+struct KeepTail;
+
+#[async_trait::async_trait]
+impl Strategy for KeepTail {
+    fn name(&self) -> &str {
+        "keep_tail"
+    }
+
+    async fn compact(
+        &self,
+        conversation: &Conversation,
+        budget: Budget,
+        cx: &Context<'_>,
+    ) -> Result<Compaction, StrategyError> {
+        let layout = cx.layout;
+        let tokens = MessageTokens::of(conversation, cx.counter);
+        let cut = layout.earliest_cut(layout.pinned(), |c| {
+            c.kind == CutKind::RoundStart && tokens.tail(c.index) <= budget.target
+        });
+        let Some(cut) = cut.filter(|c| c.kind == CutKind::RoundStart) else {
+            return Ok(Compaction::unchanged(
+                conversation,
+                "keep_tail: no round start fits",
+            ));
+        };
+        let pinned = layout.pinned();
+        // A plan, not an output: the guard builds the output (and refuses the plan, naming
+        // the edit, if the dropped rounds held a failure this marker does not record).
+        let marker = Marker {
+            text: format!("[{} earlier messages dropped]", cut.index - pinned),
+            failures: Vec::new(),
+        };
+        Ok(Compaction {
+            plan: vec![UnitEdit::Drop {
+                to: cut.index,
+                marker,
+            }],
+            conversation: None,
+            edits: vec![Edit::Dropped {
+                from: pinned,
+                to: cut.index,
+                calls: 0,
+                tokens: tokens.span(pinned..cut.index),
+            }],
+            notes: Vec::new(),
+            degraded: None,
+        })
+    }
+}
+
+/// Builds a pipeline whose only tier is `keep_tail`, compacts a ten-round chat to a budget of
+/// 300 tokens and returns the output's message count and the report's status.
+///
+/// # Errors
+/// Any error of the library (config, input, compaction).
+pub async fn run() -> anyhow::Result<(usize, Status, String)> {
+    let mut registry = Registry::builtin();
+    registry.register("keep_tail", |_settings| {
+        Ok(Built::Ready(Box::new(KeepTail)))
+    });
+    let mut settings = compactor::config::Settings::default();
+    settings.policy.tiers = vec!["keep_tail".to_string()];
+    settings.policy.remember = false;
+    let compactor = Compactor::from_registry(settings, &registry)?;
+
+    let mut messages = Vec::new();
+    for i in 0..10 {
+        messages.push(
+            json!({"role": "user", "content": format!("question {i}: {}", "why? ".repeat(20))}),
+        );
+        messages.push(json!({"role": "assistant", "content": format!("answer {i}: {}", "because. ".repeat(20))}));
+    }
+    let history =
+        Format::Anthropic.read(&json!({"model": "m", "max_tokens": 64, "messages": messages}))?;
+    let out = compactor
+        .compact(&history, Format::Anthropic, Some(300))
+        .await?;
+    Ok((
+        out.conversation.messages.len(),
+        out.report.status,
+        out.report.applied(),
+    ))
+}
+
+#[allow(dead_code)] // `tests/all/compaction.rs` includes this file and calls `run` only.
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> anyhow::Result<()> {
+    let (messages, status, applied) = run().await?;
+    println!("{messages} messages kept, {status:?} by {applied}");
+    Ok(())
+}

@@ -1,0 +1,561 @@
+//! Unit edits and [`apply`]: strategies plan, the guard builds the output.
+//!
+//! ```text
+//! strategy.compact(view)  -> Vec<UnitEdit>   (pure: indices of the strategy's input)
+//! apply(input, layout, plan)
+//!   -> checks each edit against the layout  (a legal cut, no protected message, a block
+//!                                            of the same kind and call id, a failure
+//!                                            stays one, no two edits on one block)
+//!   -> drops a span with its tool_use / tool_result partners together, writes the marker
+//!   -> records where each failure is kept     (typed: FailureRecord)
+//!   -> Applied | PlanError naming the edit
+//! ```
+//!
+//! Pairing is kept by construction, in data: a drop ends only at a legal cut (never inside an
+//! exchange), and [`apply`] still checks that no kept tool_result lost its call and no kept
+//! call lost its result (Anthropic: `tool_use ids were found without tool_result blocks
+//! immediately after`; OpenAI Chat: tool messages must answer a preceding `tool_calls`).
+
+use super::layout::Layout;
+use crate::conversation::{Block, Conversation, Message, Outcome, Role, ToolResult};
+use std::collections::{BTreeMap, HashSet};
+
+/// One edit, in units the guard knows. Indices are message / block indices of the input the
+/// strategy was given.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum UnitEdit {
+    /// A block capped (head + tail with a truncation marker): `with` is the capped block, of the
+    /// same kind (and call id) as the one it replaces.
+    Cap {
+        /// Message index.
+        message: usize,
+        /// Block index.
+        block: usize,
+        /// The capped block.
+        with: Block,
+    },
+    /// A tool_result's content replaced by a placeholder; id, `is_error` and outcome unchanged.
+    Clear {
+        /// Message index.
+        message: usize,
+        /// Block index.
+        block: usize,
+        /// The cleared result.
+        with: ToolResult,
+    },
+    /// Messages `pinned..to` dropped, `marker` (a user-role message) put in their place.
+    Drop {
+        /// First kept message: a legal cut of the layout.
+        to: usize,
+        /// The record that stands for the dropped span.
+        marker: Marker,
+    },
+}
+
+/// A user-role record of a dropped span, with the failures it writes (typed ids).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Marker {
+    /// The message text.
+    pub text: String,
+    /// Call ids of the failures the text records.
+    pub failures: Vec<String>,
+}
+
+/// Where a failure of the input is kept in the output when its result is gone: the output
+/// message (a marker) that records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FailureRecord {
+    /// The failed call's id.
+    pub id: String,
+    /// Output message index of the record.
+    pub message: usize,
+}
+
+/// An output built by [`apply`], with its typed facts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Applied {
+    /// The output conversation.
+    pub conversation: Conversation,
+    /// Failures recorded in markers (output indices); `None` when the input's own records
+    /// were not known (then a later check falls back to reading the text).
+    pub records: Option<Vec<FailureRecord>>,
+}
+
+/// A plan the guard refuses; `edit` is the index of the faulty edit in the plan.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PlanError {
+    /// The edit names a message or block the input does not have.
+    #[error("edit {edit}: messages[{message}].content[{block}] does not exist")]
+    OutOfRange {
+        /// Edit index.
+        edit: usize,
+        /// Message index.
+        message: usize,
+        /// Block index.
+        block: usize,
+    },
+    /// The edit touches a protected message (pinned prefix, open tool loop).
+    #[error("edit {edit}: messages[{message}] is protected (pinned prefix or open tool loop)")]
+    Protected {
+        /// Edit index.
+        edit: usize,
+        /// Message index.
+        message: usize,
+    },
+    /// The newest message may only have its tool results' content shortened.
+    #[error("edit {edit}: the newest message may only have its tool results shortened")]
+    Newest {
+        /// Edit index.
+        edit: usize,
+    },
+    /// The replacement is not the same kind of block, changes a call id, or is a thinking block
+    /// (signed: byte-identical or gone).
+    #[error("edit {edit}: messages[{message}].content[{block}]: {why}")]
+    Mismatch {
+        /// Edit index.
+        edit: usize,
+        /// Message index.
+        message: usize,
+        /// Block index.
+        block: usize,
+        /// What differs.
+        why: &'static str,
+    },
+    /// A failed call would read as a success.
+    #[error("edit {edit}: the failure of call {id} would be lost")]
+    FailureLost {
+        /// Edit index.
+        edit: usize,
+        /// Call id.
+        id: String,
+    },
+    /// Two edits on one block, or more than one drop.
+    #[error("edit {edit}: conflicts with edit {other}")]
+    Conflict {
+        /// Edit index.
+        edit: usize,
+        /// The earlier edit.
+        other: usize,
+    },
+    /// A drop that does not end at a legal cut.
+    #[error("edit {edit}: {to} is not a legal cut")]
+    IllegalCut {
+        /// Edit index.
+        edit: usize,
+        /// The cut asked for.
+        to: usize,
+    },
+    /// An edit of a message the plan's drop removes.
+    #[error("edit {edit}: messages[{message}] is dropped by edit {drop}")]
+    EditsDropped {
+        /// Edit index.
+        edit: usize,
+        /// Message index.
+        message: usize,
+        /// The drop.
+        drop: usize,
+    },
+    /// The drop would part a tool_use from its tool_result.
+    #[error("edit {edit}: call {id} and its result would be parted")]
+    PartsPair {
+        /// Edit index.
+        edit: usize,
+        /// Call id.
+        id: String,
+    },
+}
+
+/// Builds the output of `plan` on `input` (whose layout is `layout`). `records` are the typed
+/// failure records of `input` itself (from an earlier apply), `None` when unknown.
+///
+/// # Errors
+/// [`PlanError`] naming the first faulty edit; nothing is built then.
+pub fn apply(
+    input: &Conversation,
+    layout: &Layout,
+    plan: Vec<UnitEdit>,
+    records: Option<&[FailureRecord]>,
+) -> Result<Applied, PlanError> {
+    let pinned = layout.pinned();
+    let mut drop: Option<(usize, usize, Marker)> = None;
+    let mut blocks: BTreeMap<(usize, usize), (usize, Block)> = BTreeMap::new();
+    for (edit, e) in plan.into_iter().enumerate() {
+        match e {
+            UnitEdit::Drop { to, marker } => {
+                if let Some((other, _, _)) = &drop {
+                    return Err(PlanError::Conflict {
+                        edit,
+                        other: *other,
+                    });
+                }
+                if layout
+                    .cuts()
+                    .binary_search_by_key(&to, |c| c.index)
+                    .is_err()
+                {
+                    return Err(PlanError::IllegalCut { edit, to });
+                }
+                drop = Some((edit, to, marker));
+            }
+            UnitEdit::Cap {
+                message,
+                block,
+                with,
+            } => {
+                check_block(input, layout, edit, message, block, &with)?;
+                insert(&mut blocks, edit, message, block, with)?;
+            }
+            UnitEdit::Clear {
+                message,
+                block,
+                with,
+            } => {
+                let with = Block::ToolResult(with);
+                check_block(input, layout, edit, message, block, &with)?;
+                insert(&mut blocks, edit, message, block, with)?;
+            }
+        }
+    }
+    let to = drop.as_ref().map_or(pinned, |(_, to, _)| *to);
+    if let Some((d, _, marker)) = &drop {
+        if let Some((&(message, _), &(edit, _))) = blocks.range((pinned, 0)..(to, 0)).next() {
+            return Err(PlanError::EditsDropped {
+                edit,
+                message,
+                drop: *d,
+            });
+        }
+        check_drop(input, *d, pinned..to, marker, records)?;
+    }
+    let mut messages: Vec<Message> = Vec::with_capacity(input.messages.len() - (to - pinned) + 1);
+    let mut kept = |i: usize, m: &Message, messages: &mut Vec<Message>| {
+        let mut m = m.clone();
+        while let Some(entry) = blocks.first_entry() {
+            if entry.key().0 != i {
+                break;
+            }
+            let ((_, j), (_, with)) = entry.remove_entry();
+            if let Some(slot) = m.content.get_mut(j) {
+                *slot = with;
+            }
+        }
+        messages.push(m);
+    };
+    for (i, m) in input.messages.iter().enumerate().take(pinned) {
+        kept(i, m, &mut messages);
+    }
+    let mut new_records: Option<Vec<FailureRecord>> = records.map(|r| {
+        r.iter()
+            .filter_map(|f| match f.message {
+                m if m < pinned => Some(f.clone()),
+                m if m >= to => Some(FailureRecord {
+                    id: f.id.clone(),
+                    message: m - to + pinned + usize::from(drop.is_some()),
+                }),
+                _ => None,
+            })
+            .collect()
+    });
+    if let Some((_, _, marker)) = drop {
+        let at = messages.len();
+        let fresh = marker
+            .failures
+            .into_iter()
+            .map(|id| FailureRecord { id, message: at });
+        // When the input's own records are unknown, so are the output's.
+        if let Some(r) = &mut new_records {
+            r.extend(fresh);
+        }
+        messages.push(Message::text(Role::User, marker.text));
+    }
+    for (i, m) in input.messages.iter().enumerate().skip(to) {
+        kept(i, m, &mut messages);
+    }
+    Ok(Applied {
+        conversation: Conversation {
+            system: input.system.clone(),
+            messages,
+            extra: input.extra.clone(),
+            bare: input.bare,
+        },
+        records: new_records,
+    })
+}
+
+fn insert(
+    blocks: &mut BTreeMap<(usize, usize), (usize, Block)>,
+    edit: usize,
+    message: usize,
+    block: usize,
+    with: Block,
+) -> Result<(), PlanError> {
+    if let Some((other, _)) = blocks.get(&(message, block)) {
+        return Err(PlanError::Conflict {
+            edit,
+            other: *other,
+        });
+    }
+    blocks.insert((message, block), (edit, with));
+    Ok(())
+}
+
+/// A replacement block must be the same kind, the same call, and keep a failure one.
+fn check_block(
+    input: &Conversation,
+    layout: &Layout,
+    edit: usize,
+    message: usize,
+    block: usize,
+    with: &Block,
+) -> Result<(), PlanError> {
+    let Some(old) = input
+        .messages
+        .get(message)
+        .and_then(|m| m.content.get(block))
+    else {
+        return Err(PlanError::OutOfRange {
+            edit,
+            message,
+            block,
+        });
+    };
+    if layout.is_protected(message) {
+        return Err(PlanError::Protected { edit, message });
+    }
+    if layout.newest() == Some(message) && !matches!(old, Block::ToolResult(_)) {
+        return Err(PlanError::Newest { edit });
+    }
+    let mismatch = |why| PlanError::Mismatch {
+        edit,
+        message,
+        block,
+        why,
+    };
+    match (old, with) {
+        (Block::Thinking(_), _) => Err(mismatch("a thinking block is never edited")),
+        (Block::ToolResult(a), Block::ToolResult(b)) => {
+            if a.tool_use_id != b.tool_use_id {
+                return Err(mismatch("the result's call id changed"));
+            }
+            if a.outcome == Outcome::Error
+                && (b.outcome != Outcome::Error || a.is_error != b.is_error)
+            {
+                return Err(PlanError::FailureLost {
+                    edit,
+                    id: a.tool_use_id.clone(),
+                });
+            }
+            Ok(())
+        }
+        (Block::ToolUse(a), Block::ToolUse(b)) if a.id == b.id && a.name == b.name => Ok(()),
+        (Block::ToolUse(_), Block::ToolUse(_)) => Err(mismatch("the call's id or name changed")),
+        (Block::Text(_), Block::Text(_)) => Ok(()),
+        _ => Err(mismatch("the replacement is another kind of block")),
+    }
+}
+
+/// A drop of `span` must keep every failure in it (as a record of the marker) and take each
+/// call with its results.
+fn check_drop(
+    input: &Conversation,
+    edit: usize,
+    span: std::ops::Range<usize>,
+    marker: &Marker,
+    records: Option<&[FailureRecord]>,
+) -> Result<(), PlanError> {
+    let recorded: HashSet<&str> = marker.failures.iter().map(String::as_str).collect();
+    let dropped = &input.messages[span.clone()];
+    let earlier = records
+        .unwrap_or(&[])
+        .iter()
+        .filter(|r| span.contains(&r.message))
+        .map(|r| r.id.as_str());
+    let failed = dropped
+        .iter()
+        .flat_map(Message::tool_results)
+        .filter(|r| r.outcome == Outcome::Error)
+        .map(|r| r.tool_use_id.as_str());
+    if let Some(id) = failed.chain(earlier).find(|id| !recorded.contains(id)) {
+        return Err(PlanError::FailureLost {
+            edit,
+            id: id.to_string(),
+        });
+    }
+    let calls: HashSet<&str> = dropped
+        .iter()
+        .flat_map(|m| m.tool_uses().map(|t| t.id.as_str()))
+        .collect();
+    let results: HashSet<&str> = dropped
+        .iter()
+        .flat_map(|m| m.tool_results().map(|r| r.tool_use_id.as_str()))
+        .collect();
+    let kept = input.messages[..span.start]
+        .iter()
+        .chain(&input.messages[span.end..]);
+    for m in kept {
+        let parted = m
+            .tool_results()
+            .map(|r| r.tool_use_id.as_str())
+            .find(|id| calls.contains(id))
+            .or_else(|| {
+                m.tool_uses()
+                    .map(|t| t.id.as_str())
+                    .find(|id| results.contains(id))
+            });
+        if let Some(id) = parted {
+            return Err(PlanError::PartsPair {
+                edit,
+                id: id.to_string(),
+            });
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::Format;
+    use serde_json::json;
+
+    /// Round 1 holds a failed call, round 2 a successful one, round 3 the question.
+    fn history() -> Conversation {
+        Format::Anthropic
+            .read(&json!({"messages": [
+                {"role": "user", "content": "build"},
+                {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "make"}}]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "boom", "is_error": true}]},
+                {"role": "user", "content": "again"},
+                {"role": "assistant", "content": [{"type": "tool_use", "id": "t2", "name": "Bash", "input": {"command": "make"}}]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t2", "content": "ok"}]},
+                {"role": "user", "content": "done?"}
+            ]}))
+            .unwrap()
+    }
+
+    fn marker(failures: &[&str]) -> Marker {
+        Marker {
+            text: "[record]".into(),
+            failures: failures.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn a_drop_records_its_failures_where_the_marker_stands() {
+        let c = history();
+        let layout = Layout::of(&c);
+        let plan = vec![UnitEdit::Drop {
+            to: 3,
+            marker: marker(&["t1"]),
+        }];
+        let out = apply(&c, &layout, plan, Some(&[])).unwrap();
+        assert_eq!(out.conversation.messages.len(), 5);
+        assert_eq!(out.conversation.messages[0].plain_text(), "[record]");
+        assert_eq!(out.conversation.messages[1..], c.messages[3..]);
+        assert_eq!(
+            out.records,
+            Some(vec![FailureRecord {
+                id: "t1".into(),
+                message: 0
+            }])
+        );
+    }
+
+    #[test]
+    fn a_drop_whose_marker_omits_a_failure_is_refused_naming_the_edit() {
+        let c = history();
+        let layout = Layout::of(&c);
+        let plan = vec![
+            UnitEdit::Cap {
+                message: 4,
+                block: 0,
+                with: c.messages[4].content[0].clone(),
+            },
+            UnitEdit::Drop {
+                to: 3,
+                marker: marker(&[]),
+            },
+        ];
+        assert_eq!(
+            apply(&c, &layout, plan, Some(&[])),
+            Err(PlanError::FailureLost {
+                edit: 1,
+                id: "t1".into()
+            })
+        );
+    }
+
+    #[test]
+    fn a_drop_inside_an_exchange_is_not_a_legal_cut() {
+        let c = history();
+        let layout = Layout::of(&c);
+        let plan = vec![UnitEdit::Drop {
+            to: 2,
+            marker: marker(&["t1"]),
+        }];
+        assert_eq!(
+            apply(&c, &layout, plan, Some(&[])),
+            Err(PlanError::IllegalCut { edit: 0, to: 2 })
+        );
+    }
+
+    #[test]
+    fn a_clear_that_makes_a_failure_a_success_is_refused() {
+        let c = history();
+        let layout = Layout::of(&c);
+        let Some(Block::ToolResult(r)) = c.messages[2].content.first() else {
+            panic!("a tool_result");
+        };
+        let mut ok = r.clone();
+        ok.outcome = Outcome::Success;
+        ok.is_error = None;
+        let plan = vec![UnitEdit::Clear {
+            message: 2,
+            block: 0,
+            with: ok,
+        }];
+        assert_eq!(
+            apply(&c, &layout, plan, Some(&[])),
+            Err(PlanError::FailureLost {
+                edit: 0,
+                id: "t1".into()
+            })
+        );
+    }
+
+    #[test]
+    fn an_edit_of_a_dropped_message_or_twice_of_one_block_is_refused() {
+        let c = history();
+        let layout = Layout::of(&c);
+        let cap = |message| UnitEdit::Cap {
+            message,
+            block: 0,
+            with: c.messages[message].content[0].clone(),
+        };
+        let plan = vec![
+            cap(1),
+            UnitEdit::Drop {
+                to: 3,
+                marker: marker(&["t1"]),
+            },
+        ];
+        assert_eq!(
+            apply(&c, &layout, plan, Some(&[])),
+            Err(PlanError::EditsDropped {
+                edit: 0,
+                message: 1,
+                drop: 1
+            })
+        );
+        assert_eq!(
+            apply(&c, &layout, vec![cap(4), cap(4)], Some(&[])),
+            Err(PlanError::Conflict { edit: 1, other: 0 })
+        );
+        assert_eq!(
+            apply(&c, &layout, vec![cap(6)], Some(&[])),
+            Err(PlanError::Newest { edit: 0 })
+        );
+    }
+}

@@ -1,0 +1,111 @@
+//! The policy: when to compact (trigger), how far (target), whether to continue from a
+//! remembered compaction (hysteresis), when a tier's output is taken and when to stop.
+//!
+//! ```text
+//! tokens <= trigger                 -> unchanged (borrowed)
+//! remembered prefix + new messages  -> continue from it (the compacted prefix, and the
+//!                                      provider's prompt cache, stay the same)
+//! tiers in the settings' order      -> take an output only when smaller; stop at the target
+//! ```
+//!
+//! Budget, trigger and target are set in the target model's tokens; strategies work in the
+//! counter's own (cached) tokens, so [`Targets::of`] converts them once.
+
+use crate::config::BudgetSettings;
+use crate::conversation::Conversation;
+use crate::memory::{Memory, PrefixHashes};
+use crate::report::Status;
+use crate::strategy::Budget;
+use crate::tokens::ModelTokens;
+
+/// The budget in model tokens: `explicit` tokens, else the configured one, with the target at
+/// `budget.target × limit`.
+pub fn model_budget(settings: &BudgetSettings, explicit: Option<usize>) -> Budget {
+    let limit = settings.budget(explicit);
+    Budget {
+        limit,
+        target: (limit as f64 * settings.target) as usize,
+    }
+}
+
+/// The figures of one compaction, in model tokens and in counted tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Targets {
+    /// Limit and target in model tokens.
+    pub model: Budget,
+    /// Compaction starts above this many model tokens (`budget.trigger × limit`).
+    pub model_trigger: usize,
+    /// Limit and target in the counter's tokens (what strategies see).
+    pub counted: Budget,
+    /// The trigger in the counter's tokens.
+    pub trigger: usize,
+}
+
+impl Targets {
+    /// Converts the configured (or `explicit`) budget with the model's counting basis.
+    pub fn of(settings: &BudgetSettings, basis: &ModelTokens, explicit: Option<usize>) -> Targets {
+        let model = model_budget(settings, explicit);
+        let model_trigger = (model.limit as f64 * settings.trigger) as usize;
+        Targets {
+            model,
+            model_trigger,
+            counted: Budget {
+                limit: basis.to_counted(model.limit),
+                target: basis.to_counted(model.target),
+            },
+            trigger: basis.to_counted(model_trigger),
+        }
+    }
+
+    /// Under the trigger: nothing to do (counted tokens).
+    pub fn untouched(&self, tokens: usize) -> bool {
+        tokens <= self.trigger
+    }
+
+    /// A tier's output of `tokens` is taken only when smaller than the best so far (`now`).
+    pub fn takes(&self, tokens: usize, now: usize) -> bool {
+        tokens < now
+    }
+
+    /// The tier loop stops once the target is reached.
+    pub fn reached(&self, tokens: usize) -> bool {
+        tokens <= self.counted.target
+    }
+
+    /// The report's status: `changed` when some output was taken, `tokens` the final count,
+    /// `degraded` when a fallback made it.
+    pub fn status(&self, changed: bool, before: usize, tokens: usize, degraded: bool) -> Status {
+        match changed {
+            false if before > self.counted.limit => Status::OverBudget,
+            false => Status::Unchanged,
+            true if tokens > self.counted.limit => Status::OverBudget,
+            true if degraded => Status::Degraded,
+            true => Status::Compacted,
+        }
+    }
+}
+
+/// A remembered compaction of the input's prefix, extended by the input's new messages.
+#[derive(Debug)]
+pub struct Recalled {
+    /// Input messages the remembered compaction covers.
+    pub len: usize,
+    /// The remembered output followed by `input.messages[len..]`.
+    pub conversation: Conversation,
+    /// Why the remembered output was degraded (made by a fallback), when it was.
+    pub degraded: Option<String>,
+}
+
+/// Hysteresis: the remembered compaction of the longest remembered prefix of `input`, extended
+/// with the new messages. The caller verifies it (guard) before using it.
+pub fn recall(memory: &Memory, hashes: &PrefixHashes, input: &Conversation) -> Option<Recalled> {
+    let (len, mut conversation, degraded) = memory.recall(hashes)?;
+    conversation
+        .messages
+        .extend_from_slice(input.messages.get(len..)?);
+    Some(Recalled {
+        len,
+        conversation,
+        degraded,
+    })
+}
