@@ -5,7 +5,6 @@
 //! `Settings` can live side by side in one process (the A/B command runs several at once).
 
 use crate::llm::LlmConfig;
-use crate::server::config::ServerSettings;
 use crate::strategy::microcompact::MicrocompactConfig;
 use crate::strategy::summary::SummaryConfig;
 use crate::strategy::truncate::TruncateConfig;
@@ -13,6 +12,9 @@ use crate::tokens::Tokenizer;
 use config::{Config, Environment, File, FileFormat};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
+
+pub mod server;
+pub use server::ServerSettings;
 
 /// The built-in defaults: `config/compactor.toml`, documented key by key.
 pub const DEFAULT_CONFIG: &str = include_str!("../config/compactor.toml");

@@ -4,6 +4,9 @@ use super::{Format, FormatError, claude_code, codex, trajectory};
 use crate::conversation::{Conversation, Message};
 use serde_json::Value;
 
+/// Options for importing session logs (owned by the Claude Code importer, the only one with options).
+pub use super::claude_code::ImportOptions;
+
 /// Where a conversation came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -17,13 +20,6 @@ pub enum Source {
     /// A trajectory object whose `messages` is an OpenAI Chat array (mini-swe-agent
     /// `.traj.json`), imported as OpenAI Chat.
     Trajectory,
-}
-
-/// Options for importing session logs.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct ImportOptions {
-    /// Claude Code: keep the whole log instead of starting at the last `compact_boundary`.
-    pub whole_log: bool,
 }
 
 /// A loaded conversation with its request format and origin.
