@@ -26,6 +26,7 @@
 //! assert!(guard::validate(&conversation, Format::Anthropic, Default::default()).is_empty());
 //! ```
 
+#[cfg(feature = "ab")]
 pub mod ab;
 pub mod compactor;
 pub mod config;
@@ -38,6 +39,7 @@ pub mod memory;
 pub mod outcome;
 pub mod render;
 pub mod report;
+#[cfg(feature = "server")]
 pub mod server;
 pub mod strategy;
 pub mod tokens;
