@@ -32,6 +32,7 @@ pub const BUILTIN_PRESETS: &[(&str, &str)] = &[
 ];
 
 /// Errors while loading settings.
+#[non_exhaustive]
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     /// A source could not be read or merged, or a key is unknown or of the wrong type.
