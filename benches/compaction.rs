@@ -1,4 +1,4 @@
-//! `compact` on the largest corpus session ([`common::LARGEST`], the whole Claude Code log,
+//! `compact` on the largest Claude Code session of the corpus ([`common::LARGEST`], whole log,
 //! checked to be the largest by o200k tokens), each case paired with bare tiktoken-rs encoding of
 //! the same text in the same run:
 //! - cold: a new pipeline (empty token cache) per run, presets `default`, `truncate` and

@@ -1,4 +1,4 @@
-//! Token counting on the largest corpus session ([`common::LARGEST`], the whole Claude Code log
+//! Token counting on the largest Claude Code session of the corpus ([`common::LARGEST`], whole log
 //! through the library's importer, checked to be the largest by o200k tokens): cold cache, warm
 //! cache, and bare tiktoken-rs `encode_ordinary` of the same text.
 //!

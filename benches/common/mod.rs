@@ -9,7 +9,8 @@
 
 use compactor::Conversation;
 use compactor::conversation::{Block, ToolInput, ToolResultContent};
-use compactor::format::{self, Format, detect::ImportOptions};
+use compactor::format::detect::{ImportOptions, Source};
+use compactor::format::{self, Format};
 use compactor::tokens::{TiktokenCounter, TokenCounter, Tokenizer};
 use serde_json::{Value, json};
 use std::path::Path;
@@ -18,8 +19,9 @@ use std::time::{Duration, Instant};
 /// Where the corpus of real transcripts lives (../shared/corpus, next to the repository).
 pub const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/corpus");
 
-/// The largest corpus session by o200k tokens when read whole (`compactor compact --whole-log`):
-/// 170,669 tokens when issue 12 was written. [`largest_session`] checks the claim.
+/// The largest Claude Code session of the corpus by o200k tokens when read whole (`compactor
+/// compact --whole-log`): 170,669 tokens when issue 12 was written. [`largest_session`] checks
+/// the claim. (The Codex rollout counts more, 194,071, but is an OpenAI Responses history.)
 pub const LARGEST: &str = "cc_spotter_4d5611e5.jsonl";
 
 /// Reads a corpus file; panics naming the path when it is not there.
@@ -52,8 +54,8 @@ pub fn o200k_tokens(conv: &Conversation) -> usize {
     TiktokenCounter::new(Tokenizer::O200kBase).count_conversation(conv)
 }
 
-/// [`LARGEST`], loaded whole, after checking that no other corpus session (every `.jsonl` /
-/// `.json` file that loads) has more o200k tokens. Prints the sizes it compared.
+/// [`LARGEST`], loaded whole, after checking that no other Claude Code session of the corpus
+/// (every `.jsonl` file that loads as one) has more o200k tokens. Prints the sizes it compared.
 pub fn largest_session() -> Conversation {
     let conv = load_whole(LARGEST);
     let tokens = o200k_tokens(&conv);
@@ -61,12 +63,13 @@ pub fn largest_session() -> Conversation {
     let entries = std::fs::read_dir(CORPUS).unwrap_or_else(|e| panic!("{CORPUS}: {e}"));
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
-        let is_session = name.ends_with(".jsonl") || name.ends_with(".json");
-        if name == LARGEST || !is_session {
+        if name == LARGEST || !name.ends_with(".jsonl") {
             continue;
         }
         let bytes = read_corpus(&name);
-        if let Ok(l) = format::load(&bytes, None, ImportOptions { whole_log: true }) {
+        if let Ok(l) = format::load(&bytes, None, ImportOptions { whole_log: true })
+            && l.source == Source::ClaudeCode
+        {
             others.push((o200k_tokens(&l.conversation), name));
         }
     }
@@ -74,7 +77,7 @@ pub fn largest_session() -> Conversation {
     if let Some((n, name)) = others.first() {
         assert!(
             *n <= tokens,
-            "{LARGEST} ({tokens} o200k tokens) is not the largest corpus session: {name} has {n}"
+            "{LARGEST} ({tokens} o200k tokens) is not the largest Claude Code session: {name} has {n}"
         );
         eprintln!(
             "session {LARGEST} (whole log): {} messages, {tokens} o200k tokens; next largest {name}: {n}",
