@@ -1,72 +1,208 @@
-//! `compact` on the largest corpus session (the whole Claude Code log of cc_spotter_fa812bfe,
-//! imported), budget 20,000 tokens: cold (a new pipeline, empty token cache) and warm (the same
-//! pipeline again: counts come from the cache; the compaction memory is off so the strategies
-//! really run).
+//! `compact` on the largest Claude Code session of the corpus ([`common::LARGEST`], whole log,
+//! checked to be the largest by o200k tokens), each case paired with bare tiktoken-rs encoding of
+//! the same text in the same run:
+//! - cold: a new pipeline (empty token cache) per run, presets `default`, `truncate` and
+//!   `microcompact` at budgets 20,000, 50,000 and 100,000 tokens (issue 12: <= 1.2x bare);
+//! - warm: the same pipeline again, counts from its cache (issue 12: <= 2 ms); the compaction
+//!   memory is off in both, so the strategies really run;
+//! - scaling: generated sessions of 1,250 / 2,500 / 5,000 / 10,000 tool calls, `truncate` at
+//!   20,000 tokens, cold and warm (issue 12: linear; 10,000 calls <= 150 ms).
+//!
+//! Under `cargo bench` the paired tables (medians of alternating runs, and the ratios) are printed
+//! to stderr first, then criterion measures each case.
 //!
 //! `cargo bench --bench compaction -- --warm-up-time 1 --measurement-time 5`
 
+mod common;
+
+use common::Paired;
 use compactor::config::Loader;
-use compactor::format::{self, Format, detect::ImportOptions};
-use compactor::{Compactor, Conversation};
+use compactor::{Compactor, Conversation, Format};
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use std::hint::black_box;
+use tokio::runtime::Runtime;
 
-const SESSION: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../shared/corpus/cc_spotter_fa812bfe.jsonl"
-);
-const BUDGET: usize = 20_000;
+const PRESETS: [&str; 3] = ["default", "truncate", "microcompact"];
+const BUDGETS: [usize; 3] = [20_000, 50_000, 100_000];
+const SCALES: [usize; 4] = [1_250, 2_500, 5_000, 10_000];
+const SCALE_BUDGET: usize = 20_000;
+/// Alternating runs per paired measurement.
+const RUNS: usize = 7;
 
-fn load() -> Conversation {
-    let bytes = std::fs::read(SESSION).unwrap_or_default();
-    format::load(&bytes, None, ImportOptions { whole_log: true })
-        .map(|l| l.conversation)
-        .unwrap_or_default()
-}
-
+/// A pipeline of a built-in preset with the compaction memory off (every call compacts).
 fn pipeline(preset: &str) -> Compactor {
     let mut settings = Loader {
         preset: Some(preset.into()),
-        env: false,
         ..Loader::default()
     }
     .load()
-    .unwrap_or_default();
+    .unwrap_or_else(|e| panic!("preset {preset}: {e}"));
     settings.policy.remember = false;
-    Compactor::from_config(settings).unwrap_or_else(|e| panic!("{e}"))
+    Compactor::from_config(settings).unwrap_or_else(|e| panic!("preset {preset}: {e}"))
+}
+
+/// One compaction; panics on an error (a bench of a failing call would measure nothing real).
+fn compact(rt: &Runtime, p: &Compactor, conv: &Conversation, budget: usize) -> usize {
+    rt.block_on(p.compact(conv, Format::Anthropic, Some(budget)))
+        .map(|o| o.report.tokens_after)
+        .unwrap_or_else(|e| panic!("compact at {budget}: {e}"))
+}
+
+fn runtime() -> Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn row(name: &str, p: Paired, target: &str) {
+    eprintln!(
+        "  {name:<32} {:>9.2} ms   bare {:>8.2} ms   {:>5.2}x   ({target})",
+        p.case_ms,
+        p.bare_ms,
+        p.ratio()
+    );
+}
+
+/// The paired table of the corpus session: cold per preset and budget, warm per preset.
+fn corpus_table(rt: &Runtime, conv: &Conversation, strings: &[String]) {
+    eprintln!(
+        "compaction vs bare o200k encoding of the same text (median of {RUNS} alternating runs):"
+    );
+    let bare = || {
+        black_box(common::bare_encode(strings));
+    };
+    for preset in PRESETS {
+        for budget in BUDGETS {
+            let p = common::paired(
+                RUNS,
+                bare,
+                || pipeline(preset),
+                |p| {
+                    black_box(compact(rt, &p, conv, budget));
+                },
+            );
+            row(&format!("cold {preset} @ {budget}"), p, "target <= 1.2x");
+        }
+        let warm = pipeline(preset);
+        compact(rt, &warm, conv, BUDGETS[0]);
+        let p = common::paired(
+            RUNS,
+            bare,
+            || (),
+            |()| {
+                black_box(compact(rt, &warm, conv, BUDGETS[0]));
+            },
+        );
+        row(
+            &format!("warm {preset} @ {}", BUDGETS[0]),
+            p,
+            "target <= 2 ms",
+        );
+    }
+}
+
+/// The paired table of generated sessions: time per size, its ratio to bare encoding, and its
+/// growth over the smallest size next to the growth in calls.
+fn scaling_table(rt: &Runtime, sessions: &[(usize, Conversation, Vec<String>)]) {
+    eprintln!(
+        "truncate @ {SCALE_BUDGET} on generated sessions (median of {RUNS} alternating runs):"
+    );
+    let mut first: Option<(usize, f64, f64)> = None;
+    for (calls, conv, strings) in sessions {
+        let bare = || {
+            black_box(common::bare_encode(strings));
+        };
+        let cold = common::paired(
+            RUNS,
+            bare,
+            || pipeline("truncate"),
+            |p| {
+                black_box(compact(rt, &p, conv, SCALE_BUDGET));
+            },
+        );
+        let warm_pipeline = pipeline("truncate");
+        compact(rt, &warm_pipeline, conv, SCALE_BUDGET);
+        let warm = common::paired(
+            RUNS,
+            bare,
+            || (),
+            |()| {
+                black_box(compact(rt, &warm_pipeline, conv, SCALE_BUDGET));
+            },
+        );
+        let (c0, cold0, warm0) = *first.get_or_insert((*calls, cold.case_ms, warm.case_ms));
+        let growth = format!(
+            "{:.1}x calls: cold {:.1}x, warm {:.1}x",
+            *calls as f64 / c0 as f64,
+            cold.case_ms / cold0,
+            warm.case_ms / warm0
+        );
+        let target = if *calls == 10_000 {
+            "target <= 150 ms, "
+        } else {
+            ""
+        };
+        row(
+            &format!("cold {calls} calls"),
+            cold,
+            &format!("{target}{growth}"),
+        );
+        row(&format!("warm {calls} calls"), warm, "linear in calls");
+    }
 }
 
 fn bench(c: &mut Criterion) {
-    let conv = load();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap_or_else(|e| panic!("{e}"));
+    let conv = common::largest_session();
+    let strings = common::texts(&conv);
+    let rt = runtime();
+    let sessions: Vec<(usize, Conversation, Vec<String>)> = SCALES
+        .iter()
+        .map(|&n| {
+            let conv = common::generated_session(n);
+            let strings = common::texts(&conv);
+            (n, conv, strings)
+        })
+        .collect();
+    if common::benching() {
+        corpus_table(&rt, &conv, &strings);
+        scaling_table(&rt, &sessions);
+    }
+
     let mut group = c.benchmark_group("compact");
     group.sample_size(10);
-    for preset in ["truncate", "default"] {
-        group.bench_function(format!("{preset}/cold"), |b| {
+    group.bench_function("bare_o200k", |b| {
+        b.iter(|| common::bare_encode(black_box(&strings)))
+    });
+    for preset in PRESETS {
+        for budget in BUDGETS {
+            group.bench_function(format!("cold/{preset}/{budget}"), |b| {
+                b.iter_batched(
+                    || pipeline(preset),
+                    |p| compact(&rt, &p, black_box(&conv), budget),
+                    BatchSize::PerIteration,
+                )
+            });
+        }
+        let warm = pipeline(preset);
+        compact(&rt, &warm, &conv, BUDGETS[0]);
+        group.bench_function(format!("warm/{preset}/{}", BUDGETS[0]), |b| {
+            b.iter(|| compact(&rt, &warm, black_box(&conv), BUDGETS[0]))
+        });
+    }
+    group.finish();
+
+    let mut group = c.benchmark_group("scaling");
+    group.sample_size(10);
+    for (calls, conv, strings) in &sessions {
+        group.bench_function(format!("bare_o200k/{calls}"), |b| {
+            b.iter(|| common::bare_encode(black_box(strings)))
+        });
+        group.bench_function(format!("cold/truncate/{calls}"), |b| {
             b.iter_batched(
-                || pipeline(preset),
-                |p| {
-                    black_box(
-                        rt.block_on(p.compact(&conv, Format::Anthropic, Some(BUDGET)))
-                            .map(|o| o.report.tokens_after)
-                            .ok(),
-                    )
-                },
+                || pipeline("truncate"),
+                |p| compact(&rt, &p, black_box(conv), SCALE_BUDGET),
                 BatchSize::PerIteration,
             )
-        });
-        let warm = pipeline(preset);
-        let _ = rt.block_on(warm.compact(&conv, Format::Anthropic, Some(BUDGET)));
-        group.bench_function(format!("{preset}/warm"), |b| {
-            b.iter(|| {
-                black_box(
-                    rt.block_on(warm.compact(&conv, Format::Anthropic, Some(BUDGET)))
-                        .map(|o| o.report.tokens_after)
-                        .ok(),
-                )
-            })
         });
     }
     group.finish();

@@ -9,7 +9,7 @@
 
 use compactor::conversation::Conversation;
 use compactor::guard::{CutKind, Marker, MessageTokens, UnitEdit};
-use compactor::strategy::registry::{Built, Registry};
+use compactor::registry::{Built, Registry};
 use compactor::strategy::{Budget, Compaction, Context, Edit, Strategy, StrategyError};
 use compactor::{Compactor, Format, Status};
 use serde_json::json;

@@ -6,32 +6,13 @@
 use crate::config::{ConfigError, Settings};
 use crate::conversation::Conversation;
 use crate::format::Format;
-use crate::guard::Violation;
 use crate::memory::Memory;
-use crate::report::Report;
-use crate::strategy::registry::{Built, Registry};
+use crate::pipeline::Host;
+pub use crate::pipeline::{CompactError, Compacted};
+use crate::registry::{Built, Registry};
 use crate::strategy::{Budget, Strategy};
 use crate::tokens::{Calibration, ModelTokens, Observation, TokenCounter, Tokenizer};
-use std::borrow::Cow;
 use std::sync::Arc;
-
-/// Errors of [`Compactor::compact`].
-#[derive(Debug, thiserror::Error)]
-pub enum CompactError {
-    /// The input breaks the provider's rules; compacting it would hide the fault. Each violation
-    /// names its place (`messages[0].content[0]: tool_result toolu_x has no tool_use ...`).
-    #[error("invalid input: {}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
-    InvalidInput(Vec<Violation>),
-}
-
-/// A compaction result: the conversation (borrowed when unchanged) and the report.
-#[derive(Debug)]
-pub struct Compacted<'a> {
-    /// The output: `Cow::Borrowed(input)` when nothing changed.
-    pub conversation: Cow<'a, Conversation>,
-    /// What happened.
-    pub report: Report,
-}
 
 /// A configured pipeline. Cheap to share (`Arc` inside); reuse it across turns so the token
 /// cache stays warm.
@@ -214,6 +195,27 @@ impl Compactor {
     /// The tiers, in the order they run.
     pub(crate) fn tiers(&self) -> &[Box<dyn Strategy>] {
         &self.tiers
+    }
+}
+
+impl Host for Compactor {
+    fn settings(&self) -> &Settings {
+        Compactor::settings(self)
+    }
+    fn skipped_tiers(&self) -> &[String] {
+        Compactor::skipped_tiers(self)
+    }
+    fn memory(&self) -> &Memory {
+        Compactor::memory(self)
+    }
+    fn tiers(&self) -> &[Box<dyn Strategy>] {
+        Compactor::tiers(self)
+    }
+    fn model_tokens(&self, model: Option<&str>) -> ModelTokens {
+        Compactor::model_tokens(self, model)
+    }
+    fn counter_of(&self, tokenizer: Tokenizer) -> &dyn TokenCounter {
+        Compactor::counter_of(self, tokenizer)
     }
 }
 

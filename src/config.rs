@@ -5,8 +5,6 @@
 //! `Settings` can live side by side in one process (the A/B command runs several at once).
 
 use crate::llm::LlmConfig;
-use crate::server::config::ServerSettings;
-use crate::server::store::StoreSettings;
 use crate::strategy::microcompact::MicrocompactConfig;
 use crate::strategy::summary::SummaryConfig;
 use crate::strategy::truncate::TruncateConfig;
@@ -14,6 +12,11 @@ use crate::tokens::Tokenizer;
 use config::{Config, Environment, File, FileFormat};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
+
+pub mod server;
+pub mod store;
+pub use server::ServerSettings;
+pub use store::StoreSettings;
 
 /// The built-in defaults: `config/compactor.toml`, documented key by key.
 pub const DEFAULT_CONFIG: &str = include_str!("../config/compactor.toml");
@@ -31,6 +34,7 @@ pub const BUILTIN_PRESETS: &[(&str, &str)] = &[
 ];
 
 /// Errors while loading settings.
+#[non_exhaustive]
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     /// A source could not be read or merged, or a key is unknown or of the wrong type.
@@ -189,41 +193,54 @@ pub struct Settings {
 pub const KNOWN_TIERS: &[&str] = &["microcompact", "summary", "truncate"];
 
 impl Default for Settings {
-    /// The built-in defaults with the `default` preset. Infallible: the built-in files are
-    /// checked by a unit test.
+    /// The built-in defaults with the `default` preset: [`DEFAULT_CONFIG`] and
+    /// [`BUILTIN_PRESETS`] only; no environment variable and no file is read (the CLI and the
+    /// service read them through [`Loader::from_environment`]). Infallible: the built-in files
+    /// are checked by a unit test, so the written-out fallback is never reached.
     fn default() -> Self {
-        Loader::default().load().unwrap_or_else(|_| Settings {
-            preset: "default".into(),
-            description: None,
-            budget: BudgetSettings {
-                context_window: 200_000,
-                reserve_output: 20_000,
-                tokens: 0,
-                trigger: 0.8,
-                target: 0.6,
-            },
-            policy: PolicySettings {
-                tiers: KNOWN_TIERS.iter().map(|s| s.to_string()).collect(),
-                remember: true,
-            },
-            tokens: TokenSettings {
-                tokenizer: Tokenizer::default(),
-                model: String::new(),
-                models: Default::default(),
-                learn: true,
-            },
-            truncate: TruncateConfig::default(),
-            microcompact: MicrocompactConfig::default(),
-            summary: SummaryConfig::default(),
-            llm: None,
-            server: ServerSettings::default(),
-            store: StoreSettings::default(),
-        })
+        Loader::default().load().unwrap_or_else(|_| builtin())
     }
 }
 
-/// Where settings come from. `Loader::default()` = built-in defaults + `default` preset + env.
-#[derive(Debug, Clone)]
+/// The main built-in defaults written out (no model rules, no description), for the case
+/// (ruled out by a unit test) that the built-in files fail to load.
+fn builtin() -> Settings {
+    Settings {
+        preset: "default".into(),
+        description: None,
+        budget: BudgetSettings {
+            context_window: 200_000,
+            reserve_output: 20_000,
+            tokens: 0,
+            trigger: 0.8,
+            target: 0.6,
+        },
+        policy: PolicySettings {
+            tiers: KNOWN_TIERS.iter().map(|s| s.to_string()).collect(),
+            remember: true,
+        },
+        tokens: TokenSettings {
+            tokenizer: Tokenizer::default(),
+            model: String::new(),
+            models: Default::default(),
+            learn: true,
+        },
+        truncate: TruncateConfig::default(),
+        microcompact: MicrocompactConfig::default(),
+        summary: SummaryConfig::default(),
+        llm: None,
+        server: ServerSettings::default(),
+        store: StoreSettings::default(),
+    }
+}
+
+/// Where settings come from.
+///
+/// `Loader::default()` is the built-in defaults and presets alone (no environment, no
+/// directory searched); [`Loader::from_environment`] adds what the CLI, the service and the
+/// Python package read: `COMPACTOR__…` variables and presets in `$COMPACTOR_STRATEGIES` and
+/// `./strategies`.
+#[derive(Debug, Clone, Default)]
 pub struct Loader {
     /// A config file (`--config`).
     pub file: Option<PathBuf>,
@@ -235,8 +252,11 @@ pub struct Loader {
     pub preset_dirs: Vec<PathBuf>,
 }
 
-impl Default for Loader {
-    fn default() -> Self {
+impl Loader {
+    /// Built-in defaults, then `COMPACTOR__SECTION__KEY` environment variables; presets are
+    /// looked for in `$COMPACTOR_STRATEGIES` (when set), then `./strategies`, then the built-in
+    /// ones. Reads the process environment once, here and in [`Loader::load`].
+    pub fn from_environment() -> Loader {
         let mut preset_dirs = Vec::new();
         if let Some(dir) = std::env::var_os("COMPACTOR_STRATEGIES") {
             preset_dirs.push(PathBuf::from(dir));
@@ -534,6 +554,23 @@ mod tests {
         .load()
         .unwrap();
         assert_eq!(t.policy.tiers, vec!["truncate"]);
+    }
+
+    #[test]
+    fn default_settings_are_the_built_in_files_alone() {
+        let loaded = loader().load().unwrap();
+        assert_eq!(Settings::default(), loaded);
+        assert_eq!(builtin().budget, loaded.budget);
+        assert_eq!(builtin().policy, loaded.policy);
+        let l = Loader::default();
+        assert!(!l.env && l.preset_dirs.is_empty() && l.file.is_none() && l.preset.is_none());
+    }
+
+    #[test]
+    fn from_environment_reads_variables_and_the_strategies_directories() {
+        let l = Loader::from_environment();
+        assert!(l.env);
+        assert_eq!(l.preset_dirs.last(), Some(&PathBuf::from("strategies")));
     }
 
     #[test]

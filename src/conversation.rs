@@ -56,6 +56,7 @@ impl Conversation {
 }
 
 /// The author of a message.
+#[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Role {
     /// OpenAI `system` message.
@@ -191,6 +192,7 @@ impl Message {
 }
 
 /// One content block.
+#[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub enum Block {
     /// Plain text (`text`, OpenAI `text` / `input_text` / `output_text` parts).
@@ -316,6 +318,7 @@ pub enum ToolResultContent {
 /// ([`crate::outcome::OutcomePolicy`]), and carried in [`ToolResult::outcome`] through every
 /// strategy: a result that is cleared or cut stays what it was. Never serialized: the wire
 /// keeps its own signal (Anthropic `is_error`, an exit-code marker in the text).
+#[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Outcome {
     /// Known success: an Anthropic result without `is_error: true`, or an exit code 0.

@@ -1,22 +1,59 @@
 //! # compactor
 //!
-//! Compacts the message history of an LLM agent to a token budget, without ever producing a
-//! request the provider rejects and without silently losing facts.
+//! Compacts the message history of an LLM agent to a token budget of the target model, without
+//! ever producing a request the provider rejects and without silently losing the session's
+//! facts (what the user asked, which files were touched, which calls failed and why).
+//!
+//! ## Data flow
+//!
+//! One straight line, each step once ([`Compactor`] runs it):
 //!
 //! ```text
 //! bytes (request body / Claude Code .jsonl / Codex rollout / trajectory)
-//!   -> format adapter (read)      Conversation + Format, unknown fields kept verbatim
-//!   -> guard                      units (rounds, tool exchanges), legal cut points
-//!   -> format adapter (write)     same format out as in
+//!   -> format adapter (read)   format::load, Format::read: Conversation + Format;
+//!                              unknown fields and blocks kept verbatim
+//!   -> outcome policy          each tool result ok | failed | unknown, from the wire's own signal
+//!   -> token counter (cached)  TokenCounter: target-model tokens per block, counted once
+//!   -> guard layout            units (rounds, tool exchanges), pinned prefix, legal cuts
+//!   -> policy                  under the trigger: untouched; over it: tiers down to the target
+//!   -> Strategy                plans edits on whole units (drop, clear, cap, summarize)
+//!   -> guard                   applies them, keeps partners together, verifies provider rules
+//!                              and the typed facts; a bad plan is an error, never a silent discard
+//!   -> format adapter (write)  Format::write: same format out as in
+//!   -> Report                  tokens before/after (model tokens), tiers, edits, timings
 //! ```
 //!
-//! Pluggable pieces:
-//! - [`format`]: provider formats (Anthropic, OpenAI Chat, OpenAI Responses) and session-log
-//!   importers (Claude Code, Codex, mini-swe-agent).
-//! - [`guard`]: units, cut points, [`guard::validate`] and [`guard::check_compaction`].
+//! ## Plug-in traits
+//!
+//! Three traits are the places to plug in your own code; all are object safe, so configuration
+//! can choose them at run time (`Box<dyn Strategy>`, `Arc<dyn TokenCounter>`,
+//! `Arc<dyn Summarizer>`):
+//! - [`Strategy`]: how to make a conversation smaller (built in: `truncate`, `microcompact`,
+//!   `summary`). A strategy only proposes; the guard builds and checks every output.
+//! - [`tokens::TokenCounter`]: how many tokens a text, block or conversation costs (built in:
+//!   tiktoken `o200k_base` / `cl100k_base`, calibrated per model, behind a bounded cache).
+//! - [`llm::Summarizer`]: who writes the narrative summary of an older span for the `summary`
+//!   strategy (built in: one HTTP client speaking the Anthropic and OpenAI protocols).
+//!
+//! The other public modules: [`format`] (provider formats and session-log importers),
+//! [`guard`] (units, cut points, [`guard::validate`]), [`config`] (raw -> checked
+//! [`config::Settings`]; `Settings::default()` is the built-in defaults only, no environment).
+//!
+//! ## Cargo features
+//!
+//! - `server`: the HTTP service and compacting proxy (`compactor::server`: axum, hyper, tower,
+//!   prometheus).
+//! - `ab`: the A/B harness (`compactor::ab`) and its progress bars.
+//! - `cli` (default): the `compactor` binary; turns on `server` and `ab`.
+//!
+//! `default-features = false` builds the library alone: no axum, prometheus, indicatif or clap.
+//!
+//! ## Example
+//!
+//! Read a request, check it against the provider rules, and compact it to a budget:
 //!
 //! ```
-//! use compactor::{format::Format, guard};
+//! use compactor::{Compactor, Format, config::Settings, guard};
 //! let body = serde_json::json!({"messages": [
 //!     {"role": "user", "content": "list files"},
 //!     {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls"}}]},
@@ -24,8 +61,17 @@
 //! ]});
 //! let conversation = Format::Anthropic.read(&body).unwrap();
 //! assert!(guard::validate(&conversation, Format::Anthropic, Default::default()).is_empty());
+//!
+//! let compactor = Compactor::from_config(Settings::default()).unwrap();
+//! let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+//! let out = runtime
+//!     .block_on(compactor.compact(&conversation, Format::Anthropic, Some(20_000)))
+//!     .unwrap();
+//! // Far under the budget: nothing to do, the conversation comes back as it was.
+//! assert_eq!(Format::Anthropic.write(&out.conversation), body);
 //! ```
 
+#[cfg(feature = "ab")]
 pub mod ab;
 pub mod compactor;
 pub mod config;
@@ -38,8 +84,10 @@ pub mod memory;
 pub mod outcome;
 pub mod pipeline;
 pub mod policy;
+pub mod registry;
 pub mod render;
 pub mod report;
+#[cfg(feature = "server")]
 pub mod server;
 pub mod strategy;
 pub mod tokens;
@@ -47,6 +95,6 @@ pub mod tokens;
 pub use compactor::{CompactError, Compacted, Compactor};
 pub use conversation::{Block, Conversation, Message, Role};
 pub use format::Format;
+pub use registry::Registry;
 pub use report::{Report, Status};
-pub use strategy::registry::Registry;
 pub use strategy::{Budget, Strategy};

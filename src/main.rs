@@ -475,7 +475,7 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
             let loader = compactor::config::Loader {
                 file: config,
                 preset: strategy,
-                ..Default::default()
+                ..compactor::config::Loader::from_environment()
             };
             let mut settings = loader.load().map_err(|e| Failure::Unreadable(e.into()))?;
             if let Some(m) = &model {
@@ -627,7 +627,7 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
             };
             let base = compactor::config::Loader {
                 file: config,
-                ..Default::default()
+                ..compactor::config::Loader::from_environment()
             };
             // Fail fast (exit 2, one message) on a strategy that names no preset or a bad
             // config, and on an input that is not there, rather than print empty tables.
@@ -766,7 +766,7 @@ fn model_basis(
     };
     let settings = compactor::config::Loader {
         file: config,
-        ..Default::default()
+        ..compactor::config::Loader::from_environment()
     }
     .load()
     .map_err(|e| Failure::Invalid(e.into()))?;
@@ -824,7 +824,7 @@ fn serve(
     let loader = compactor::config::Loader {
         file: config,
         preset: strategy,
-        ..Default::default()
+        ..compactor::config::Loader::from_environment()
     };
     let state =
         compactor::server::AppState::new(loader).map_err(|e| Failure::Unreadable(e.into()))?;

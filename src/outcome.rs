@@ -25,6 +25,7 @@ use memchr::memmem;
 
 /// How a format tells a tool result's outcome. Pick it with [`OutcomePolicy::of`] (a format
 /// name) or `Format::outcome_policy`.
+#[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum OutcomePolicy {
     /// Anthropic Messages (and imported Claude Code logs): `is_error`, plus the

@@ -16,17 +16,52 @@
 //! [`guard::check_envelope`]; one that fails is not taken, and the report names the
 //! violations.
 
-use crate::compactor::{CompactError, Compacted, Compactor};
+use crate::config::Settings;
 use crate::conversation::Conversation;
 use crate::format::Format;
 use crate::guard::{self, FailureRecord, Layout, ValidateOptions, Violation};
-use crate::memory::PrefixHashes;
+use crate::memory::{Memory, PrefixHashes};
 use crate::policy::{self, Targets};
 use crate::report::{Report, Status, TierRun, Timings, violation_lines};
 use crate::strategy::{Context, Strategy};
-use crate::tokens::{ModelTokens, TokenCounter};
+use crate::tokens::{ModelTokens, TokenCounter, Tokenizer};
 use std::borrow::Cow;
 use std::time::Instant;
+
+/// Errors of [`Compactor::compact`](crate::Compactor::compact).
+#[derive(Debug, thiserror::Error)]
+pub enum CompactError {
+    /// The input breaks the provider's rules; compacting it would hide the fault. Each violation
+    /// names its place (`messages[0].content[0]: tool_result toolu_x has no tool_use ...`).
+    #[error("invalid input: {}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    InvalidInput(Vec<Violation>),
+}
+
+/// A compaction result: the conversation (borrowed when unchanged) and the report.
+#[derive(Debug)]
+pub struct Compacted<'a> {
+    /// The output: `Cow::Borrowed(input)` when nothing changed.
+    pub conversation: Cow<'a, Conversation>,
+    /// What happened.
+    pub report: Report,
+}
+
+/// What the pipeline needs of its owner, [`crate::Compactor`] (which implements it; the
+/// pipeline does not import it, so the two modules do not depend on each other).
+pub(crate) trait Host: Sync {
+    /// The settings in force.
+    fn settings(&self) -> &Settings;
+    /// Tiers of the settings that cannot run here, with the reason.
+    fn skipped_tiers(&self) -> &[String];
+    /// The hysteresis memory of earlier compactions.
+    fn memory(&self) -> &Memory;
+    /// The tiers, in the order they run.
+    fn tiers(&self) -> &[Box<dyn Strategy>];
+    /// The counting basis of `model` (the request body's `model`).
+    fn model_tokens(&self, model: Option<&str>) -> ModelTokens;
+    /// The cached counter of `tokenizer`'s vocabulary.
+    fn counter_of(&self, tokenizer: Tokenizer) -> &dyn TokenCounter;
+}
 
 /// What one compaction knows of its input, computed once.
 struct Run<'a> {
@@ -74,9 +109,9 @@ struct Best {
     records: Option<Vec<FailureRecord>>,
 }
 
-/// [`Compactor::compact_with`]: the steps above.
+/// [`Compactor::compact_with`](crate::Compactor::compact_with): the steps above.
 pub(crate) async fn compact<'a>(
-    compactor: &Compactor,
+    compactor: &dyn Host,
     input: &'a Conversation,
     format: Format,
     budget: Option<usize>,
@@ -206,7 +241,7 @@ pub(crate) async fn compact<'a>(
 }
 
 /// The report before anything is done: the input's figures.
-fn first_report(compactor: &Compactor, run: &Run<'_>, tokens: usize) -> Report {
+fn first_report(compactor: &dyn Host, run: &Run<'_>, tokens: usize) -> Report {
     Report {
         status: Status::Unchanged,
         strategy: compactor.settings().preset.clone(),

@@ -5,6 +5,7 @@ use crate::strategy::Edit;
 use serde::Serialize;
 
 /// The outcome of a compaction run.
+#[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {

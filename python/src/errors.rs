@@ -33,6 +33,7 @@ pub fn format(py: Python<'_>, e: &FormatError) -> PyErr {
         FormatError::Json { location, source } => (Some(location.clone()), source.to_string()),
         FormatError::Shape { path, message } => (Some(path.clone()), message.clone()),
         FormatError::Unrecognised(what) => (None, what.clone()),
+        other => (None, other.to_string()),
     };
     let set = attrs
         .set_item("path", path)
@@ -60,7 +61,7 @@ fn config_key(e: &ConfigError) -> Option<String> {
         ConfigError::Invalid { key, .. } => Some(key.clone()),
         ConfigError::PresetNotFound { .. } => Some("strategy".to_string()),
         ConfigError::In { source, .. } => config_key(source),
-        ConfigError::Load(_) => None,
+        _ => None,
     }
 }
 

@@ -1,7 +1,7 @@
 //! One-shot functions: validate, convert, count, load.
 
 use crate::values::{format_named, read, to_json, to_py};
-use compactor::format::detect::{ImportOptions, Source};
+use compactor::format::detect::ImportOptions;
 use compactor::guard::{self, ValidateOptions};
 use compactor::tokens::Breakdown;
 use compactor::tokens::{TokenCounter, Tokenizer, counter_for};
@@ -105,11 +105,6 @@ pub fn load<'py>(
         .detach(|| compactor::format::load(&bytes, hint, ImportOptions { whole_log }))
         .map_err(|e| crate::errors::format(py, &e))?;
     let body = py.detach(|| loaded.format.write(&loaded.conversation));
-    let origin = match loaded.source {
-        Source::Request(_) => "request",
-        Source::ClaudeCode => "claude-code",
-        Source::CodexRollout => "codex-rollout",
-        Source::Trajectory => "trajectory",
-    };
+    let origin = loaded.source.name();
     Ok((to_py(py, &body)?, loaded.format.as_str(), origin))
 }

@@ -44,7 +44,7 @@ impl Compactor {
     ) -> PyResult<Self> {
         let mut loader = Loader {
             preset: strategy,
-            ..Loader::default()
+            ..Loader::from_environment()
         };
         // A dict is a config file with that content: written to a private temporary file so
         // the `config` crate layers it exactly like `--config FILE`.

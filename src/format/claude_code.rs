@@ -28,10 +28,17 @@
 
 use super::FormatError;
 use super::anthropic::read_blocks;
-use super::detect::ImportOptions;
 use super::json_kind;
 use crate::conversation::{Block, ContentForm, Conversation, Message, Object, Role};
 use serde_json::Value;
+
+/// Options for importing a Claude Code session log.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ImportOptions {
+    /// Keep the whole log instead of starting at the last `compact_boundary` (what the model
+    /// saw last).
+    pub whole_log: bool,
+}
 
 /// True when the text looks like a Claude Code session log: some line carries a `sessionId` or
 /// `parentUuid` key. Every line is looked at, since a log may open with any number of

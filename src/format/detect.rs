@@ -4,7 +4,24 @@ use super::{Format, FormatError, claude_code, codex, trajectory};
 use crate::conversation::{Conversation, Message};
 use serde_json::Value;
 
+impl Source {
+    /// Its kebab-case name without the request format: `request`, `claude-code`,
+    /// `codex-rollout`, `trajectory`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Source::Request(_) => "request",
+            Source::ClaudeCode => "claude-code",
+            Source::CodexRollout => "codex-rollout",
+            Source::Trajectory => "trajectory",
+        }
+    }
+}
+
+/// Options for importing session logs (owned by the Claude Code importer, the only one with options).
+pub use super::claude_code::ImportOptions;
+
 /// Where a conversation came from.
+#[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Source {
@@ -17,13 +34,6 @@ pub enum Source {
     /// A trajectory object whose `messages` is an OpenAI Chat array (mini-swe-agent
     /// `.traj.json`), imported as OpenAI Chat.
     Trajectory,
-}
-
-/// Options for importing session logs.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct ImportOptions {
-    /// Claude Code: keep the whole log instead of starting at the last `compact_boundary`.
-    pub whole_log: bool,
 }
 
 /// A loaded conversation with its request format and origin.
@@ -345,6 +355,16 @@ pub fn contradiction(value: &Value, given: Format) -> Option<Contradiction> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_source_name_is_its_serde_name_without_the_format() {
+        for s in [Source::ClaudeCode, Source::CodexRollout, Source::Trajectory] {
+            assert_eq!(serde_json::to_value(s).unwrap(), json!(s.name()));
+        }
+        let request = serde_json::to_value(Source::Request(Format::OpenAiChat)).unwrap();
+        assert_eq!(request, json!({"request": "openai-chat"}));
+        assert_eq!(Source::Request(Format::OpenAiChat).name(), "request");
+    }
 
     fn anthropic_body() -> Value {
         json!({"model": "m", "max_tokens": 8, "messages": [

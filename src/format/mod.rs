@@ -28,6 +28,7 @@ use crate::conversation::{Conversation, Object};
 use serde_json::Value;
 
 /// A request-body format: what is read, compacted and written back.
+#[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Format {
@@ -125,6 +126,7 @@ impl std::str::FromStr for Format {
 
 /// A malformed input: where (a JSON path such as `messages[3].content[1].id`, or a line number
 /// for JSONL logs) and what.
+#[non_exhaustive]
 #[derive(Debug, thiserror::Error)]
 pub enum FormatError {
     /// The bytes are not JSON (or a JSONL line is not).

@@ -17,7 +17,6 @@
 //! timeouts of [`listen`] and shuts down on ctrl-c / SIGTERM within a deadline.
 
 mod api;
-pub mod config;
 pub mod error;
 mod guarded;
 pub mod listen;

@@ -66,7 +66,7 @@ pub(crate) async fn send(
         .send()
         .await
         .map_err(|e| AppError::Upstream(format!("{url}: {e}")))?;
-    let tap = super::proxy::learning_tap(state, &answer, probe);
+    let tap = super::usage::learning_tap(state, &answer, probe);
     let mut response = Response::builder().status(answer.status());
     if let Some(h) = response.headers_mut() {
         for (name, value) in answer.headers() {

@@ -155,6 +155,37 @@ impl Drop for UsageTap {
     }
 }
 
+/// A tap that learns the model's ratio from a successful answer's usage (see
+/// this module); `None` without a model or for an error answer.
+pub(crate) fn learning_tap(
+    state: &super::AppState,
+    answer: &reqwest::Response,
+    probe: Option<(String, usize)>,
+) -> Option<UsageTap> {
+    let (model, counted) = probe?;
+    if !answer.status().is_success() {
+        return None;
+    }
+    let compactor = state.default_compactor();
+    let basis = compactor.model_tokens(Some(&model));
+    if basis.source == crate::tokens::RatioSource::Counter {
+        return None;
+    }
+    state.metrics().token_ratio(&model, basis.ratio);
+    let sse = answer
+        .headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"));
+    Some(UsageTap::new(
+        compactor,
+        state.metrics().clone(),
+        model,
+        counted,
+        sse,
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

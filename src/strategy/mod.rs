@@ -18,7 +18,6 @@
 
 mod digest;
 pub mod microcompact;
-pub mod registry;
 pub mod summary;
 mod text_cut;
 pub use text_cut::thousands;

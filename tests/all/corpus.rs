@@ -175,7 +175,7 @@ fn every_session_log_imports_with_the_pinned_counts_and_validates() {
                 assert_eq!(c.messages.len(), messages, "{}", e.file);
                 calls
             }
-            Source::Request(_) => unreachable!(),
+            _ => unreachable!("{}: a request body, not a session log", e.file),
         };
         assert_eq!(tool_calls(c), independent, "{}: calls vs raw", e.file);
         let strict = guard::validate(

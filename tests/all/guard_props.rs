@@ -295,6 +295,7 @@ impl Renderer {
                 };
                 self.items.push(item);
             }
+            _ => unreachable!("a format the generator does not know"),
         }
     }
 
@@ -450,6 +451,7 @@ impl Renderer {
                     }
                 }
             }
+            _ => unreachable!("a format the generator does not know"),
         }
         self.exchanges.push((start, self.items.len(), open));
     }
@@ -746,6 +748,7 @@ proptest! {
                 expected.push(violation(format, o - 1, None, ViolationKind::OrphanResult {
                     id, expected: "earlier in the input" }));
             }
+            _ => unreachable!("a format the generator does not know"),
         }
         let conv = read(format, &body);
         prop_assert_eq!(validate(&conv, format, OPEN_TAIL), expected);

@@ -108,6 +108,7 @@ fn check(name: &str, truth: &dyn Fn(&str) -> Option<bool>) -> (usize, usize, usi
             Outcome::Error => failed += 1,
             Outcome::Success => ok += 1,
             Outcome::Unknown => unknown += 1,
+            _ => unreachable!("an outcome this test does not know"),
         }
     }
     (failed, ok, unknown)

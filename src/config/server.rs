@@ -1,4 +1,7 @@
 //! `[server]`: where `compactor serve` listens, its limits, and where the proxy forwards.
+//!
+//! Part of [`Settings`](super::Settings) with or without the `server` feature, so one config
+//! file serves the library and the service alike.
 
 use serde::{Deserialize, Serialize};
 

@@ -10,11 +10,11 @@
 //! [`Registry::builtin`] holds `truncate`, `microcompact` and `summary` (skipped, with the
 //! reason on the report, when no `[llm]` is configured).
 
-use super::Strategy;
-use super::microcompact::Microcompact;
-use super::summary::{DEFAULT_PROMPT, Summary};
-use super::truncate::Truncate;
 use crate::config::{ConfigError, Settings};
+use crate::strategy::Strategy;
+use crate::strategy::microcompact::Microcompact;
+use crate::strategy::summary::{DEFAULT_PROMPT, Summary};
+use crate::strategy::truncate::Truncate;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
