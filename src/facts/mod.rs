@@ -430,14 +430,14 @@ impl Facts {
     }
 }
 
+/// Blocks for the unit tests of this module and its submodules.
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::conversation::ToolResultContent;
-    use pretty_assertions::assert_eq;
-    use serde_json::json;
+pub(crate) mod test_blocks {
+    use crate::conversation::{Block, ToolInput, ToolResult, ToolResultContent, ToolUse};
+    use serde_json::Value;
 
-    fn call(id: &str, name: &str, input: Value) -> Block {
+    /// A tool_use block with JSON input.
+    pub(crate) fn call(id: &str, name: &str, input: Value) -> Block {
         Block::ToolUse(ToolUse {
             id: id.into(),
             name: name.into(),
@@ -446,7 +446,8 @@ mod tests {
         })
     }
 
-    fn result(id: &str, text: &str, is_error: bool) -> Block {
+    /// A text tool_result, its outcome set by the Anthropic policy (`is_error`).
+    pub(crate) fn result(id: &str, text: &str, is_error: bool) -> Block {
         Block::ToolResult(crate::outcome::OutcomePolicy::Anthropic.apply(ToolResult {
             tool_use_id: id.into(),
             content: Some(ToolResultContent::Text(text.into())),
@@ -455,6 +456,14 @@ mod tests {
             outcome: Default::default(),
         }))
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::test_blocks::{call, result};
+    use super::*;
+    use pretty_assertions::assert_eq;
+    use serde_json::json;
 
     fn session() -> Vec<Message> {
         vec![

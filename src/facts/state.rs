@@ -563,30 +563,10 @@ fn failure_line(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::conversation::{
-        Block, Message, Role, ToolInput, ToolResult, ToolResultContent, ToolUse,
-    };
+    use crate::conversation::{Message, Role};
+    use crate::facts::test_blocks::{call, result};
     use crate::tokens::TiktokenCounter;
-    use serde_json::{Value, json};
-
-    fn call(id: &str, name: &str, input: Value) -> Block {
-        Block::ToolUse(ToolUse {
-            id: id.into(),
-            name: name.into(),
-            input: ToolInput::Json(input),
-            extra: Default::default(),
-        })
-    }
-
-    fn result(id: &str, text: &str, is_error: bool) -> Block {
-        Block::ToolResult(crate::outcome::OutcomePolicy::Anthropic.apply(ToolResult {
-            tool_use_id: id.into(),
-            content: Some(ToolResultContent::Text(text.into())),
-            is_error: is_error.then_some(true),
-            extra: Default::default(),
-            outcome: Default::default(),
-        }))
-    }
+    use serde_json::json;
 
     fn session() -> Vec<Message> {
         vec![
