@@ -71,14 +71,31 @@ impl Strategy for KeepTail {
 /// # Errors
 /// Any error of the library (config, input, compaction).
 pub async fn run() -> anyhow::Result<(usize, Status, String)> {
+    let mut settings = compactor::config::Settings::default();
+    settings.policy.tiers = vec!["keep_tail".to_string()];
+    settings.policy.remember = false;
+    run_with(settings).await
+}
+
+/// The built-in strategies plus `keep_tail`.
+pub fn registry() -> Registry {
     let mut registry = Registry::builtin();
     registry.register("keep_tail", |_settings| {
         Ok(Built::Ready(Box::new(KeepTail)))
     });
-    let mut settings = compactor::config::Settings::default();
-    settings.policy.tiers = vec!["keep_tail".to_string()];
-    settings.policy.remember = false;
-    let compactor = Compactor::from_registry(settings, &registry)?;
+    registry
+}
+
+/// Compacts a 20-message history at 300 tokens with `settings` (whose tiers may name
+/// `keep_tail`, e.g. from a config file loaded with
+/// `Loader { file, ..Loader::default() }.accepting(registry().names())`).
+///
+/// # Errors
+/// Any error of the library (config, input, compaction).
+pub async fn run_with(
+    settings: compactor::config::Settings,
+) -> anyhow::Result<(usize, Status, String)> {
+    let compactor = Compactor::from_registry(settings, &registry())?;
 
     let mut messages = Vec::new();
     for i in 0..10 {
@@ -99,7 +116,7 @@ pub async fn run() -> anyhow::Result<(usize, Status, String)> {
     ))
 }
 
-#[allow(dead_code)] // `tests/all/compaction.rs` includes this file and calls `run` only.
+#[allow(dead_code)] // `tests/all/compaction.rs` includes this file and calls `run` / `run_with`.
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> anyhow::Result<()> {
     let (messages, status, applied) = run().await?;

@@ -189,7 +189,8 @@ pub struct Settings {
     pub store: StoreSettings,
 }
 
-/// The tier names the policy knows.
+/// The built-in tier names (`Registry::builtin`); a [`Loader`] accepts more with
+/// [`Loader::accepting`].
 pub const KNOWN_TIERS: &[&str] = &["microcompact", "summary", "truncate"];
 
 impl Default for Settings {
@@ -250,6 +251,11 @@ pub struct Loader {
     pub env: bool,
     /// Directories searched for `NAME.toml` presets before the built-in ones.
     pub preset_dirs: Vec<PathBuf>,
+    /// Strategy names `[policy] tiers` may list besides [`KNOWN_TIERS`]: a user's own
+    /// strategies, registered under these names in the [`crate::registry::Registry`] the
+    /// settings are built with (`Loader { strategies: registry.names()..., .. }`, or
+    /// [`Loader::accepting`]). Empty = the built-in names only.
+    pub strategies: Vec<String>,
 }
 
 impl Loader {
@@ -267,7 +273,19 @@ impl Loader {
             preset: None,
             env: true,
             preset_dirs,
+            strategies: Vec::new(),
         }
+    }
+
+    /// The same loader, also accepting the tier names `names` (e.g. `registry.names()`) in
+    /// `[policy] tiers`.
+    pub fn accepting<'a>(mut self, names: impl IntoIterator<Item = &'a str>) -> Loader {
+        for n in names {
+            if !KNOWN_TIERS.contains(&n) && !self.strategies.iter().any(|s| s == n) {
+                self.strategies.push(n.to_string());
+            }
+        }
+        self
     }
 }
 
@@ -316,7 +334,7 @@ impl Loader {
             .build()
             .and_then(|c| c.try_deserialize::<RawSettings>())
             .map_err(ConfigError::from)
-            .and_then(|raw| check(raw, preset_name.clone()));
+            .and_then(|raw| check(raw, preset_name.clone(), &self.strategies));
         // Each source alone: the first one at fault names itself.
         let mut alone: Vec<(String, config::ConfigBuilder<config::builder::DefaultState>)> =
             Vec::new();
@@ -341,7 +359,7 @@ impl Loader {
                 .build()
                 .and_then(|c| c.try_deserialize::<RawSettings>())
                 .map_err(ConfigError::from)
-                .and_then(|raw| check(raw, preset_name.clone()));
+                .and_then(|raw| check(raw, preset_name.clone(), &self.strategies));
             // When the merged settings are fine, a source alone may still break a rule that
             // involves another source (trigger vs target); only its own faults count then.
             let own_fault = |e: &ConfigError| {
@@ -413,7 +431,7 @@ fn environment() -> Environment {
         .with_list_parse_key("microcompact.compactable_tools")
 }
 
-fn check(raw: RawSettings, preset: String) -> Result<Settings, ConfigError> {
+fn check(raw: RawSettings, preset: String, extra: &[String]) -> Result<Settings, ConfigError> {
     let invalid = |key: &str, message: String| ConfigError::Invalid {
         key: key.into(),
         message,
@@ -444,10 +462,15 @@ fn check(raw: RawSettings, preset: String) -> Result<Settings, ConfigError> {
         return Err(invalid("policy.tiers", "no strategy listed".into()));
     }
     for t in &raw.policy.tiers {
-        if !KNOWN_TIERS.contains(&t.as_str()) {
+        if !KNOWN_TIERS.contains(&t.as_str()) && !extra.contains(t) {
+            let known: Vec<&str> = KNOWN_TIERS
+                .iter()
+                .copied()
+                .chain(extra.iter().map(String::as_str))
+                .collect();
             return Err(invalid(
                 "policy.tiers",
-                format!("unknown strategy {t:?} (known: {})", KNOWN_TIERS.join(", ")),
+                format!("unknown strategy {t:?} (known: {})", known.join(", ")),
             ));
         }
     }
@@ -529,6 +552,7 @@ mod tests {
             preset: None,
             env: false,
             preset_dirs: Vec::new(),
+            strategies: Vec::new(),
         }
     }
 

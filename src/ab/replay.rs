@@ -413,6 +413,7 @@ mod tests {
             preset: Some("truncate".into()),
             env: false,
             preset_dirs: Vec::new(),
+            strategies: Vec::new(),
         }
         .load()
         .unwrap();

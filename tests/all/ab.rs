@@ -24,6 +24,7 @@ fn ab_over_the_corpus_and_cases_is_valid_and_stable() {
         preset: None,
         env: false,
         preset_dirs: vec![PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("strategies")],
+        strategies: Vec::new(),
     };
     let arms: Vec<Arm> = ["default", "truncate", "microcompact"]
         .iter()

@@ -362,6 +362,7 @@ mod proxy {
             preset: None,
             env: false,
             preset_dirs: Vec::new(),
+            strategies: Vec::new(),
         };
         let mut settings = loader.load().unwrap();
         settings.server.anthropic_upstream = url;

@@ -153,3 +153,43 @@ async fn a_registered_custom_strategy_is_named_in_the_tier_list_and_its_output_t
         "{messages}"
     );
 }
+
+#[tokio::test]
+async fn a_config_file_names_a_registered_strategy_when_the_loader_accepts_its_name() {
+    let dir = tempfile_dir("custom-tier");
+    let file = dir.join("mine.toml");
+    std::fs::write(
+        &file,
+        "[policy]\ntiers = [\"keep_tail\", \"truncate\"]\nremember = false\n",
+    )
+    .unwrap();
+    let loader = Loader {
+        file: Some(file.clone()),
+        ..Loader::default()
+    };
+    // The built-in names alone: the file is at fault, and the message lists what is known.
+    let err = loader.clone().load().unwrap_err().to_string();
+    assert!(err.contains(&file.display().to_string()), "{err}");
+    assert!(err.contains("unknown strategy \"keep_tail\""), "{err}");
+    let registry = custom_strategy::registry();
+    let settings = loader.accepting(registry.names()).load().unwrap();
+    assert_eq!(settings.policy.tiers, ["keep_tail", "truncate"]);
+    let (messages, status, applied) = custom_strategy::run_with(settings).await.unwrap();
+    assert_eq!(status, Status::Compacted);
+    assert_eq!(applied, "keep_tail");
+    assert!((3..20).contains(&messages), "{messages}");
+    // A name accepted by the loader but missing from the registry is still refused.
+    let other = Loader {
+        file: Some(file),
+        ..Loader::default()
+    }
+    .accepting(["keep_tail"])
+    .load()
+    .unwrap();
+    let err = Compactor::from_registry(other, &compactor::registry::Registry::builtin())
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(err.contains("keep_tail"), "{err}");
+    std::fs::remove_dir_all(dir).ok();
+}

@@ -383,6 +383,7 @@ fn ab_reference_scores_claude_codes_summary_and_each_strategy_at_equal_tokens() 
         preset: None,
         env: false,
         preset_dirs: vec![std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("strategies")],
+        strategies: Vec::new(),
     };
     let arms = vec![compactor::ab::Arm::load("truncate", &base)];
     let rt = tokio::runtime::Builder::new_current_thread()

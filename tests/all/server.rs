@@ -25,6 +25,7 @@ fn loader() -> Loader {
         preset: None,
         env: false,
         preset_dirs: Vec::new(),
+        strategies: Vec::new(),
     }
 }
 

@@ -137,6 +137,7 @@ fn settings(upstream: &str, llm: &FakeLlm, redis: Option<&str>, prefix: &str) ->
         preset: None,
         env: false,
         preset_dirs: Vec::new(),
+        strategies: Vec::new(),
     };
     let mut s = loader.load().unwrap();
     s.budget.tokens = 8_000;
@@ -168,6 +169,7 @@ fn replica(s: &Settings) -> Router {
         preset: None,
         env: false,
         preset_dirs: Vec::new(),
+        strategies: Vec::new(),
     };
     app(AppState::from_parts(s.clone(), loader, None).unwrap())
 }
