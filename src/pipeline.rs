@@ -30,6 +30,7 @@ use std::time::Instant;
 
 /// Errors of [`Compactor::compact`](crate::Compactor::compact).
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum CompactError {
     /// The input breaks the provider's rules; compacting it would hide the fault. Each violation
     /// names its place (`messages[0].content[0]: tool_result toolu_x has no tool_use ...`).

@@ -19,6 +19,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// What a constructor made of the settings.
+#[non_exhaustive]
 pub enum Built {
     /// A strategy ready to run as a tier.
     Ready(Box<dyn Strategy>),

@@ -167,6 +167,7 @@ pub struct Probes {
 /// How an item was found in the output.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum How {
     /// The original block is kept: the call with its result (same outcome), the file's call, the
     /// user's own message.

@@ -59,6 +59,7 @@ pub trait Summarizer: Send + Sync {
 
 /// Errors at the LLM boundary.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum LlmError {
     /// The server answered with an error status (after the retries, for 429/5xx).
     #[error("HTTP {status} from {url}: {body}")]
@@ -133,6 +134,7 @@ pub enum LlmError {
 /// Which API the configured endpoint speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Provider {
     /// Anthropic Messages API.
     Anthropic,

@@ -52,6 +52,7 @@ pub const MESSAGE_OVERHEAD: usize = 3;
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize,
 )]
+#[non_exhaustive]
 pub enum Tokenizer {
     /// `o200k_base` (GPT-4o and later). The default.
     #[default]

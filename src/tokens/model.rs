@@ -83,6 +83,7 @@ impl ModelRule {
 /// Where the ratio in force comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum RatioSource {
     /// No rule matched, or no model is known: the counter's tokens as they are.
     Counter,
