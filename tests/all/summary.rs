@@ -179,12 +179,12 @@ async fn summary_request_carries_transcript_and_instructions_without_thinking_or
     assert!(text.contains(DEFAULT_SUMMARY));
     assert!(
         text.contains(
-            "\n  [failed toolu_1] Bash, command cat src/mod1.rs: error: error: cat: src/mod1.rs: No such file or directory\n"
+            "\n[failed toolu_1] Bash, command cat src/mod1.rs: error: error: cat: src/mod1.rs: No such file or directory\n"
         ),
         "{text}"
     );
     assert!(
-        text.contains("\n  [then] #1: ran cat src/mod0.rs: ok; 1 calls, 0 failed\n"),
+        text.contains("\n[then] #1: ran cat src/mod0.rs: ok; 1 calls, 0 failed\n"),
         "{text}"
     );
     assert_eq!(c.messages.last(), input.messages.last());
@@ -502,7 +502,7 @@ async fn an_earlier_summary_is_updated_with_the_new_messages_only() {
     assert!(text.contains(DEFAULT_SUMMARY));
     // The failure of the first span is carried forward by the ledger.
     assert!(
-        text.contains("\n  [failed toolu_1] Bash, command cat src/mod1.rs: error: "),
+        text.contains("\n[failed toolu_1] Bash, command cat src/mod1.rs: error: "),
         "{text}"
     );
     assert_valid(&out.conversation, &grown, Format::Anthropic);
@@ -694,11 +694,13 @@ async fn the_ledger_is_budgeted_to_fill_what_the_target_leaves() {
     let (text, ledger) = summary_of(&out.conversation);
     assert!(ledger.contains("more items omitted]"), "{ledger}");
     assert!(
-        ledger.contains("\n  [failed toolu_0_2] Read, part0/file2.rs: error: error: file2.rs: permission denied\n"),
+        ledger.contains(
+            "\n[failed toolu_0_2] Read, part0/file2.rs: error: error: file2.rs: permission denied\n"
+        ),
         "{ledger}"
     );
     assert!(
-        ledger.contains("\n  [user] #1: Request 0: go through part 0.\n"),
+        ledger.contains("\n[user] #1: Request 0: go through part 0.\n"),
         "{ledger}"
     );
     assert!(text.contains(DEFAULT_SUMMARY));

@@ -327,7 +327,7 @@ impl Strategy for Summary {
             .as_deref()
             .map(split_summary)
             .unwrap_or_default();
-        let previous_model = plan.previous.as_ref().map(|_| previous_model);
+        let previous_model = plan.previous.as_ref().map(|_| previous_model.as_ref());
         let instructions = self.instructions(cx);
         let key = cache_key(&[
             self.summarizer.model(),
@@ -427,12 +427,21 @@ impl Strategy for Summary {
         let room = budget.target.saturating_sub(fixed + count(&parts));
         parts.ledger = ledger(&state, room, counter);
         let mut summary_tokens = count(&parts);
-        // Lines are counted apart; when their sum is short of the written ledger's count, one
-        // more pass with the room shrunk by the excess.
+        // The message counts a little more than its parts apart: one more pass with the room
+        // shrunk by the excess. Still over (what is always kept does not fit): the outcomes
+        // of settled rounds go first, as in truncate's marker.
         let over = (fixed + summary_tokens).saturating_sub(budget.target);
         if over > 0 && room > over {
             parts.ledger = ledger(&state, room - over, counter);
             summary_tokens = count(&parts);
+        }
+        if fixed + summary_tokens > budget.target {
+            let mut lean = parts.clone();
+            lean.ledger = ledger(&state.shedding_settled(), room, counter);
+            let lean_tokens = count(&lean);
+            if lean_tokens < summary_tokens {
+                (parts, summary_tokens) = (lean, lean_tokens);
+            }
         }
         Ok(Compaction {
             plan: vec![UnitEdit::Summarize {
