@@ -24,6 +24,7 @@ use crate::guard::{CutKind, Layout, Marker, MessageTokens, SummaryParts, UnitEdi
 use crate::llm::{Summarizer, SummaryRequest};
 use crate::render::clip;
 use crate::tokens::TokenCounter;
+use moka::sync::Cache;
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -52,8 +53,6 @@ pub const DEFAULT_PROMPT: &str = include_str!("../../../strategies/prompts/summa
 /// The line that opens the code-made ledger inside a summary message.
 pub const LEDGER_HEADER: &str = "Ledger (made by code from the transcript, exact):";
 
-/// Summaries kept in the in-memory cache.
-const CACHE_ENTRIES: usize = 64;
 /// Share of the summarizer's window the material may fill (token counts of another tokenizer
 /// are an estimate).
 const WINDOW_SAFETY: f64 = 0.85;
@@ -76,6 +75,10 @@ pub struct SummaryConfig {
     pub failure_threshold: u32,
     /// Cool-down of the circuit breaker, in seconds.
     pub cooldown_secs: f64,
+    /// Bound of the in-process cache of model summaries, in bytes of their UTF-8 text (plus 8
+    /// per entry); least recently used evicted first; 0 = no cache. A shared store
+    /// (`[store]`) caches beside it.
+    pub cache_bytes: u64,
 }
 
 impl Default for SummaryConfig {
@@ -87,6 +90,7 @@ impl Default for SummaryConfig {
             max_summary_tokens: 2_000,
             failure_threshold: 3,
             cooldown_secs: 300.0,
+            cache_bytes: 4 * 1024 * 1024,
         }
     }
 }
@@ -105,7 +109,8 @@ pub struct Summary {
     config: SummaryConfig,
     prompt: String,
     fallback: Truncate,
-    cache: Mutex<HashMap<u64, String>>,
+    /// Model texts by [`cache_key`], bounded by bytes ([`SummaryConfig::cache_bytes`]).
+    cache: Cache<u64, Arc<str>>,
     breaker: Mutex<Breaker>,
 }
 
@@ -140,12 +145,13 @@ impl Summary {
         prompt: String,
         fallback: TruncateConfig,
     ) -> Summary {
+        let cache_bytes = config.cache_bytes;
         Summary {
             summarizer,
             config,
             prompt,
             fallback: Truncate { config: fallback },
-            cache: Mutex::new(HashMap::new()),
+            cache: summary_cache(cache_bytes),
             breaker: Mutex::new(Breaker::default()),
         }
     }
@@ -275,6 +281,17 @@ impl Summary {
     }
 }
 
+/// The in-process summary cache: at most `max_bytes` of model text (each entry weighs its
+/// text's UTF-8 bytes plus its 8-byte key), least recently used evicted first (`moka`'s
+/// TinyLFU admission and LRU eviction, as the compaction memory in `crate::memory`). 0 bytes
+/// keeps nothing.
+fn summary_cache(max_bytes: u64) -> Cache<u64, Arc<str>> {
+    Cache::builder()
+        .max_capacity(max_bytes)
+        .weigher(|_, text: &Arc<str>| u32::try_from(text.len() + 8).unwrap_or(u32::MAX))
+        .build()
+}
+
 fn cache_key(parts: &[&str]) -> u64 {
     let mut h = xxhash_rust::xxh3::Xxh3::new();
     for p in parts {
@@ -336,7 +353,7 @@ impl Strategy for Summary {
             previous_model.unwrap_or(""),
             &text,
         ]);
-        let cached = self.cache.lock().ok().and_then(|c| c.get(&key).cloned());
+        let cached = self.cache.get(&key).map(|t| t.to_string());
         let mut notes = Vec::new();
         let model_text = match cached {
             Some(t) => {
@@ -373,12 +390,7 @@ impl Strategy for Summary {
                                 ""
                             }
                         ));
-                        if let Ok(mut c) = self.cache.lock() {
-                            if c.len() >= CACHE_ENTRIES {
-                                c.clear();
-                            }
-                            c.insert(key, t.clone());
-                        }
+                        self.cache.insert(key, Arc::from(t.as_str()));
                         t
                     }
                     Err(e) => {
@@ -606,6 +618,30 @@ mod tests {
                      ## Files\n- src/a.rs (edited)\n- src/b.rs (read)\n## Next\n\
                      - Run cargo test again.\n- none\n- none";
         assert_eq!(degenerate(plain), None);
+    }
+
+    #[test]
+    fn the_cache_is_bounded_by_bytes_and_evicts() {
+        let cache = summary_cache(10_000);
+        let text: Arc<str> = Arc::from("x".repeat(992).as_str());
+        for key in 0..100u64 {
+            cache.insert(key, text.clone());
+        }
+        cache.run_pending_tasks();
+        assert!(cache.weighted_size() <= 10_000, "{}", cache.weighted_size());
+        assert!(
+            (1..=10).contains(&cache.entry_count()),
+            "{}",
+            cache.entry_count()
+        );
+        // One text over the whole bound is never kept; 0 bytes keeps nothing.
+        cache.insert(500, Arc::from("y".repeat(20_000).as_str()));
+        cache.run_pending_tasks();
+        assert_eq!(cache.get(&500), None);
+        let off = summary_cache(0);
+        off.insert(1, text);
+        off.run_pending_tasks();
+        assert_eq!(off.entry_count(), 0);
     }
 
     #[test]
