@@ -90,6 +90,7 @@ impl Compaction {
 /// One change, typed. Message indices refer to the strategy's *input*.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "edit", rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Edit {
     /// A block's text shortened to head + tail with a marker.
     Truncated {
@@ -145,6 +146,7 @@ pub enum Edit {
 
 /// Errors a strategy can report (the pipeline turns them into a report note and keeps going).
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum StrategyError {
     /// The strategy needs something that is not configured (e.g. an LLM for `summary`).
     #[error("{0}")]
