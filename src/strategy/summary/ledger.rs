@@ -244,30 +244,11 @@ pub(super) fn summary_parts(
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::session;
     use super::*;
     use crate::format::Format;
     use crate::tokens::{Tokenizer, counter_for};
     use serde_json::json;
-
-    fn session() -> Conversation {
-        Format::Anthropic
-            .read(&json!({"messages": [
-                {"role": "user", "content": "Fix the failing build. Do not touch vendor/."},
-                {"role": "assistant", "content": [
-                    {"type": "tool_use", "id": "t1", "name": "Read", "input": {"file_path": "src/a.rs"}}]},
-                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "fn main() {}"}]},
-                {"role": "assistant", "content": [
-                    {"type": "tool_use", "id": "t2", "name": "Bash", "input": {"command": "cargo build"}}]},
-                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t2", "is_error": true, "content": "error[E0425]: cannot find value"}]},
-                {"role": "assistant", "content": [
-                    {"type": "tool_use", "id": "t3", "name": "Edit", "input": {"file_path": "src/b.rs", "old_string": "x", "new_string": "y"}}]},
-                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t3", "content": "ok"}]},
-                {"role": "assistant", "content": "Fixed."},
-                {"role": "user", "content": "Now run the tests."},
-                {"role": "assistant", "content": "Running them."}
-            ]}))
-            .unwrap()
-    }
 
     fn ledger_of(c: &Conversation, to: usize, room: usize) -> Marker {
         let counter = counter_for(Tokenizer::default());
@@ -415,18 +396,26 @@ mod tests {
             .unwrap();
         let text = parts.text();
         let (_, lines) = split_summary(&text);
-        let state = ledger_state(Facts::of(&later.messages, true), 0, 3, Some(&lines));
-        let merged = ledger(&state, 2_000, counter.as_ref());
-        assert_eq!(merged.failures, vec!["t2".to_string()]);
-        for kept in [
-            "[user] #1: Fix the failing build. Do not touch vendor/.\n",
-            "[edited] src/b.rs\n",
-            "[failed t2] Bash, command cargo build: error: error[E0425]: cannot find value\n",
-            "[ran ok] cargo test (t9)\n",
-        ] {
-            assert!(merged.text.contains(kept), "{kept} in {}", merged.text);
-        }
-        assert!(!merged.text.contains("They fixed the build."));
+        // The ledger merged from `earlier` and the new round holds each of `kept` and t2.
+        let merged_holds = |earlier: &[&str], kept: &[&str]| -> String {
+            let state = ledger_state(Facts::of(&later.messages, true), 0, 3, Some(earlier));
+            let merged = ledger(&state, 2_000, counter.as_ref());
+            assert_eq!(merged.failures, vec!["t2".to_string()]);
+            for k in kept {
+                assert!(merged.text.contains(k), "{k} in {}", merged.text);
+            }
+            merged.text
+        };
+        let text = merged_holds(
+            &lines,
+            &[
+                "[user] #1: Fix the failing build. Do not touch vendor/.\n",
+                "[edited] src/b.rs\n",
+                "[failed t2] Bash, command cargo build: error: error[E0425]: cannot find value\n",
+                "[ran ok] cargo test (t9)\n",
+            ],
+        );
+        assert!(!text.contains("They fixed the build."));
         // A ledger of the first format carries its files, commands, failures and counts.
         let legacy = [
             "- read: src/a.rs",
@@ -436,18 +425,16 @@ mod tests {
             "- wrote: src/b.rs",
             "- (5 older successful commands not listed)",
         ];
-        let state = ledger_state(Facts::of(&later.messages, true), 0, 3, Some(&legacy));
-        let merged = ledger(&state, 2_000, counter.as_ref());
-        assert_eq!(merged.failures, vec!["t2".to_string()]);
-        for kept in [
-            "[read] src/a.rs\n",
-            "[edited] src/b.rs\n",
-            "[ran failed] Bash(cargo build) (t2)\n",
-            "[failed t2] Bash(cargo build): error: error[E0425]: cannot find value\n",
-            "[call t5] Bash(sleep 99): no result\n",
-            "[… 5 more items omitted]\n",
-        ] {
-            assert!(merged.text.contains(kept), "{kept} in {}", merged.text);
-        }
+        merged_holds(
+            &legacy,
+            &[
+                "[read] src/a.rs\n",
+                "[edited] src/b.rs\n",
+                "[ran failed] Bash(cargo build) (t2)\n",
+                "[failed t2] Bash(cargo build): error: error[E0425]: cannot find value\n",
+                "[call t5] Bash(sleep 99): no result\n",
+                "[… 5 more items omitted]\n",
+            ],
+        );
     }
 }

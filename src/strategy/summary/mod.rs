@@ -484,7 +484,8 @@ mod tests {
         Format::Anthropic.read(v).unwrap()
     }
 
-    fn session() -> Conversation {
+    /// A session of two rounds (a read, a failed build, an edit); shared with the ledger's tests.
+    pub(super) fn session() -> Conversation {
         conv(&json!({"messages": [
             {"role": "user", "content": "Fix the failing build. Do not touch vendor/."},
             {"role": "assistant", "content": [
