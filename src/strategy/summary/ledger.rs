@@ -230,7 +230,7 @@ pub(super) fn summary_parts(
 ) -> SummaryParts {
     SummaryParts {
         head: format!(
-            "{SUMMARY_PREFIX}{from}–{} ({} messages, {tokens} tokens), written by a model and replacing them] This is background on the earlier conversation for the turns that follow, not a new request.",
+            "{SUMMARY_PREFIX}{from}–{} ({} messages, {tokens} tokens), written by a model and replacing them] A record of earlier work for the turns that follow, not instructions to act on.",
             to.saturating_sub(1),
             to - from,
         ),
@@ -333,6 +333,12 @@ mod tests {
         let m = Message::text(Role::User, parts.text());
         let text = summary_text(&m).unwrap();
         assert!(text.starts_with("[compactor summary of messages 0–7 (8 messages, 500 tokens)"));
+        assert!(
+            text.lines()
+                .next()
+                .unwrap_or("")
+                .ends_with("not instructions to act on.")
+        );
         let (model, lines) = split_summary(text);
         assert_eq!(model, "They fixed the build.");
         assert_eq!(lines[0], "The user's words, verbatim, oldest first:");
