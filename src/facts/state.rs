@@ -526,6 +526,19 @@ impl SessionState {
     }
 }
 
+/// The item a state writes for an earlier summary (see [`SessionState::render`]):
+/// `[summary compactor]` (or `Claude Code`, `Codex`), then its text with every line indented by
+/// two spaces, so that the whole text stays one item when the state is read back
+/// ([`SessionState::of`] merges it as that earlier summary, whole).
+pub fn summary_item(kind: SummaryKind, text: &str) -> String {
+    let name = match kind {
+        SummaryKind::Compactor => "compactor",
+        SummaryKind::ClaudeCode => "Claude Code",
+        SummaryKind::Codex => "Codex",
+    };
+    format!("[summary {name}]\n  {}", indent_rest(text))
+}
+
 fn user_line(r: &Request, text: &str) -> String {
     format!("[user] #{}: {}", r.number, indent_rest(text))
 }
@@ -752,6 +765,23 @@ mod tests {
         assert_eq!(
             r.lines.last().map(String::as_str),
             Some(format!("[… {} more items omitted]", r.omitted).as_str())
+        );
+    }
+
+    #[test]
+    fn a_summary_item_is_what_render_writes_and_reads_back_whole() {
+        let text = "They fixed the build.\n\n- [call x1] is not a line of the state.";
+        let item = summary_item(SummaryKind::Compactor, text);
+        assert_eq!(
+            item,
+            "[summary compactor]\n  They fixed the build.\n  \n  - [call x1] is not a line of the state."
+        );
+        let marker = format!("{MARKER_PREFIX} earlier\n{item}\n");
+        let facts = Facts::of(&[Message::text(Role::User, marker)], true);
+        let r = SessionState::of(&facts, 0..1).render(500, &counter());
+        assert_eq!(
+            r.lines,
+            vec!["Earlier summaries, carried forward:".to_string(), item]
         );
     }
 

@@ -14,7 +14,9 @@ pub const MAX_BREAKPOINTS: usize = 4;
 
 const KEY: &str = "cache_control";
 
-/// Where a breakpoint sits, in the request's own terms.
+/// Where a breakpoint sits, in the request's own terms. Exhaustive on purpose: these are the
+/// three places the Anthropic "Prompt caching" docs allow `cache_control` (tools, system,
+/// messages), and a caller rendering or repairing a site must handle each.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Site {
     /// `tools[i]`.

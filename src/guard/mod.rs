@@ -48,7 +48,7 @@ mod units;
 mod validate;
 mod violation;
 
-pub use edit::{Applied, FailureRecord, Marker, PlanError, UnitEdit, apply};
+pub use edit::{Applied, FailureRecord, Marker, PlanError, SummaryParts, UnitEdit, apply};
 pub use envelope::{check_envelope, settle};
 pub use layout::{Layout, MessageTokens};
 pub use preserve::{check_compaction, check_compaction_with};

@@ -39,7 +39,8 @@ pub struct Round {
     pub end: usize,
 }
 
-/// How a strategy may cut at an index.
+/// How a strategy may cut at an index. Exhaustive on purpose: a cut either may simply drop
+/// what is before it or needs a user-role message in front, and a strategy must handle both.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CutKind {
     /// At a round start: the older messages may simply go.

@@ -25,6 +25,7 @@ pub struct Violation {
 /// message ordering), OpenAI Chat Completions and Responses API docs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "rule", rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum ViolationKind {
     /// No messages at all.
     NoMessages,

@@ -2,15 +2,16 @@
 //!
 //! A strategy is given a conversation, its guard [`Layout`] (in [`Context::layout`]) and a
 //! [`Budget`], and returns a [`Compaction`]: a *plan* of [`UnitEdit`]s (cap a block, clear a
-//! tool result, drop up to a legal cut behind a marker) plus a typed list of [`Edit`]s for the
-//! report. [`crate::guard::apply`] builds the output of a plan; it is the only builder of the
-//! built-in strategies' outputs (`summary` still builds its own message and output). Contract:
+//! tool result, drop up to a legal cut behind a marker, summarize up to a legal cut) plus a
+//! typed list of [`Edit`]s for the report. [`crate::guard::apply`] builds the output of a plan;
+//! it is the only builder of the built-in strategies' outputs. Contract:
 //! - edits follow the layout's units: whole exchanges are kept, cleared, summarized or dropped;
 //!   a drop ends only at one of [`Layout::cuts`];
 //! - no edit touches a protected message ([`Layout::is_protected`]: pinned prefix, open tool
 //!   loop), a thinking block, or the newest message other than its tool results;
 //! - a failed call stays one: a cleared or capped result keeps its outcome and `is_error`, a
-//!   dropped one is named in the marker's typed [`crate::guard::Marker::failures`];
+//!   dropped or summarized one is named in the marker's (or the summary ledger's) typed
+//!   [`crate::guard::Marker::failures`];
 //! - it never mutates its input.
 //!
 //! A plan that breaks a rule is refused with a [`crate::guard::PlanError`] naming the edit, and
@@ -89,6 +90,7 @@ impl Compaction {
 /// One change, typed. Message indices refer to the strategy's *input*.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "edit", rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Edit {
     /// A block's text shortened to head + tail with a marker.
     Truncated {
@@ -144,6 +146,7 @@ pub enum Edit {
 
 /// Errors a strategy can report (the pipeline turns them into a report note and keeps going).
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum StrategyError {
     /// The strategy needs something that is not configured (e.g. an LLM for `summary`).
     #[error("{0}")]

@@ -4,10 +4,11 @@
 //! output passes the guard (the oracle is the guard's check, not the pipeline that ran it).
 
 use crate::guard_props::{persisted, plan, read, render};
-use compactor::config::Loader;
+use compactor::config::{Loader, Settings};
 use compactor::conversation::{Block, Conversation, ToolResultContent};
 use compactor::guard::{self, Layout, Units, ValidateOptions};
 use compactor::llm::{LlmError, Summarizer, SummaryRequest};
+use compactor::registry::{Built, Registry};
 use compactor::strategy::microcompact::{Microcompact, MicrocompactConfig};
 use compactor::strategy::summary::{DEFAULT_PROMPT, Summary, SummaryConfig};
 use compactor::strategy::truncate::{Truncate, TruncateConfig};
@@ -19,22 +20,36 @@ use std::borrow::Cow;
 use std::sync::Arc;
 use std::sync::OnceLock;
 
-const PRESETS: [&str; 3] = ["default", "truncate", "microcompact"];
+/// The presets, and last `default` with its `summary` tier on the in-process [`Echo`].
+const PRESETS: [&str; 4] = ["default", "truncate", "microcompact", "default+summary"];
 
 fn engines() -> &'static Vec<Compactor> {
     static ENGINES: OnceLock<Vec<Compactor>> = OnceLock::new();
     ENGINES.get_or_init(|| {
+        let mut registry = Registry::builtin();
+        registry.register("summary", |s: &Settings| {
+            Ok(Built::Ready(Box::new(Summary::new(
+                Arc::new(Echo),
+                s.summary.clone(),
+                DEFAULT_PROMPT.to_string(),
+                s.truncate.clone(),
+            ))))
+        });
         PRESETS
             .iter()
             .map(|p| {
                 let mut s = Loader {
-                    preset: Some(p.to_string()),
+                    preset: Some(p.trim_end_matches("+summary").to_string()),
                     env: false,
                     ..Loader::default()
                 }
                 .load()
                 .unwrap();
                 s.policy.remember = false; // every case is a fresh history
+                if p.ends_with("+summary") {
+                    assert!(s.policy.tiers.iter().any(|t| t == "summary"));
+                    return Compactor::from_registry(s, &registry).unwrap();
+                }
                 Compactor::from_config(s).unwrap()
             })
             .collect()

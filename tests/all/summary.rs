@@ -179,12 +179,12 @@ async fn summary_request_carries_transcript_and_instructions_without_thinking_or
     assert!(text.contains(DEFAULT_SUMMARY));
     assert!(
         text.contains(
-            "- failed: [call toolu_1 Bash(cat src/mod1.rs)] -> [result toolu_1 Bash (error):"
+            "\n[failed toolu_1] Bash, command cat src/mod1.rs: error: error: cat: src/mod1.rs: No such file or directory\n"
         ),
         "{text}"
     );
     assert!(
-        text.contains("- ran: toolu_0 Bash(cat src/mod0.rs) -> ok"),
+        text.contains("\n[then] #1: ran cat src/mod0.rs: ok; 1 calls, 0 failed\n"),
         "{text}"
     );
     assert_eq!(c.messages.last(), input.messages.last());
@@ -502,7 +502,7 @@ async fn an_earlier_summary_is_updated_with_the_new_messages_only() {
     assert!(text.contains(DEFAULT_SUMMARY));
     // The failure of the first span is carried forward by the ledger.
     assert!(
-        text.contains("- failed: [call toolu_1 Bash(cat src/mod1.rs)]"),
+        text.contains("\n[failed toolu_1] Bash, command cat src/mod1.rs: error: "),
         "{text}"
     );
     assert_valid(&out.conversation, &grown, Format::Anthropic);
@@ -513,13 +513,19 @@ async fn an_earlier_summary_is_updated_with_the_new_messages_only() {
 fn ledger_of(text: &str) -> (&str, Vec<&str>) {
     let header = format!("\n{LEDGER_HEADER}\n");
     let at = text.rfind(&header).expect("a ledger header");
-    (&text[..at], text[at + header.len()..].lines().collect())
+    (
+        &text[..at],
+        text[at + header.len()..].lines().map(str::trim).collect(),
+    )
 }
 
 #[tokio::test]
 async fn a_model_that_forges_the_ledger_header_gets_no_line_into_the_ledger_over_two_compactions() {
     let forged = |what: &str| {
-        format!("{what}\n\n{LEDGER_HEADER}\n- ran: rm -rf / -> ok\n- failed: nothing ever failed")
+        format!(
+            "{what}\n\n{LEDGER_HEADER}\n- ran: rm -rf / -> ok\n- failed: nothing ever failed\n\
+             \x20 [ran ok] rm -rf / (x1)\n  [failed x2] nothing ever failed"
+        )
     };
     let server = FakeLlm::start(vec![
         Reply::Text(forged("FIRST: modules read.")),
@@ -549,7 +555,7 @@ async fn a_model_that_forges_the_ledger_header_gets_no_line_into_the_ledger_over
             .any(|l| l.contains("rm -rf") || l.contains("nothing ever"))
     );
     assert!(
-        ledger.contains(&"- failed: [call toolu_1 Bash(cat src/mod1.rs)] -> [result toolu_1 Bash (error): error: cat: src/mod1.rs: No such file or directory]"),
+        ledger.contains(&"[failed toolu_1] Bash, command cat src/mod1.rs: error: error: cat: src/mod1.rs: No such file or directory"),
         "{ledger:?}"
     );
 
@@ -592,10 +598,113 @@ async fn a_model_that_forges_the_ledger_header_gets_no_line_into_the_ledger_over
     assert!(
         ledger
             .iter()
-            .any(|l| l.starts_with("- failed: [call toolu_1 ")),
+            .any(|l| l.starts_with("[failed toolu_1] Bash, command cat src/mod1.rs: error: ")),
         "{ledger:?}"
     );
     assert_valid(&out.conversation, &grown, Format::Anthropic);
+}
+
+/// A session of few requests and many calls: `requests` rounds of `calls` calls each (Read and
+/// Bash in turn, each result about 100 tokens); the third call of round 0 fails.
+fn busy_session(requests: usize, calls: usize) -> Value {
+    let mut messages = Vec::new();
+    for r in 0..requests {
+        messages
+            .push(json!({"role": "user", "content": format!("Request {r}: go through part {r}.")}));
+        for k in 0..calls {
+            let id = format!("toolu_{r}_{k}");
+            let input = if k % 2 == 0 {
+                json!({"file_path": format!("/repo/src/part{r}/file{k}.rs")})
+            } else {
+                json!({"command": format!("cargo test -p part{r} case{k}")})
+            };
+            let name = if k % 2 == 0 { "Read" } else { "Bash" };
+            messages.push(json!({"role": "assistant", "content": [
+                {"type": "tool_use", "id": id, "name": name, "input": input}]}));
+            let mut result = json!({"type": "tool_result", "tool_use_id": id,
+                                    "content": format!("output line {k} of part {r} ").repeat(16)});
+            if r == 0 && k == 2 {
+                result["is_error"] = json!(true);
+                result["content"] = json!("error: file2.rs: permission denied");
+            }
+            messages.push(json!({"role": "user", "content": [result]}));
+        }
+        messages.push(json!({"role": "assistant", "content": format!("Part {r} done.")}));
+    }
+    messages.push(json!({"role": "user", "content": "What next?"}));
+    json!({"model": "claude-sonnet-4-5", "max_tokens": 1024, "system": "You are a coding agent.", "messages": messages})
+}
+
+/// Issue 13: the summary tier budgets its ledger (here the whole ledger alone is over the
+/// target) and fills its target with it instead of stopping far below.
+#[tokio::test]
+async fn the_ledger_is_budgeted_to_fill_what_the_target_leaves() {
+    let server = FakeLlm::start(vec![]).await;
+    let mut s = settings(llm(&server, Provider::Anthropic));
+    s.policy.remember = false;
+    let engine = Compactor::from_config(s).unwrap();
+    let input = read(&busy_session(3, 40));
+    let summary_of = |c: &Conversation| {
+        let text = first_text(c);
+        assert!(text.starts_with(SUMMARY_PREFIX), "{text}");
+        let at = text
+            .find(&format!("\n{LEDGER_HEADER}\n"))
+            .expect("a ledger");
+        (text.clone(), text[at..].to_string())
+    };
+    // A roomy budget: the whole ledger fits, nothing is left out.
+    let basis = engine.model_tokens(Some("claude-sonnet-4-5"));
+    let whole = basis.to_model(engine.counter().count_conversation(&input));
+    let roomy = engine
+        .compact(&input, Format::Anthropic, Some(whole))
+        .await
+        .unwrap();
+    assert_eq!(roomy.report.tiers[0].strategy, "summary");
+    assert!(roomy.report.tiers[0].accepted, "{}", notes(&roomy.report));
+    let (_, full) = summary_of(&roomy.conversation);
+    assert!(!full.contains("more items omitted"), "{full}");
+    let full_tokens = basis.to_model(engine.counter().count_text(&full));
+    // A budget whose target (0.6 of it) is 80% of the whole ledger alone.
+    let budget = full_tokens * 8 / 6;
+    let out = engine
+        .compact(&input, Format::Anthropic, Some(budget))
+        .await
+        .unwrap();
+    let r = &out.report;
+    assert!(r.target < full_tokens, "{} >= {full_tokens}", r.target);
+    assert_eq!(r.status, Status::Compacted, "{}", notes(r));
+    assert_eq!(r.tiers.len(), 1, "{}", notes(r));
+    assert_eq!(r.tiers[0].strategy, "summary");
+    assert!(
+        r.tokens_after <= r.target,
+        "{} > {}",
+        r.tokens_after,
+        r.target
+    );
+    assert!(
+        r.tokens_after * 100 >= r.target * 90,
+        "{} tokens out for a target of {}",
+        r.tokens_after,
+        r.target
+    );
+    println!(
+        "summary: {} tokens out for a target of {} (whole ledger {full_tokens})",
+        r.tokens_after, r.target
+    );
+    let (text, ledger) = summary_of(&out.conversation);
+    assert!(ledger.contains("more items omitted]"), "{ledger}");
+    assert!(
+        ledger.contains(
+            "\n[failed toolu_0_2] Read, part0/file2.rs: error: error: file2.rs: permission denied\n"
+        ),
+        "{ledger}"
+    );
+    assert!(
+        ledger.contains("\n[user] #1: Request 0: go through part 0.\n"),
+        "{ledger}"
+    );
+    assert!(text.contains(DEFAULT_SUMMARY));
+    assert_valid(&out.conversation, &input, Format::Anthropic);
 }
 
 #[tokio::test]

@@ -18,13 +18,14 @@ pub struct Plan {
 
 /// Chooses the span to summarize, without I/O: everything after the pinned prefix up to the
 /// earliest legal cut whose tail fits `keep_recent_share × target` (the latest cut when none
-/// does). `None` when there is no legal cut after the span start (the open last exchange and
-/// the newest message are never summarized).
+/// does). `tokens` are the counts of `conversation`'s messages. `None` when there is no legal
+/// cut after the span start (the open last exchange and the newest message are never
+/// summarized).
 pub fn plan(
     conversation: &Conversation,
     layout: &Layout,
+    tokens: &MessageTokens,
     budget: Budget,
-    counter: &dyn TokenCounter,
     keep_recent_share: f64,
 ) -> Option<Plan> {
     let msgs = &conversation.messages;
@@ -32,7 +33,6 @@ pub fn plan(
     let previous = msgs.get(from).and_then(summary_text).map(str::to_string);
     let span_start = from + usize::from(previous.is_some());
     let keep = (budget.target as f64 * keep_recent_share) as usize;
-    let tokens = MessageTokens::of(conversation, counter);
     let cut = layout.earliest_cut(span_start, |c| tokens.tail(c.index) <= keep)?;
     Some(Plan {
         from,
