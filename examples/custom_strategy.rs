@@ -52,7 +52,6 @@ impl Strategy for KeepTail {
                 to: cut.index,
                 marker,
             }],
-            conversation: None,
             edits: vec![Edit::Dropped {
                 from: pinned,
                 to: cut.index,

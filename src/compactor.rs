@@ -228,6 +228,7 @@ fn calibration_of(settings: &Settings) -> Calibration {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::memory::PrefixHashes;
     use crate::report::Status;
     use crate::strategy::truncate::Truncate;
     use crate::strategy::{Compaction, Context, StrategyError};
@@ -313,5 +314,95 @@ mod tests {
             .unwrap();
         assert_eq!(again.report.continued_from, Some(first.messages.len()));
         assert_eq!(again.report.status, Status::Degraded, "{:?}", again.report);
+    }
+
+    /// `history(turns)` whose first `failed` results are failures (`is_error`).
+    fn history_with_failures(turns: usize, failed: usize) -> Conversation {
+        let mut c = history(turns);
+        for m in &mut c.messages {
+            for b in &mut m.content {
+                if let crate::conversation::Block::ToolResult(r) = b
+                    && r.tool_use_id
+                        .trim_start_matches("toolu_")
+                        .parse::<usize>()
+                        .is_ok_and(|i| i < failed)
+                {
+                    r.is_error = Some(true);
+                }
+            }
+        }
+        Format::Anthropic
+            .read(&Format::Anthropic.write(&c))
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_continuation_is_checked_against_the_failure_records_remembered_with_its_prefix() {
+        let mut settings = Settings::default();
+        settings.policy.tiers = vec!["truncate".into()];
+        let engine = Compactor::from_config(settings).unwrap();
+        let first = history_with_failures(8, 2);
+        let out = engine
+            .compact(&first, Format::Anthropic, Some(2_000))
+            .await
+            .unwrap();
+        assert_eq!(out.report.status, Status::Compacted);
+        let kept: Vec<&str> = out
+            .conversation
+            .messages
+            .iter()
+            .flat_map(|m| m.tool_results())
+            .map(|r| r.tool_use_id.as_str())
+            .collect();
+        assert!(
+            !kept.contains(&"toolu_0") && !kept.contains(&"toolu_1"),
+            "the failed results were dropped: {kept:?}"
+        );
+        let mut next = first.clone();
+        next.messages.push(crate::conversation::Message::text(
+            crate::conversation::Role::Assistant,
+            "ok",
+        ));
+        next.messages.push(crate::conversation::Message::text(
+            crate::conversation::Role::User,
+            "and now?",
+        ));
+        // With the records it was built with, the remembered prefix is taken.
+        let again = engine
+            .compact(&next, Format::Anthropic, Some(2_000))
+            .await
+            .unwrap();
+        assert_eq!(again.report.continued_from, Some(first.messages.len()));
+        // The same output remembered without its records: the marker's text still names both
+        // failures, but the guard reads no text, so the continuation is refused and the history
+        // compacted afresh.
+        let limit = engine.budget(Some(2_000)).limit as u64;
+        let hashes = PrefixHashes::of(&next, limit);
+        let (len, remembered) = engine.memory().recall(&hashes).unwrap();
+        assert_eq!(len, next.messages.len());
+        assert_eq!(remembered.failures.len(), 2, "{:?}", remembered.failures);
+        let text: String = remembered
+            .output
+            .messages
+            .iter()
+            .map(crate::conversation::Message::plain_text)
+            .collect();
+        assert!(
+            text.contains("toolu_0") && text.contains("toolu_1"),
+            "{text}"
+        );
+        engine
+            .memory()
+            .remember(&hashes, &remembered.output, None, &[]);
+        let afresh = engine
+            .compact(&next, Format::Anthropic, Some(2_000))
+            .await
+            .unwrap();
+        assert_eq!(
+            afresh.report.continued_from, None,
+            "{:?}",
+            afresh.report.notes
+        );
+        assert_eq!(afresh.report.status, Status::Compacted);
     }
 }

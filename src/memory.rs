@@ -7,6 +7,7 @@
 //! the candidate, and it is compacted again only once it crosses the trigger (hysteresis).
 
 use crate::conversation::{Block, Conversation, Message, ToolInput, ToolResultContent};
+use crate::guard::FailureRecord;
 use crate::tokens::{hash_str, hash_value};
 use moka::sync::Cache;
 use std::hash::Hasher;
@@ -20,21 +21,25 @@ pub const DEFAULT_MEMORY_BYTES: u64 = 64 * 1024 * 1024;
 /// weigher counts each output's size), safe to share between tasks.
 ///
 /// Key: `(messages of the input, hash of the context and those messages)`; value: the
-/// compacted output. The weight of an entry is an estimate of the output's size in bytes
+/// compacted output with its typed failure records ([`Remembered`]). The weight of an entry is an estimate of the output's size in bytes
 /// (its text and JSON lengths plus a fixed overhead per block and message).
 #[derive(Clone)]
 pub struct Memory {
-    entries: Cache<(usize, u64), Arc<Entry>>,
+    entries: Cache<(usize, u64), Arc<Remembered>>,
     max_bytes: u64,
 }
 
 /// One remembered compaction.
-#[derive(Debug)]
-struct Entry {
+#[derive(Debug, Clone, PartialEq)]
+pub struct Remembered {
     /// The compacted output.
-    output: Conversation,
+    pub output: Conversation,
     /// Why the output is degraded (a tier fell back), when it is.
-    degraded: Option<String>,
+    pub degraded: Option<String>,
+    /// Where the output keeps each failure whose result it dropped (message indices of
+    /// `output`), as [`crate::guard::apply`] recorded them: a continuation is checked against
+    /// them, structurally ([`crate::guard::check_compaction_with`]).
+    pub failures: Vec<FailureRecord>,
 }
 
 impl std::fmt::Debug for Memory {
@@ -95,8 +100,9 @@ impl Memory {
         Memory {
             entries: Cache::builder()
                 .max_capacity(max_bytes)
-                .weigher(|_, v: &Arc<Entry>| {
-                    u32::try_from(estimated_bytes(&v.output)).unwrap_or(u32::MAX)
+                .weigher(|_, v: &Arc<Remembered>| {
+                    let records: usize = v.failures.iter().map(|f| f.id.len() + 32).sum();
+                    u32::try_from(estimated_bytes(&v.output) + records).unwrap_or(u32::MAX)
                 })
                 .build(),
             max_bytes,
@@ -125,9 +131,9 @@ impl Memory {
         self.len() == 0
     }
 
-    /// The remembered output whose input is the longest prefix of the conversation hashed in
-    /// `hashes`, with that prefix's length and why it was degraded, if it was.
-    pub fn recall(&self, hashes: &PrefixHashes) -> Option<(usize, Conversation, Option<String>)> {
+    /// The remembered compaction whose input is the longest prefix of the conversation hashed
+    /// in `hashes`, with that prefix's length.
+    pub fn recall(&self, hashes: &PrefixHashes) -> Option<(usize, Remembered)> {
         hashes
             .prefix
             .iter()
@@ -136,25 +142,21 @@ impl Memory {
             .find_map(|(len, key)| {
                 self.entries
                     .get(&(len, *key))
-                    .map(|e| (len, e.output.clone(), e.degraded.clone()))
+                    .map(|e| (len, Remembered::clone(&e)))
             })
     }
 
-    /// Remembers `output` as the compaction of the whole conversation hashed in `hashes`, and
-    /// why it is degraded (`None`: it is not). An output larger than the whole bound is not
-    /// kept.
-    pub fn remember(&self, hashes: &PrefixHashes, output: &Conversation, degraded: Option<&str>) {
-        let len = hashes.prefix.len() - 1;
-        let Some(&key) = hashes.prefix.last() else {
-            return;
-        };
-        self.entries.insert(
-            (len, key),
-            Arc::new(Entry {
-                output: output.clone(),
-                degraded: degraded.map(str::to_string),
-            }),
-        );
+    /// Remembers `output` as the compaction of the whole conversation hashed in `hashes`, with
+    /// why it is degraded (`None`: it is not) and its failure records. An output larger than
+    /// the whole bound is not kept.
+    pub fn remember(
+        &self,
+        hashes: &PrefixHashes,
+        output: &Conversation,
+        degraded: Option<&str>,
+        failures: &[FailureRecord],
+    ) {
+        self.remember_prefix(hashes, hashes.messages(), output, degraded, failures);
     }
 }
 
@@ -176,24 +178,33 @@ impl Memory {
     }
 
     /// Remembers `output` as the compaction of the first `len` messages hashed in `hashes`
-    /// (nothing when `len` is past the end).
+    /// (nothing when `len` is past the end), as [`Memory::remember`].
     pub fn remember_prefix(
         &self,
         hashes: &PrefixHashes,
         len: usize,
         output: &Conversation,
         degraded: Option<&str>,
+        failures: &[FailureRecord],
     ) {
         let Some(&key) = hashes.prefix.get(len) else {
             return;
         };
         self.entries.insert(
             (len, key),
-            Arc::new(Entry {
+            Arc::new(Remembered {
                 output: output.clone(),
                 degraded: degraded.map(str::to_string),
+                failures: failures.to_vec(),
             }),
         );
+    }
+
+    /// The failure records of the output remembered for the first `len` messages (`None` when
+    /// nothing is remembered there).
+    pub fn failures_at(&self, hashes: &PrefixHashes, len: usize) -> Option<Vec<FailureRecord>> {
+        let key = *hashes.prefix.get(len)?;
+        self.entries.get(&(len, key)).map(|e| e.failures.clone())
     }
 }
 
@@ -321,7 +332,7 @@ mod tests {
         assert!(one > 100_000 && one < 110_000, "{one}");
         for tag in 0..40 {
             let c = conversation(tag, 10, 10_000);
-            memory.remember(&PrefixHashes::of(&c, 7), &c, None);
+            memory.remember(&PrefixHashes::of(&c, 7), &c, None, &[]);
         }
         assert!(memory.bytes() <= 1_000_000, "{}", memory.bytes());
         assert!(memory.len() < 40 && !memory.is_empty(), "{}", memory.len());
@@ -336,7 +347,7 @@ mod tests {
             ..long.clone()
         };
         let output = conversation(9, 2, 10);
-        memory.remember(&PrefixHashes::of(&short, 3), &output, None);
+        memory.remember(&PrefixHashes::of(&short, 3), &output, None, &[]);
         let longer_prefix = Conversation {
             messages: long.messages[..8].to_vec(),
             ..long.clone()
@@ -345,11 +356,21 @@ mod tests {
             &PrefixHashes::of(&longer_prefix, 3),
             &short,
             Some("summary failed"),
+            &[FailureRecord {
+                id: "call_7".into(),
+                message: 1,
+            }],
         );
-        let (len, got, degraded) = memory.recall(&PrefixHashes::of(&long, 3)).unwrap();
+        let (len, got) = memory.recall(&PrefixHashes::of(&long, 3)).unwrap();
         assert_eq!(len, 8);
-        assert_eq!(got, short);
-        assert_eq!(degraded.as_deref(), Some("summary failed"));
+        assert_eq!(got.output, short);
+        assert_eq!(got.degraded.as_deref(), Some("summary failed"));
+        // The typed failure records come back with the output they belong to.
+        assert_eq!(got.failures.len(), 1);
+        assert_eq!(
+            (got.failures[0].id.as_str(), got.failures[0].message),
+            ("call_7", 1)
+        );
         // Another context tag (another budget) recalls nothing.
         assert!(memory.recall(&PrefixHashes::of(&long, 4)).is_none());
     }

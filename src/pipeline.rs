@@ -105,9 +105,9 @@ struct Best {
     layout: Option<Layout>,
     tokens: usize,
     degraded: Option<String>,
-    /// Typed failure records of `conversation` (the input has none of its own); `None` when
-    /// unknown (a remembered output, one a strategy built itself).
-    records: Option<Vec<FailureRecord>>,
+    /// Typed failure records of `conversation` (the input has none of its own; a remembered
+    /// output brings its own from the memory).
+    records: Vec<FailureRecord>,
 }
 
 /// [`Compactor::compact_with`](crate::Compactor::compact_with): the steps above.
@@ -173,7 +173,7 @@ pub(crate) async fn compact<'a>(
         layout: None,
         tokens: tokens_before,
         degraded: None,
-        records: Some(Vec::new()),
+        records: Vec::new(),
     };
     let hashes = PrefixHashes::of(input, targets.model.limit as u64);
     let remember = compactor.settings().policy.remember;
@@ -184,9 +184,12 @@ pub(crate) async fn compact<'a>(
         && let Some(conversation) = best.conversation.take()
     {
         // Still under the trigger after the new messages: the remembered prefix is the output.
-        compactor
-            .memory()
-            .remember(&hashes, &conversation, best.degraded.as_deref());
+        compactor.memory().remember(
+            &hashes,
+            &conversation,
+            best.degraded.as_deref(),
+            &best.records,
+        );
         finish(
             &run,
             &mut report,
@@ -228,7 +231,7 @@ pub(crate) async fn compact<'a>(
             if remember {
                 compactor
                     .memory()
-                    .remember(&hashes, &c, best.degraded.as_deref());
+                    .remember(&hashes, &c, best.degraded.as_deref(), &best.records);
             }
             Cow::Owned(c)
         }
@@ -281,7 +284,7 @@ fn continue_from(
             &run.layout,
             &recalled.conversation,
             run.format,
-            None,
+            Some(recalled.failures.as_slice()),
         ));
         report.timings.guard_ms += ms(t0);
         v
@@ -304,7 +307,7 @@ fn continue_from(
         best.degraded = Some(why);
     }
     best.tokens = tokens;
-    best.records = None;
+    best.records = recalled.failures;
     best.layout = Some(Layout::of(&recalled.conversation));
     best.conversation = Some(recalled.conversation);
     true
@@ -358,27 +361,24 @@ async fn run_tier(
     if tier_run.edits.is_empty() {
         return tier_run;
     }
-    // A plan is built by the guard; an output a strategy built itself is taken as it is.
-    let (mut output, records) = if compaction.plan.is_empty() {
-        let Some(output) = compaction.conversation else {
-            return tier_run;
-        };
-        (output, None)
-    } else {
-        match guard::apply(base, layout, compaction.plan, best.records.as_deref()) {
-            Ok(applied) => (applied.conversation, applied.records),
+    // The guard builds the output of the plan (a faulty plan is refused, naming the edit).
+    if compaction.plan.is_empty() {
+        return tier_run;
+    }
+    let (mut output, records) =
+        match guard::apply(base, layout, compaction.plan, Some(&best.records)) {
+            Ok(applied) => (applied.conversation, applied.records.unwrap_or_default()),
             Err(e) => {
                 tracing::warn!(strategy = tier.name(), error = %e, "guard refused a plan");
                 tier_run.violations = vec![format!("plan refused: {e}")];
                 return tier_run;
             }
-        }
-    };
+        };
     let settled = guard::settle(run.format, &mut output);
     tier_run
         .notes
         .extend(settled.iter().map(ToString::to_string));
-    let violations = run.verify(&output, records.as_deref(), report);
+    let violations = run.verify(&output, Some(&records), report);
     let tokens = run.counter.count_conversation(&output);
     tier_run.tokens_after = run.basis.to_model(tokens);
     if !violations.is_empty() {

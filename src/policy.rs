@@ -94,18 +94,22 @@ pub struct Recalled {
     pub conversation: Conversation,
     /// Why the remembered output was degraded (made by a fallback), when it was.
     pub degraded: Option<String>,
+    /// The remembered output's failure records (indices stay valid: messages are appended).
+    pub failures: Vec<crate::guard::FailureRecord>,
 }
 
 /// Hysteresis: the remembered compaction of the longest remembered prefix of `input`, extended
 /// with the new messages. The caller verifies it (guard) before using it.
 pub fn recall(memory: &Memory, hashes: &PrefixHashes, input: &Conversation) -> Option<Recalled> {
-    let (len, mut conversation, degraded) = memory.recall(hashes)?;
+    let (len, remembered) = memory.recall(hashes)?;
+    let mut conversation = remembered.output;
     conversation
         .messages
         .extend_from_slice(input.messages.get(len..)?);
     Some(Recalled {
         len,
         conversation,
-        degraded,
+        degraded: remembered.degraded,
+        failures: remembered.failures,
     })
 }

@@ -34,8 +34,10 @@ pub fn check_compaction(
 ///
 /// `records` are the typed failure records of `after` when [`super::apply`] built it: a failure
 /// whose result is gone must then be recorded there (structural, no text is read). `None`
-/// (an output a strategy built itself, a remembered one): the failure's id must be named on one
-/// line with the word error or fail(ed) in a text block of the output.
+/// (an output [`super::apply`] did not build: another tool's, one read back from a file, as the
+/// A/B harness checks them): the failure's id must be named on one line with the word error or
+/// fail(ed) in a text block of the output. The pipeline always passes records (a remembered
+/// output brings those it was built with).
 pub fn check_compaction_with(
     before: &Conversation,
     layout: &Layout,

@@ -232,7 +232,6 @@ impl Microcompact {
         }
         Compaction {
             plan,
-            conversation: None,
             edits,
             notes: Vec::new(),
             degraded: None,
@@ -411,7 +410,12 @@ mod tests {
     use crate::tokens::{Tokenizer, counter_for};
     use serde_json::json;
 
-    fn run(format: Format, body: &Value, target: usize) -> (Conversation, Compaction) {
+    /// The input, the plan, and the output `guard::apply` builds of it (`None`: no plan).
+    fn run(
+        format: Format,
+        body: &Value,
+        target: usize,
+    ) -> (Conversation, Compaction, Option<Conversation>) {
         let input = format.read(body).unwrap();
         let counter = counter_for(Tokenizer::default());
         let layout = crate::guard::Layout::of(&input);
@@ -427,7 +431,7 @@ mod tests {
                 ..Default::default()
             },
         };
-        let mut out = m.run(
+        let out = m.run(
             &input,
             Budget {
                 limit: target,
@@ -436,12 +440,12 @@ mod tests {
             &cx,
         );
         // The guard builds the output of the plan (and refuses a faulty one).
-        if !out.plan.is_empty() {
-            let applied =
-                crate::guard::apply(&input, &layout, out.plan.clone(), Some(&[])).unwrap();
-            out.conversation = Some(applied.conversation);
-        }
-        (input, out)
+        let built = (!out.plan.is_empty()).then(|| {
+            crate::guard::apply(&input, &layout, out.plan.clone(), Some(&[]))
+                .unwrap()
+                .conversation
+        });
+        (input, out, built)
     }
 
     fn long_output(head: &str, tail: &str) -> String {
@@ -468,10 +472,10 @@ mod tests {
             "<returncode>2</returncode>\n<output>\nls: cannot access 'conf.yaml': No such file",
             "ls: 61 paths searched\n</output>",
         );
-        let (input, out) = run(Format::OpenAiChat, &chat(&text), 10);
+        let (input, _, built) = run(Format::OpenAiChat, &chat(&text), 10);
         let counter = counter_for(Tokenizer::default());
         let tokens = counter.count_block(&input.messages[2].content[0]);
-        let r = out.conversation.as_ref().unwrap().messages[2]
+        let r = built.as_ref().unwrap().messages[2]
             .tool_results()
             .next()
             .unwrap();
@@ -486,7 +490,7 @@ mod tests {
         );
         // Written and read again, the wire still says failed.
         let again = Format::OpenAiChat
-            .read(&Format::OpenAiChat.write(out.conversation.as_ref().unwrap()))
+            .read(&Format::OpenAiChat.write(built.as_ref().unwrap()))
             .unwrap();
         let r = again.messages[2].tool_results().next().unwrap();
         assert_eq!(r.outcome, Outcome::Error);
@@ -508,8 +512,8 @@ mod tests {
             {"type": "function_call", "call_id": "c2", "name": "shell", "arguments": "{}"},
             {"type": "function_call_output", "call_id": "c2", "output": "ok"}
         ]});
-        let (_, out) = run(Format::OpenAiResponses, &body, 10);
-        let r = out.conversation.as_ref().unwrap().messages[2]
+        let (_, _, built) = run(Format::OpenAiResponses, &body, 10);
+        let r = built.as_ref().unwrap().messages[2]
             .tool_results()
             .next()
             .unwrap();
@@ -528,8 +532,8 @@ mod tests {
     #[test]
     fn a_success_placeholder_has_no_kept_lines() {
         let text = long_output("<returncode>0</returncode>\n<output>", "</output>");
-        let (_, out) = run(Format::OpenAiChat, &chat(&text), 10);
-        let r = out.conversation.as_ref().unwrap().messages[2]
+        let (_, _, built) = run(Format::OpenAiChat, &chat(&text), 10);
+        let r = built.as_ref().unwrap().messages[2]
             .tool_results()
             .next()
             .unwrap();
@@ -550,9 +554,9 @@ mod tests {
             {"role": "assistant", "content": [{"type": "tool_use", "id": "t2", "name": "Read", "input": {"file_path": "/b"}}]},
             {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t2", "content": "x"}]}
         ]});
-        let (_, out) = run(Format::Anthropic, &body, 10);
+        let (_, out, built) = run(Format::Anthropic, &body, 10);
         assert!(out.edits.is_empty());
-        assert_eq!(out.conversation, None);
+        assert_eq!(built, None);
     }
 
     use crate::outcome::OutcomePolicy;

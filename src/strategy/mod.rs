@@ -58,12 +58,10 @@ pub struct Context<'a> {
 /// A strategy's result.
 #[derive(Debug, Clone)]
 pub struct Compaction {
-    /// The plan: unit edits of the input for [`crate::guard::apply`], which builds the output
-    /// (the built-in strategies plan). Empty when the strategy built `conversation` itself.
+    /// The plan: unit edits of the input for [`crate::guard::apply`], the only code that
+    /// builds an output (a strategy, a user's own too, never writes one itself). Empty when
+    /// nothing changed (the input is not copied).
     pub plan: Vec<UnitEdit>,
-    /// An output the strategy built itself (a user's strategy may); `None` when it planned
-    /// or nothing changed (the input is not copied). Ignored when `plan` is not empty.
-    pub conversation: Option<Conversation>,
     /// What was changed, in order.
     pub edits: Vec<Edit>,
     /// Remarks for the report (why a step was skipped, a fallback taken, ...).
@@ -79,7 +77,6 @@ impl Compaction {
     pub fn unchanged(_conversation: &Conversation, note: impl Into<String>) -> Compaction {
         Compaction {
             plan: Vec::new(),
-            conversation: None,
             edits: Vec::new(),
             notes: vec![note.into()],
             degraded: None,

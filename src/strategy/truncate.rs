@@ -157,7 +157,6 @@ impl Truncate {
         }
         Compaction {
             plan,
-            conversation: None,
             edits,
             notes,
             degraded: None,

@@ -197,14 +197,12 @@ proptest! {
             if c.edits.is_empty() {
                 continue;
             }
-            let (mut out, records) = if c.plan.is_empty() {
-                (c.conversation.unwrap(), None)
-            } else {
-                let applied = guard::apply(&input, &layout, c.plan, Some(&[]));
-                prop_assert!(applied.is_ok(), "{name}: plan refused: {}", applied.unwrap_err());
-                let applied = applied.unwrap();
-                (applied.conversation, applied.records)
-            };
+            // Every strategy plans: edits without a plan would be an output nobody built.
+            prop_assert!(!c.plan.is_empty(), "{name}: edits {:?} without a plan", c.edits);
+            let applied = guard::apply(&input, &layout, c.plan, Some(&[]));
+            prop_assert!(applied.is_ok(), "{name}: plan refused: {}", applied.unwrap_err());
+            let applied = applied.unwrap();
+            let (mut out, records) = (applied.conversation, applied.records);
             guard::settle(format, &mut out);
             let v = guard::validate(&out, format, options);
             prop_assert!(v.is_empty(), "{name}: {}", v[0]);

@@ -21,6 +21,7 @@ pub mod redis;
 pub use crate::config::store::StoreSettings;
 use crate::conversation::Conversation;
 use crate::format::Format;
+use crate::guard::FailureRecord;
 use crate::llm::scope::SummaryCache;
 use crate::memory::{Memory, PrefixHashes};
 use serde_json::{Value, json};
@@ -112,8 +113,8 @@ impl SharedStore {
                 continue;
             };
             match decode(&bytes, format) {
-                Some((output, degraded)) => {
-                    memory.remember_prefix(hashes, len, &output, degraded.as_deref());
+                Some((output, degraded, failures)) => {
+                    memory.remember_prefix(hashes, len, &output, degraded.as_deref(), &failures);
                     return Some(len);
                 }
                 None => tracing::warn!(key = %key, "shared store: an entry that does not decode"),
@@ -134,14 +135,22 @@ impl SharedStore {
         output: &Conversation,
     ) {
         let n = hashes.messages();
-        let (Some(degraded), Some(hash), Some(root)) =
-            (memory.degraded_at(hashes, n), hashes.key(n), hashes.key(1))
-        else {
+        let (Some(degraded), Some(failures), Some(hash), Some(root)) = (
+            memory.degraded_at(hashes, n),
+            memory.failures_at(hashes, n),
+            hashes.key(n),
+            hashes.key(1),
+        ) else {
             return;
         };
+        let failures: Vec<Value> = failures
+            .iter()
+            .map(|f| json!({"id": f.id, "message": f.message}))
+            .collect();
         let value = json!({
             "format": format.as_str(),
             "degraded": degraded,
+            "failures": failures,
             "request": format.write(output),
         })
         .to_string();
@@ -159,8 +168,13 @@ impl SharedStore {
     }
 }
 
-/// A stored entry back as `(output, degraded)`; `None` for one of another format or shape.
-fn decode(bytes: &[u8], format: Format) -> Option<(Conversation, Option<String>)> {
+/// A stored entry back as `(output, degraded, failure records)`; `None` for one of another
+/// format or shape. An entry without `failures` (written before they were stored) has none, so
+/// a continuation that dropped a failure is refused by the guard and compacted afresh.
+fn decode(
+    bytes: &[u8],
+    format: Format,
+) -> Option<(Conversation, Option<String>, Vec<FailureRecord>)> {
     let value: Value = serde_json::from_slice(bytes).ok()?;
     if value.get("format")?.as_str()? != format.as_str() {
         return None;
@@ -169,8 +183,21 @@ fn decode(bytes: &[u8], format: Format) -> Option<(Conversation, Option<String>)
         .get("degraded")
         .and_then(Value::as_str)
         .map(str::to_string);
+    let failures = match value.get("failures") {
+        None => Vec::new(),
+        Some(list) => list
+            .as_array()?
+            .iter()
+            .map(|f| {
+                Some(FailureRecord {
+                    id: f.get("id")?.as_str()?.to_string(),
+                    message: usize::try_from(f.get("message")?.as_u64()?).ok()?,
+                })
+            })
+            .collect::<Option<Vec<_>>>()?,
+    };
     let output = format.read(value.get("request")?).ok()?;
-    Some((output, degraded))
+    Some((output, degraded, failures))
 }
 
 #[async_trait::async_trait]

@@ -460,7 +460,6 @@ impl Strategy for Summary {
                 to: plan.to,
                 summary: parts,
             }],
-            conversation: None,
             edits: vec![Edit::Summarized {
                 from: plan.from,
                 to: plan.to,
