@@ -888,8 +888,10 @@ async fn proxy_keeps_the_compacted_prefix_stable_between_compactions() {
     let count = |k: &str| kinds.iter().filter(|x| **x == k).count();
     assert_eq!(
         (count("passthrough"), count("compacted"), count("reused")),
-        // The budget is in Claude tokens (1.35 x o200k): it fills two turns earlier.
-        (6, 18, 36),
+        // The budget is in Claude tokens (1.35 x o200k): it fills two turns earlier. The
+        // marker takes the room its session state needs, so a cut lands nearer the target
+        // and the next one comes a turn sooner once in the run.
+        (6, 19, 35),
         "{kinds:?}"
     );
 }
