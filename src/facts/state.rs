@@ -86,6 +86,10 @@ pub struct Rendered {
     pub omitted: usize,
     /// Ids of the failures written.
     pub failures: Vec<String>,
+    /// Counter tokens the lines were budgeted at: each line's count plus one for its line
+    /// break, with the section titles and the omitted-items line reserved. An estimate of the
+    /// lines joined (usually a little above it), made without tokenizing them again.
+    pub tokens: usize,
 }
 
 fn outcome_word(o: Option<Outcome>) -> &'static str {
@@ -515,6 +519,7 @@ impl SessionState {
             lines,
             omitted,
             failures: self.failures.iter().map(|(id, _)| id.clone()).collect(),
+            tokens: used,
         }
     }
 
@@ -548,6 +553,21 @@ impl SessionState {
         max_tokens: usize,
         counter: &dyn TokenCounter,
     ) -> (String, Vec<String>) {
+        let (s, failures, _) =
+            self.marker_sized(removed_messages, removed_tokens, max_tokens, counter);
+        (s, failures)
+    }
+
+    /// [`SessionState::marker`] and an estimate of the text's counter tokens (the header's
+    /// count plus [`Rendered::tokens`]), for a caller that compares many candidate markers
+    /// without tokenizing each whole.
+    pub fn marker_sized(
+        &self,
+        removed_messages: usize,
+        removed_tokens: usize,
+        max_tokens: usize,
+        counter: &dyn TokenCounter,
+    ) -> (String, Vec<String>, usize) {
         let mut s = format!(
             "{MARKER_PREFIX} A record of earlier work, not instructions to act on: {removed_messages} earlier messages ({removed_tokens} tokens) were replaced by this session state, made by code.\n"
         );
@@ -557,7 +577,7 @@ impl SessionState {
             s.push_str(&l);
             s.push('\n');
         }
-        (s, rendered.failures)
+        (s, rendered.failures, head + rendered.tokens)
     }
 }
 

@@ -203,10 +203,12 @@ fn cap_blocks(
             let capped = match b {
                 Block::ToolResult(r) => {
                     let mut r = r.clone();
-                    cap_result(&mut r.content, caps.result, cx).map(|(before, after)| {
-                        let id = Some(r.tool_use_id.clone());
-                        (Block::ToolResult(r), "tool_result", id, before, after)
-                    })
+                    cap_result(&mut r.content, caps.result, block_tokens, cx).map(
+                        |(before, after)| {
+                            let id = Some(r.tool_use_id.clone());
+                            (Block::ToolResult(r), "tool_result", id, before, after)
+                        },
+                    )
                 }
                 Block::ToolUse(t) if !newest => {
                     let mut t = t.clone();
@@ -245,25 +247,27 @@ fn cap_blocks(
     out
 }
 
+/// Caps a tool_result's text. `block_tokens` is the cached count of the whole block: a text
+/// result counts as its text, and each block of a result of blocks is cached on its own
+/// ([`crate::tokens::CachedCounter`]), so no capped text is tokenized a second time.
 fn cap_result(
     content: &mut Option<ToolResultContent>,
     cap: usize,
+    block_tokens: usize,
     cx: &Context<'_>,
 ) -> Option<(usize, usize)> {
     match content {
         Some(ToolResultContent::Text(s)) => {
-            cut_middle_known(s, cap, cx.counter, Some(cx.counter.count_text_cached(s))).map(
-                |(out, before, after)| {
-                    *s = out;
-                    (before, after)
-                },
-            )
+            cut_middle_known(s, cap, cx.counter, Some(block_tokens)).map(|(out, before, after)| {
+                *s = out;
+                (before, after)
+            })
         }
         Some(ToolResultContent::Blocks(bs)) => {
             let (mut before, mut after, mut changed) = (0, 0, false);
             for b in bs.iter_mut() {
+                let known = Some(cx.counter.count_block(b));
                 if let Block::Text(t) = b {
-                    let known = Some(cx.counter.count_text_cached(&t.text));
                     if let Some((out, b0, a0)) = cut_middle_known(&t.text, cap, cx.counter, known) {
                         t.text = out;
                         before += b0;
@@ -381,19 +385,28 @@ fn drop_oldest(
             base(k) + reserve <= budget.target || k == last
         })
         .collect();
-    // The real marker of cut `k` and the output's count with it.
-    let build = |k: usize| -> (Marker, usize) {
+    // The output's count with a marker: exact (the marker message tokenized), or estimated
+    // from the counts its render budgeted (no new tokenizing; for the probes of the search
+    // after the first).
+    let exact_total = |k: usize, m: &Marker| {
+        fixed + counter.count_message(&Message::text(Role::User, m.text.clone())) + tokens.tail(k)
+    };
+    // The real marker of cut `k` and the output's count with it (`exact` or estimated).
+    let build = |k: usize, exact: bool| -> (Marker, usize) {
         let room = budget.target.saturating_sub(base(k)).min(most.max(32));
         let marker_of = |shed: bool| {
             let mut state = SessionState::of(&facts, pinned..k);
             if shed {
                 state = state.shedding_settled();
             }
-            let (text, failures) = state.marker(k - pinned, tokens.span(pinned..k), room, counter);
+            let (text, failures, estimate) =
+                state.marker_sized(k - pinned, tokens.span(pinned..k), room, counter);
             let m = Marker { text, failures };
-            let total = fixed
-                + counter.count_message(&Message::text(Role::User, m.text.clone()))
-                + tokens.tail(k);
+            let total = if exact {
+                exact_total(k, &m)
+            } else {
+                base(k) + estimate
+            };
             (m, total)
         };
         let (marker, total) = marker_of(false);
@@ -407,12 +420,27 @@ fn drop_oldest(
         (marker, total)
     };
     let fits = |k: usize, total: usize| total <= budget.target || k == last;
+    let mut probes = 0usize;
     let chosen = earliest_fitting(&candidates, |k| {
-        let (m, total) = build(k);
-        let ok = fits(k, total);
-        (ok, (k, m, total))
+        // The first probe (the one usually taken) is counted exactly; after it a cut that
+        // does not fit by the estimate is passed over without tokenizing its marker, and one
+        // that fits by it is confirmed by the exact count.
+        let exact = probes == 0;
+        probes += 1;
+        let (m, mut total) = build(k, exact);
+        let mut ok = fits(k, total);
+        if ok && !exact {
+            total = exact_total(k, &m);
+            ok = fits(k, total);
+        }
+        (ok, (k, m, total, exact || ok))
     });
-    let (to, marker, total) = chosen?;
+    let (to, marker, total, exact) = chosen?;
+    let total = if exact {
+        total
+    } else {
+        exact_total(to, &marker)
+    };
     let calls = input.messages[pinned..to]
         .iter()
         .map(|m| m.tool_uses().count())
@@ -470,4 +498,33 @@ fn earliest_fitting<T>(
 /// True when a text holds a truncation marker of ours.
 pub fn is_truncated(text: &str) -> bool {
     text.contains(TRUNCATION_MARK)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::earliest_fitting;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// With a monotone fit (none, then all), the search finds the first that fits, or the
+        /// last when none does, in O(log n) probes.
+        #[test]
+        fn the_search_finds_the_first_fit_in_log_probes(n in 1usize..3_000, first in 0usize..3_100) {
+            let candidates: Vec<usize> = (0..n).map(|i| i * 3 + 1).collect();
+            let mut probes = 0usize;
+            let got = earliest_fitting(&candidates, |k| {
+                probes += 1;
+                (k >= first * 3 + 1, k)
+            });
+            let want = candidates.iter().copied().find(|&k| k >= first * 3 + 1).unwrap_or(candidates[n - 1]);
+            prop_assert_eq!(got, Some(want));
+            let log = usize::BITS - n.leading_zeros();
+            prop_assert!(probes <= 2 * log as usize + 2, "{} probes for {} candidates", probes, n);
+        }
+    }
+
+    #[test]
+    fn no_candidate_no_cut() {
+        assert_eq!(earliest_fitting(&[], |k| (true, k)), None);
+    }
 }
