@@ -266,14 +266,14 @@ fn cap_result(
         Some(ToolResultContent::Blocks(bs)) => {
             let (mut before, mut after, mut changed) = (0, 0, false);
             for b in bs.iter_mut() {
-                let known = Some(cx.counter.count_block(b));
-                if let Block::Text(t) = b {
-                    if let Some((out, b0, a0)) = cut_middle_known(&t.text, cap, cx.counter, known) {
-                        t.text = out;
-                        before += b0;
-                        after += a0;
-                        changed = true;
-                    }
+                let known = matches!(b, Block::Text(_)).then(|| cx.counter.count_block(b));
+                if let Block::Text(t) = b
+                    && let Some((out, b0, a0)) = cut_middle_known(&t.text, cap, cx.counter, known)
+                {
+                    t.text = out;
+                    before += b0;
+                    after += a0;
+                    changed = true;
                 }
             }
             changed.then_some((before, after))
@@ -509,14 +509,22 @@ mod tests {
         /// With a monotone fit (none, then all), the search finds the first that fits, or the
         /// last when none does, in O(log n) probes.
         #[test]
-        fn the_search_finds_the_first_fit_in_log_probes(n in 1usize..3_000, first in 0usize..3_100) {
+        fn the_search_finds_the_first_fit_in_log_probes(
+            n in 1usize..3_000,
+            first in 0usize..3_100,
+        ) {
+            // Candidates 1, 4, 7 …; those past `first * 3` fit.
             let candidates: Vec<usize> = (0..n).map(|i| i * 3 + 1).collect();
             let mut probes = 0usize;
             let got = earliest_fitting(&candidates, |k| {
                 probes += 1;
-                (k >= first * 3 + 1, k)
+                (k > first * 3, k)
             });
-            let want = candidates.iter().copied().find(|&k| k >= first * 3 + 1).unwrap_or(candidates[n - 1]);
+            let want = candidates
+                .iter()
+                .copied()
+                .find(|&k| k > first * 3)
+                .unwrap_or(candidates[n - 1]);
             prop_assert_eq!(got, Some(want));
             let log = usize::BITS - n.leading_zeros();
             prop_assert!(probes <= 2 * log as usize + 2, "{} probes for {} candidates", probes, n);
