@@ -6,7 +6,11 @@
 //! - warm: the same pipeline again, counts from its cache (issue 12: <= 2 ms); the compaction
 //!   memory is off in both, so the strategies really run;
 //! - scaling: generated sessions of 1,250 / 2,500 / 5,000 / 10,000 tool calls, `truncate` at
-//!   20,000 tokens, cold and warm (issue 12: linear; 10,000 calls <= 150 ms).
+//!   20,000 tokens, cold and warm (issue 12: linear; 10,000 calls <= 150 ms), with a user
+//!   request every 25 calls and, dense, every 10 calls (the session state of a dropped span
+//!   then holds a thousand requests; truncation was quadratic there).
+//!
+//! `COMPACTOR_BENCH_TABLES_ONLY=1` prints the tables and skips criterion's measurements.
 //!
 //! Under `cargo bench` the paired tables (medians of alternating runs, and the ratios) are printed
 //! to stderr first, then criterion measures each case.
@@ -103,9 +107,9 @@ fn corpus_table(rt: &Runtime, conv: &Conversation, strings: &[String]) {
 
 /// The paired table of generated sessions: time per size, its ratio to bare encoding, and its
 /// growth over the smallest size next to the growth in calls.
-fn scaling_table(rt: &Runtime, sessions: &[(usize, Conversation, Vec<String>)]) {
+fn scaling_table(rt: &Runtime, label: &str, sessions: &[(usize, Conversation, Vec<String>)]) {
     eprintln!(
-        "truncate @ {SCALE_BUDGET} on generated sessions (median of {RUNS} alternating runs):"
+        "truncate @ {SCALE_BUDGET} on generated sessions, {label} (median of {RUNS} alternating runs):"
     );
     let mut first: Option<(usize, f64, f64)> = None;
     for (calls, conv, strings) in sessions {
@@ -155,17 +159,25 @@ fn bench(c: &mut Criterion) {
     let conv = common::largest_session();
     let strings = common::texts(&conv);
     let rt = runtime();
-    let sessions: Vec<(usize, Conversation, Vec<String>)> = SCALES
-        .iter()
-        .map(|&n| {
-            let conv = common::generated_session(n);
-            let strings = common::texts(&conv);
-            (n, conv, strings)
-        })
-        .collect();
+    let generate = |every: usize| -> Vec<(usize, Conversation, Vec<String>)> {
+        SCALES
+            .iter()
+            .map(|&n| {
+                let conv = common::generated_session_every(n, every);
+                let strings = common::texts(&conv);
+                (n, conv, strings)
+            })
+            .collect()
+    };
+    let sessions = generate(25);
+    let dense = generate(10);
     if common::benching() {
         corpus_table(&rt, &conv, &strings);
-        scaling_table(&rt, &sessions);
+        scaling_table(&rt, "a request every 25 calls", &sessions);
+        scaling_table(&rt, "dense: a request every 10 calls", &dense);
+        if common::tables_only() {
+            return;
+        }
     }
 
     let mut group = c.benchmark_group("compact");
@@ -198,6 +210,15 @@ fn bench(c: &mut Criterion) {
             b.iter(|| common::bare_encode(black_box(strings)))
         });
         group.bench_function(format!("cold/truncate/{calls}"), |b| {
+            b.iter_batched(
+                || pipeline("truncate"),
+                |p| compact(&rt, &p, black_box(conv), SCALE_BUDGET),
+                BatchSize::PerIteration,
+            )
+        });
+    }
+    for (calls, conv, _) in &dense {
+        group.bench_function(format!("cold/truncate/dense/{calls}"), |b| {
             b.iter_batched(
                 || pipeline("truncate"),
                 |p| compact(&rt, &p, black_box(conv), SCALE_BUDGET),

@@ -480,6 +480,16 @@ fn check(raw: RawSettings, preset: String, extra: &[String]) -> Result<Settings,
             format!("must be in [0, 1), found {}", raw.truncate.digest_share),
         ));
     }
+    let t = &raw.truncate;
+    if !(t.digest_share..1.0).contains(&t.digest_max_share) {
+        return Err(invalid(
+            "truncate.digest_max_share",
+            format!(
+                "must be in [digest_share ({}), 1), found {}",
+                t.digest_share, t.digest_max_share
+            ),
+        ));
+    }
     let sm = &raw.summary;
     if !(0.0..1.0).contains(&sm.keep_recent_share) {
         return Err(invalid(
@@ -611,6 +621,27 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(err.contains("max_tool_result_tokenz"), "{err}");
+    }
+
+    #[test]
+    fn a_digest_max_share_below_the_floor_is_refused_by_name() {
+        let dir = std::env::temp_dir().join(format!("compactor-cfg-max-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let load = |body: &str| {
+            let file = dir.join("share.toml");
+            std::fs::write(&file, body).unwrap();
+            Loader {
+                file: Some(file),
+                ..loader()
+            }
+            .load()
+        };
+        let err = load("[truncate]\ndigest_share = 0.2\ndigest_max_share = 0.1\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("truncate.digest_max_share"), "{err}");
+        let ok = load("[truncate]\ndigest_share = 0.2\ndigest_max_share = 0.2\n").unwrap();
+        assert_eq!(ok.truncate.digest_max_share, 0.2);
     }
 
     #[test]

@@ -138,12 +138,19 @@ pub fn bare_encode(strings: &[String]) -> usize {
 /// 120 o200k tokens (every text distinct, so no cache hit across calls), one call in 37 failed
 /// (`is_error`), the last one answered too.
 pub fn generated_session(calls: usize) -> Conversation {
-    let mut messages = Vec::with_capacity(calls * 2 + calls / 25 + 1);
+    generated_session_every(calls, 25)
+}
+
+/// [`generated_session`] with a user request every `user_every` calls (10: a dense session,
+/// where the session state of a dropped span holds many requests).
+pub fn generated_session_every(calls: usize, user_every: usize) -> Conversation {
+    let user_every = user_every.max(1);
+    let mut messages = Vec::with_capacity(calls * 2 + calls / user_every + 1);
     for i in 0..calls {
-        if i % 25 == 0 {
+        if i % user_every == 0 {
             messages.push(json!({"role": "user", "content": format!(
                 "Step {}: make test_{i} pass in src/mod_{}/lib.rs and keep the API stable.",
-                i / 25,
+                i / user_every,
                 i % 40
             )}));
         }
@@ -194,6 +201,12 @@ pub fn generated_session(calls: usize) -> Conversation {
 /// test under `cargo test --benches`: the paired tables below run only then.
 pub fn benching() -> bool {
     std::env::args().any(|a| a == "--bench")
+}
+
+/// Whether only the paired tables are wanted (`COMPACTOR_BENCH_TABLES_ONLY=1`): criterion's
+/// own measurements are then skipped.
+pub fn tables_only() -> bool {
+    std::env::var_os("COMPACTOR_BENCH_TABLES_ONLY").is_some_and(|v| v != "0")
 }
 
 /// Medians of a paired measurement, in milliseconds.

@@ -322,7 +322,23 @@ impl Doc {
             let label: Vec<&str> = before.split_whitespace().take(LABEL_WORDS).collect();
             has_phrase(&label.join(" "), "user")
                 || self.heading(i).is_some_and(|h| has_phrase(h, "user"))
+                || self.item_of(i).is_some_and(|j| self.labelled_user(j))
         })
+    }
+
+    /// For an indented line (the continuation of a multi-line item, as the session state
+    /// writes a long user message), the item's first line: the nearest unindented line above.
+    fn item_of(&self, i: usize) -> Option<usize> {
+        if self.indent.get(i).is_none_or(|&n| n == 0) {
+            return None;
+        }
+        (0..i).rev().find(|&j| self.indent[j] == 0)
+    }
+
+    /// Whether line `j` starts with a label naming the user (`[user] #1: …`).
+    fn labelled_user(&self, j: usize) -> bool {
+        let label: Vec<&str> = self.lines[j].split_whitespace().take(2).collect();
+        has_phrase(&label.join(" "), "user")
     }
 }
 
@@ -1098,6 +1114,26 @@ mod tests {
                 "Never push to main.".to_string(),
             ]
         );
+    }
+
+    #[test]
+    fn a_multi_line_user_item_is_the_users_on_every_line() {
+        let full = session();
+        let p = Probes::of(&full, true);
+        let told = |text: &str| {
+            let s = p.survival(&conv(vec![Message::text(Role::User, text)]), true);
+            s.into_iter()
+                .find(|x| x.probe == "instructions")
+                .map(|x| x.kept)
+        };
+        // The session state writes a long request as one item, later lines indented; a line
+        // of the request ending with `:` is not a heading that takes the attribution away.
+        let item = "The user's words, verbatim, oldest first:\n[user] #1: Fix the login bug.\n  \
+                    Steps:\n  You must keep the API stable.\n  Never push to main.";
+        assert_eq!(told(item), Some(2));
+        // The same lines unindented under a heading that is not the user's tell nothing.
+        let loose = "Notes:\nSteps:\nYou must keep the API stable.\nNever push to main.";
+        assert_eq!(told(loose), Some(0));
     }
 
     #[test]

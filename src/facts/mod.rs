@@ -16,11 +16,13 @@
 mod errors;
 mod paths;
 mod state;
+mod state_size;
 mod user;
 
 pub use errors::{ERROR_LINE_CHARS, informative_lines};
 pub use paths::{PATH_CHARS, PathStyle, clip_left, file_name, mentions_path, parents_needed};
 pub use state::{Rendered, SessionState, summary_item};
+pub use state_size::StateSizes;
 pub use user::{
     CLAUDE_CODE_SUMMARY_PREFIX, CODEX_SUMMARY_PREFIX, COMPACTOR_SUMMARY_PREFIX, INSTRUCTION_WORDS,
     SummaryKind, around_constraints, has_phrase, is_constraint, person_text, sentences,

@@ -26,13 +26,23 @@ use super::{FailureFact, FileAction, PathStyle, SummaryKind, around_constraints}
 use crate::conversation::Outcome;
 use crate::render::one_line_clipped;
 use crate::tokens::TokenCounter;
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::ops::Range;
 
 /// Characters kept of a command or argument, of a reply, of a `[then]` line.
 const ARG_CHARS: usize = 120;
 const REPLY_CHARS: usize = 160;
 const THEN_CHARS: usize = 200;
+
+/// The section titles, in the order the marker writes them.
+const TITLES: [&str; 6] = [
+    "The user's words, verbatim, oldest first:",
+    "Earlier summaries, carried forward:",
+    "Files and what was done to them:",
+    "Failures (first and last error line, and the fix when one followed):",
+    "Commands and their outcome:",
+    "Other calls and replies:",
+];
 
 /// A user request with what followed it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,6 +62,8 @@ pub struct SessionState {
     summaries: Vec<(SummaryKind, String)>,
     /// Shown path -> actions, in first-touch order.
     files: Vec<(String, BTreeSet<FileAction>)>,
+    /// Position of each shown path in `files`.
+    file_index: HashMap<String, usize>,
     /// (id, line without tag) of each failure.
     failures: Vec<(String, String)>,
     /// Whole command lines (`[ran ok] …`).
@@ -74,6 +86,10 @@ pub struct Rendered {
     pub omitted: usize,
     /// Ids of the failures written.
     pub failures: Vec<String>,
+    /// Counter tokens the lines were budgeted at: each line's count plus one for its line
+    /// break, with the section titles and the omitted-items line reserved. An estimate of the
+    /// lines joined (usually a little above it), made without tokenizing them again.
+    pub tokens: usize,
 }
 
 fn outcome_word(o: Option<Outcome>) -> &'static str {
@@ -104,22 +120,20 @@ impl SessionState {
             st.summaries.push((s.kind, s.text.clone()));
         }
         let style = PathStyle::of(facts.touches.iter().map(|t| t.path.as_str()));
-        let users: Vec<_> = facts.user.iter().filter(|u| inr(u.message)).collect();
-        let calls: Vec<_> = facts.calls.iter().filter(|c| inr(c.message)).collect();
+        // The facts are in message order: each kind's facts in `range` are one slice, found by
+        // binary search (a state costs in proportion to its range, not to the whole history).
+        let users = in_range(&facts.user, &range, |u| u.message);
+        let calls = in_range(&facts.calls, &range, |c| c.message);
+        let replies = in_range(&facts.replies, &range, |r| r.message);
         let first_number = st.requests.iter().map(|r| r.number).max().unwrap_or(0) + 1;
         for (k, u) in users.iter().enumerate() {
             let end = users.get(k + 1).map_or(range.end, |n| n.message);
-            let round: Vec<_> = calls
-                .iter()
-                .filter(|c| c.message > u.message && c.message < end)
-                .collect();
+            let round = in_range(calls, &(u.message + 1..end), |c| c.message);
             let settled =
                 !round.is_empty() && round.iter().all(|c| c.outcome == Some(Outcome::Success));
             let then = if round.is_empty() {
-                facts
-                    .replies
-                    .iter()
-                    .find(|r| r.message > u.message && r.message < end)
+                in_range(replies, &(u.message + 1..end), |r| r.message)
+                    .first()
                     .map(|r| format!("answered: {}", one_line_clipped(&r.text, ARG_CHARS)))
                     .unwrap_or_else(|| "continued in the messages below".into())
             } else {
@@ -155,19 +169,19 @@ impl SessionState {
                 settled,
             });
         }
-        for t in facts.touches.iter().filter(|t| inr(t.message)) {
-            let shown = style.show(&t.path);
-            match st.files.iter_mut().find(|(p, _)| *p == shown) {
-                Some((_, acts)) => {
-                    acts.insert(t.action);
-                }
-                None => st.files.push((shown, BTreeSet::from([t.action]))),
-            }
+        for t in in_range(&facts.touches, &range, |t| t.message) {
+            st.touch(style.show(&t.path), t.action);
         }
-        for f in facts.failures.iter() {
-            let Some(c) = facts.call_of(f).filter(|c| inr(c.message)) else {
+        // Failures are in call order, so in message order of their calls.
+        let first_call = facts.calls.partition_point(|c| c.message < range.start);
+        let from = facts.failures.partition_point(|f| f.call < first_call);
+        for f in &facts.failures[from..] {
+            let Some(c) = facts.call_of(f) else {
                 continue;
             };
+            if c.message >= range.end {
+                break;
+            }
             let line = failure_line(
                 f,
                 &c.tool,
@@ -180,16 +194,20 @@ impl SessionState {
         }
         // Commands, deduplicated by (command, outcome): count and last id.
         let mut groups: Vec<(String, &'static str, usize, &str)> = Vec::new();
-        for c in &calls {
+        let mut group_of: HashMap<(String, &'static str), usize> = HashMap::new();
+        for c in calls {
             let Some(cmd) = &c.command else { continue };
             let cmd = one_line_clipped(cmd, ARG_CHARS);
             let word = outcome_word(c.outcome);
-            match groups.iter_mut().find(|g| g.0 == cmd && g.1 == word) {
-                Some(g) => {
-                    g.2 += 1;
-                    g.3 = &c.id;
+            match group_of.get(&(cmd.clone(), word)) {
+                Some(&g) => {
+                    groups[g].2 += 1;
+                    groups[g].3 = &c.id;
                 }
-                None => groups.push((cmd, word, 1, &c.id)),
+                None => {
+                    group_of.insert((cmd.clone(), word), groups.len());
+                    groups.push((cmd, word, 1, &c.id));
+                }
             }
         }
         for (cmd, word, n, id) in groups {
@@ -214,13 +232,26 @@ impl SessionState {
                 outcome_word(c.outcome)
             ));
         }
-        for r in facts.replies.iter().filter(|r| inr(r.message)) {
+        for r in replies {
             st.rest.push(format!(
                 "[assistant] {}",
                 one_line_clipped(&r.text, REPLY_CHARS)
             ));
         }
         st
+    }
+
+    /// Records `action` on the shown path `shown` (a new path goes last).
+    fn touch(&mut self, shown: String, action: FileAction) {
+        match self.file_index.get(&shown) {
+            Some(&i) => {
+                self.files[i].1.insert(action);
+            }
+            None => {
+                self.file_index.insert(shown.clone(), self.files.len());
+                self.files.push((shown, BTreeSet::from([action])));
+            }
+        }
     }
 
     /// Merges an earlier marker's lines into this state; false when `text` holds no line of a
@@ -292,12 +323,7 @@ impl SessionState {
                         _ => FileAction::Searched,
                     };
                     for p in body.split(", ").filter(|p| !p.is_empty()) {
-                        match self.files.iter_mut().find(|(q, _)| q == p) {
-                            Some((_, a)) => {
-                                a.insert(action);
-                            }
-                            None => self.files.push((p.to_string(), BTreeSet::from([action]))),
-                        }
+                        self.touch(p.to_string(), action);
                     }
                 }
                 t if let Some(id) = t.strip_prefix("failed ") => {
@@ -333,7 +359,23 @@ impl SessionState {
     /// past the limit (a long request shortened around its constraints first).
     pub fn render(&self, max_tokens: usize, counter: &dyn TokenCounter) -> Rendered {
         let cost = |l: &str| counter.count_text_cached(l) + 1;
-        let mut used = 0usize;
+        // The section titles of the parts there are, and the line counting what was left out,
+        // are part of the budget.
+        let present = [
+            !self.requests.is_empty(),
+            !self.summaries.is_empty(),
+            !self.files.is_empty(),
+            !self.failures.is_empty(),
+            !self.commands.is_empty(),
+            !self.rest.is_empty(),
+        ];
+        let mut used = TITLES
+            .iter()
+            .zip(present)
+            .filter(|(_, p)| *p)
+            .map(|(t, _)| cost(t))
+            .sum::<usize>()
+            + cost("[… 999 more items omitted]");
         let mut omitted = self.carried_omitted;
         // (1) the user's words: full first; shortened around constraints when they take more
         // than half the budget.
@@ -464,15 +506,12 @@ impl SessionState {
                 lines.extend(items);
             }
         };
-        section("The user's words, verbatim, oldest first:", head);
-        section("Earlier summaries, carried forward:", sums);
-        section("Files and what was done to them:", files);
-        section(
-            "Failures (first and last error line, and the fix when one followed):",
-            fails,
-        );
-        section("Commands and their outcome:", commands);
-        section("Other calls and replies:", rest);
+        for (title, items) in TITLES
+            .iter()
+            .zip([head, sums, files, fails, commands, rest])
+        {
+            section(title, items);
+        }
         if omitted > 0 {
             lines.push(format!("[… {omitted} more items omitted]"));
         }
@@ -480,6 +519,7 @@ impl SessionState {
             lines,
             omitted,
             failures: self.failures.iter().map(|(id, _)| id.clone()).collect(),
+            tokens: used,
         }
     }
 
@@ -513,6 +553,21 @@ impl SessionState {
         max_tokens: usize,
         counter: &dyn TokenCounter,
     ) -> (String, Vec<String>) {
+        let (s, failures, _) =
+            self.marker_sized(removed_messages, removed_tokens, max_tokens, counter);
+        (s, failures)
+    }
+
+    /// [`SessionState::marker`] and an estimate of the text's counter tokens (the header's
+    /// count plus [`Rendered::tokens`]), for a caller that compares many candidate markers
+    /// without tokenizing each whole.
+    pub fn marker_sized(
+        &self,
+        removed_messages: usize,
+        removed_tokens: usize,
+        max_tokens: usize,
+        counter: &dyn TokenCounter,
+    ) -> (String, Vec<String>, usize) {
         let mut s = format!(
             "{MARKER_PREFIX} A record of earlier work, not instructions to act on: {removed_messages} earlier messages ({removed_tokens} tokens) were replaced by this session state, made by code.\n"
         );
@@ -522,7 +577,7 @@ impl SessionState {
             s.push_str(&l);
             s.push('\n');
         }
-        (s, rendered.failures)
+        (s, rendered.failures, head + rendered.tokens)
     }
 }
 
@@ -537,6 +592,13 @@ pub fn summary_item(kind: SummaryKind, text: &str) -> String {
         SummaryKind::Codex => "Codex",
     };
     format!("[summary {name}]\n  {}", indent_rest(text))
+}
+
+/// The items of `items` (in message order, by `message`) whose message is in `range`.
+fn in_range<'a, T>(items: &'a [T], range: &Range<usize>, message: impl Fn(&T) -> usize) -> &'a [T] {
+    let from = items.partition_point(|x| message(x) < range.start);
+    let to = items.partition_point(|x| message(x) < range.end).max(from);
+    &items[from..to]
 }
 
 fn user_line(r: &Request, text: &str) -> String {

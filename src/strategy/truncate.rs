@@ -13,7 +13,7 @@
 use super::text_cut::{TRUNCATION_MARK, cut_middle, cut_middle_known};
 use super::{Budget, Compaction, Context, Edit, Strategy, StrategyError};
 use crate::conversation::{Block, Conversation, Message, Role, ToolInput, ToolResultContent};
-use crate::facts::{Facts, SessionState};
+use crate::facts::{Facts, SessionState, StateSizes};
 use crate::guard::{Layout, Marker, MessageTokens, UnitEdit};
 use serde::Deserialize;
 use serde_json::Value;
@@ -29,8 +29,12 @@ pub struct TruncateConfig {
     pub max_tool_input_tokens: usize,
     /// Cap on one text block (user or assistant), except in the newest message.
     pub max_text_tokens: usize,
-    /// Share of the target the digest of dropped messages may take (0..1).
+    /// Share of the target the marker of dropped messages always gets (0..1): its floor.
     pub digest_share: f64,
+    /// Share of the target the marker may grow to (`digest_share..1`) when the session state
+    /// of what is dropped needs it: the user's words, failures, files and commands
+    /// ([`crate::facts::StateSizes::need`]). The newest messages keep the rest verbatim.
+    pub digest_max_share: f64,
     /// Smallest cap the squeeze step goes down to.
     pub min_cap_tokens: usize,
 }
@@ -42,6 +46,7 @@ impl Default for TruncateConfig {
             max_tool_input_tokens: 1_000,
             max_text_tokens: 4_000,
             digest_share: 0.1,
+            digest_max_share: 0.5,
             min_cap_tokens: 24,
         }
     }
@@ -110,7 +115,7 @@ impl Truncate {
         let mut dropped: Option<Dropped> = None;
         if tokens > budget.target {
             let view = MessageTokens::from_counts(per);
-            match drop_oldest(input, layout, &view, fixed, budget, c.digest_share, cx) {
+            match drop_oldest(input, layout, &view, fixed, budget, c, cx) {
                 Some(d) => {
                     let pinned = layout.pinned();
                     capped.retain(|&(i, _), _| i < pinned || i >= d.to);
@@ -197,10 +202,12 @@ fn cap_blocks(
             let capped = match b {
                 Block::ToolResult(r) => {
                     let mut r = r.clone();
-                    cap_result(&mut r.content, caps.result, cx).map(|(before, after)| {
-                        let id = Some(r.tool_use_id.clone());
-                        (Block::ToolResult(r), "tool_result", id, before, after)
-                    })
+                    cap_result(&mut r.content, caps.result, block_tokens, cx).map(
+                        |(before, after)| {
+                            let id = Some(r.tool_use_id.clone());
+                            (Block::ToolResult(r), "tool_result", id, before, after)
+                        },
+                    )
                 }
                 Block::ToolUse(t) if !newest => {
                     let mut t = t.clone();
@@ -239,31 +246,33 @@ fn cap_blocks(
     out
 }
 
+/// Caps a tool_result's text. `block_tokens` is the cached count of the whole block: a text
+/// result counts as its text, and each block of a result of blocks is cached on its own
+/// ([`crate::tokens::CachedCounter`]), so no capped text is tokenized a second time.
 fn cap_result(
     content: &mut Option<ToolResultContent>,
     cap: usize,
+    block_tokens: usize,
     cx: &Context<'_>,
 ) -> Option<(usize, usize)> {
     match content {
         Some(ToolResultContent::Text(s)) => {
-            cut_middle_known(s, cap, cx.counter, Some(cx.counter.count_text_cached(s))).map(
-                |(out, before, after)| {
-                    *s = out;
-                    (before, after)
-                },
-            )
+            cut_middle_known(s, cap, cx.counter, Some(block_tokens)).map(|(out, before, after)| {
+                *s = out;
+                (before, after)
+            })
         }
         Some(ToolResultContent::Blocks(bs)) => {
             let (mut before, mut after, mut changed) = (0, 0, false);
             for b in bs.iter_mut() {
-                if let Block::Text(t) = b {
-                    let known = Some(cx.counter.count_text_cached(&t.text));
-                    if let Some((out, b0, a0)) = cut_middle_known(&t.text, cap, cx.counter, known) {
-                        t.text = out;
-                        before += b0;
-                        after += a0;
-                        changed = true;
-                    }
+                let known = matches!(b, Block::Text(_)).then(|| cx.counter.count_block(b));
+                if let Block::Text(t) = b
+                    && let Some((out, b0, a0)) = cut_middle_known(&t.text, cap, cx.counter, known)
+                {
+                    t.text = out;
+                    before += b0;
+                    after += a0;
+                    changed = true;
                 }
             }
             changed.then_some((before, after))
@@ -334,59 +343,103 @@ struct Dropped {
 /// target (or the latest legal cut when none does), with a marker message holding the
 /// session state of the dropped messages. `tokens` are the per-message counts after the caps,
 /// `fixed` the system prompt and tool definitions.
+///
+/// The split: the marker gets what the state's priority parts need ([`StateSizes::need`]),
+/// at least `digest_share` and at most `digest_max_share` of the target, and the newest
+/// messages the rest. Each cut is priced from prefix sums in O(1) ([`StateSizes`]); the real
+/// marker is built only for the first cut whose price fits and, when that one does not, for
+/// O(log n) more (a galloping then binary search over the cuts that are left), so the search
+/// is O(n log n) in the history's length, not quadratic.
 fn drop_oldest(
     input: &Conversation,
     layout: &Layout,
     tokens: &MessageTokens,
     fixed: usize,
     budget: Budget,
-    digest_share: f64,
+    config: &TruncateConfig,
     cx: &Context<'_>,
 ) -> Option<Dropped> {
     let counter = cx.counter;
     let last = layout.cuts().last()?.index;
     let pinned = layout.pinned();
     let fixed = fixed + tokens.span(0..pinned);
-    let digest_cap = ((budget.target as f64) * digest_share) as usize;
+    let share = |s: f64| ((budget.target as f64) * s) as usize;
+    let floor = share(config.digest_share);
+    let most = share(config.digest_max_share).max(floor);
     // Read once from the input; each candidate cut takes the facts before it.
     let facts = Facts::of(&input.messages, cx.format.has_error_flag());
-    let marker_for = |k: usize, room: usize, shed: bool| -> Marker {
-        let mut state = SessionState::of(&facts, pinned..k);
-        if shed {
-            state = state.shedding_settled();
-        }
-        let (text, failures) = state.marker(k - pinned, tokens.span(pinned..k), room, counter);
-        Marker { text, failures }
-    };
-    let count = |m: &Marker| counter.count_message(&Message::text(Role::User, m.text.clone()));
+    let sizes = StateSizes::of(&facts, pinned, input.messages.len(), counter);
     // The marker's text is budgeted by `room` (its header included, see
     // `SessionState::marker_text`); what the message adds around the text is counted once.
     let frame = counter.count_message(&Message::text(Role::User, String::new()));
-    let mut chosen = None;
-    layout.earliest_cut(pinned, |cut| {
-        let base = fixed + tokens.tail(cut.index) + frame;
-        if base + digest_cap.min(budget.target / 10 + 1) > budget.target && cut.index != last {
-            return false;
-        }
-        let room = budget.target.saturating_sub(base).min(digest_cap.max(32));
-        let mut marker = marker_for(cut.index, room, false);
-        // The candidate's count, from the parts already counted (the sum is additive).
-        let mut total = fixed + count(&marker) + tokens.tail(cut.index);
+    let base = |k: usize| fixed + tokens.tail(k) + frame;
+    // The cuts whose price fits: the tail, and the marker at its share (never below what it
+    // takes whatever its budget). The latest cut is the fallback, so it is always tried.
+    let candidates: Vec<usize> = layout
+        .cuts_after(pinned)
+        .iter()
+        .map(|c| c.index)
+        .filter(|&k| {
+            let reserve = sizes.need(k).clamp(floor, most).max(sizes.least(k));
+            base(k) + reserve <= budget.target || k == last
+        })
+        .collect();
+    // The output's count with a marker: exact (the marker message tokenized), or estimated
+    // from the counts its render budgeted (no new tokenizing; for the probes of the search
+    // after the first).
+    let exact_total = |k: usize, m: &Marker| {
+        fixed + counter.count_message(&Message::text(Role::User, m.text.clone())) + tokens.tail(k)
+    };
+    // The real marker of cut `k` and the output's count with it (`exact` or estimated).
+    let build = |k: usize, exact: bool| -> (Marker, usize) {
+        let room = budget.target.saturating_sub(base(k)).min(most.max(32));
+        let marker_of = |shed: bool| {
+            let mut state = SessionState::of(&facts, pinned..k);
+            if shed {
+                state = state.shedding_settled();
+            }
+            let (text, failures, estimate) =
+                state.marker_sized(k - pinned, tokens.span(pinned..k), room, counter);
+            let m = Marker { text, failures };
+            let total = if exact {
+                exact_total(k, &m)
+            } else {
+                base(k) + estimate
+            };
+            (m, total)
+        };
+        let (marker, total) = marker_of(false);
         if total > budget.limit {
             // Over the hard limit: the outcomes of settled rounds go before anything else.
-            let lean = marker_for(cut.index, room, true);
-            let lean_total = fixed + count(&lean) + tokens.tail(cut.index);
-            if lean_total < total {
-                (marker, total) = (lean, lean_total);
+            let lean = marker_of(true);
+            if lean.1 < total {
+                return lean;
             }
         }
-        if total <= budget.target || cut.index == last {
-            chosen = Some((cut.index, marker, total));
-            return true;
+        (marker, total)
+    };
+    let fits = |k: usize, total: usize| total <= budget.target || k == last;
+    let mut probes = 0usize;
+    let chosen = earliest_fitting(&candidates, |k| {
+        // The first probe (the one usually taken) is counted exactly; after it a cut that
+        // does not fit by the estimate is passed over without tokenizing its marker, and one
+        // that fits by it is confirmed by the exact count.
+        let exact = probes == 0;
+        probes += 1;
+        let (m, mut total) = build(k, exact);
+        let mut ok = fits(k, total);
+        if ok && !exact {
+            total = exact_total(k, &m);
+            ok = fits(k, total);
         }
-        false
-    })?;
-    let (to, marker, total) = chosen?;
+        (ok, (k, m, total, exact || ok))
+    });
+    let (to, marker, total, exact) = chosen?;
+    let total = if exact {
+        total
+    } else {
+        exact_total(to, &marker)
+    };
     let calls = input.messages[pinned..to]
         .iter()
         .map(|m| m.tool_uses().count())
@@ -404,7 +457,81 @@ fn drop_oldest(
     })
 }
 
+/// The first of `candidates` for which `probe` says it fits, assuming that once one fits the
+/// later ones do too (the tail shrinks faster than the marker grows): the first is probed,
+/// then the ones after it at distances 1, 2, 4 … until one fits, then the gap is halved
+/// (O(log n) probes). The last candidate is taken when none fits. `probe` returns whether the
+/// candidate fits and what it built.
+fn earliest_fitting<T>(
+    candidates: &[usize],
+    mut probe: impl FnMut(usize) -> (bool, T),
+) -> Option<T> {
+    let n = candidates.len();
+    let (ok, first) = probe(*candidates.first()?);
+    if ok || n == 1 {
+        return Some(first);
+    }
+    // `lo` does not fit; find `hi` that does (or the last).
+    let (mut lo, mut step) = (0usize, 1usize);
+    let (mut hi, mut at_hi) = loop {
+        let i = (lo + step).min(n - 1);
+        let (ok, built) = probe(candidates[i]);
+        if ok || i == n - 1 {
+            break (i, built);
+        }
+        lo = i;
+        step *= 2;
+    };
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        let (ok, built) = probe(candidates[mid]);
+        if ok {
+            (hi, at_hi) = (mid, built);
+        } else {
+            lo = mid;
+        }
+    }
+    Some(at_hi)
+}
+
 /// True when a text holds a truncation marker of ours.
 pub fn is_truncated(text: &str) -> bool {
     text.contains(TRUNCATION_MARK)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::earliest_fitting;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// With a monotone fit (none, then all), the search finds the first that fits, or the
+        /// last when none does, in O(log n) probes.
+        #[test]
+        fn the_search_finds_the_first_fit_in_log_probes(
+            n in 1usize..3_000,
+            first in 0usize..3_100,
+        ) {
+            // Candidates 1, 4, 7 …; those past `first * 3` fit.
+            let candidates: Vec<usize> = (0..n).map(|i| i * 3 + 1).collect();
+            let mut probes = 0usize;
+            let got = earliest_fitting(&candidates, |k| {
+                probes += 1;
+                (k > first * 3, k)
+            });
+            let want = candidates
+                .iter()
+                .copied()
+                .find(|&k| k > first * 3)
+                .unwrap_or(candidates[n - 1]);
+            prop_assert_eq!(got, Some(want));
+            let log = usize::BITS - n.leading_zeros();
+            prop_assert!(probes <= 2 * log as usize + 2, "{} probes for {} candidates", probes, n);
+        }
+    }
+
+    #[test]
+    fn no_candidate_no_cut() {
+        assert_eq!(earliest_fitting(&[], |k| (true, k)), None);
+    }
 }

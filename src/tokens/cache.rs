@@ -131,7 +131,20 @@ impl<C: TokenCounter> TokenCounter for CachedCounter<C> {
     fn count_block(&self, block: &Block) -> usize {
         let mut h = Xxh3::new();
         hash_block(&mut h, block);
-        self.cached(h.digest128(), || self.inner.count_block(block))
+        // By the per-block rules of the `tokens` module (which the inner counter applies): a
+        // text block and a text tool_result count as their text, a tool_result of blocks as
+        // the sum of its blocks. Those parts are cached on their own, so a strategy that cuts
+        // a text (and counts it with `count_text_cached`) or caps one block of a result finds
+        // the counts here instead of tokenizing the same text again.
+        self.cached(h.digest128(), || match block {
+            Block::Text(t) => self.count_text_cached(&t.text),
+            Block::ToolResult(r) => match &r.content {
+                Some(ToolResultContent::Text(s)) => self.count_text_cached(s),
+                Some(ToolResultContent::Blocks(bs)) => bs.iter().map(|b| self.count_block(b)).sum(),
+                None => self.inner.count_block(block),
+            },
+            _ => self.inner.count_block(block),
+        })
     }
 
     fn count_system(&self, system: Option<&Value>) -> usize {
@@ -332,8 +345,10 @@ mod tests {
         assert_eq!(first, second);
         assert_eq!(counter.inner().calls.load(Ordering::SeqCst), calls);
         let stats = counter.stats();
-        // 4 top-level blocks + system + tools, each a miss once and a hit once.
-        assert_eq!((stats.hits, stats.misses, stats.entries), (6, 6, 6));
+        // Hits: 4 top-level blocks + system + tools. Misses (and entries), once each: those,
+        // the text block inside the tool_result, and the texts of the 3 text blocks (nothing
+        // under a block that hits is looked up).
+        assert_eq!((stats.hits, stats.misses, stats.entries), (6, 10, 10));
     }
 
     #[test]
@@ -392,6 +407,7 @@ mod tests {
         assert_eq!(counter.count_block(&Block::text("one two three")), 3);
         let other = Block::Other(json!({"type": "x", "text": "one two"}));
         counter.count_block(&other);
-        assert_eq!(counter.stats().misses, 3);
+        // Each text block is a miss as a block and as a text: 2 + 2 + 1.
+        assert_eq!(counter.stats().misses, 5);
     }
 }

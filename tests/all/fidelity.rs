@@ -421,3 +421,134 @@ fn ab_reference_scores_claude_codes_summary_and_each_strategy_at_equal_tokens() 
     );
     eprintln!("{md}");
 }
+
+/// An Anthropic request body read back with serde_json alone: one text line per content
+/// block (a tool_use as `NAME INPUT-JSON`, a tool_result as its text), and the ids of the
+/// kept tool_use blocks and of the kept tool_result blocks flagged `is_error`.
+fn output_text(body: &Value) -> (String, BTreeSet<String>, BTreeSet<String>) {
+    let (mut text, mut calls, mut failed) = (String::new(), BTreeSet::new(), BTreeSet::new());
+    for m in body["messages"].as_array().unwrap() {
+        let blocks = match &m["content"] {
+            Value::String(s) => vec![serde_json::json!({"type": "text", "text": s})],
+            Value::Array(a) => a.clone(),
+            _ => Vec::new(),
+        };
+        for b in &blocks {
+            match b["type"].as_str() {
+                Some("text") => text.push_str(b["text"].as_str().unwrap()),
+                Some("tool_use") => {
+                    calls.insert(b["id"].as_str().unwrap().to_string());
+                    text.push_str(&format!("{} {}", b["name"].as_str().unwrap(), b["input"]));
+                }
+                Some("tool_result") => {
+                    if b["is_error"] == true {
+                        failed.insert(b["tool_use_id"].as_str().unwrap().to_string());
+                    }
+                    match &b["content"] {
+                        Value::String(s) => text.push_str(s),
+                        Value::Array(a) => {
+                            for i in a {
+                                text.push_str(i["text"].as_str().unwrap_or(""));
+                                text.push('\n');
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                _ => {}
+            }
+            text.push('\n');
+        }
+    }
+    (text, calls, failed)
+}
+
+#[test]
+fn truncate_at_claude_codes_size_keeps_at_least_what_its_summary_keeps() {
+    let loader = compactor::config::Loader {
+        file: None,
+        preset: Some("truncate".into()),
+        env: false,
+        preset_dirs: vec![std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("strategies")],
+        strategies: Vec::new(),
+    };
+    let mut settings = loader.load().unwrap();
+    // As `compactor ab --reference` runs it: compacted *to* the summary's size.
+    settings.budget.trigger = 1.0;
+    settings.budget.target = 1.0;
+    let compactor = compactor::Compactor::from_config(settings).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    for (session, sub_agent) in REFERENCE_SESSIONS {
+        let raw = Raw::read(session);
+        let (history, summary, flag) = reference_pair(session, sub_agent);
+        assert!(flag);
+        let size = compactor
+            .counter()
+            .count_message(&Message::text(Role::User, summary.clone()));
+        let out = rt
+            .block_on(compactor.compact(&history, compactor::Format::Anthropic, Some(size)))
+            .unwrap();
+        assert!(
+            out.report.tokens_after <= size,
+            "{session}: {} > {size}",
+            out.report.tokens_after
+        );
+        let body = compactor::Format::Anthropic.write(out.conversation.as_ref());
+        let (text, calls, failed_kept) = output_text(&body);
+        let touched = (
+            touched_in(&text, &raw.touched),
+            touched_in(&summary, &raw.touched),
+        );
+        let edited = (
+            edited_in(&text, &raw.edited),
+            edited_in(&summary, &raw.edited),
+        );
+        eprintln!(
+            "{session}: {size} tokens (truncate {}); touched paths truncate {}/{n} vs Claude Code \
+             {}/{n}; edited as edited truncate {}/{e} vs Claude Code {}/{e}",
+            out.report.tokens_after,
+            touched.0,
+            touched.1,
+            edited.0,
+            edited.1,
+            n = raw.touched.len(),
+            e = raw.edited.len(),
+        );
+        assert!(touched.0 >= touched.1, "{session}: touched {touched:?}");
+        assert!(edited.0 >= edited.1, "{session}: edited {edited:?}");
+        for u in &raw.typed {
+            let first = u.split(". ").next().unwrap();
+            assert!(text.contains(first), "{session}: user message lost: {u}");
+        }
+        for id in &raw.failed {
+            let fix = raw.fixed_by.get(id);
+            if failed_kept.contains(id) {
+                // Kept as it was: its fix, a later call, is kept too.
+                if let Some(fix) = fix {
+                    assert!(
+                        calls.contains(fix),
+                        "{session}: {id} kept, its fix {fix} not"
+                    );
+                }
+                continue;
+            }
+            let first: String = raw.first_error_line[id].chars().take(30).collect();
+            let line = text
+                .lines()
+                .find(|l| l.contains(id.as_str()) && l.contains("error"))
+                .unwrap_or_else(|| panic!("{session}: failure {id} not told"));
+            assert!(
+                line.contains(&first),
+                "{session}: {id}: {line} lacks {first}"
+            );
+            if let Some(fix) = fix {
+                assert!(
+                    line.contains(&format!("fixed by {fix}")),
+                    "{session}: {id} hides its fix {fix}: {line}"
+                );
+            }
+        }
+    }
+}
