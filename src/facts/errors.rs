@@ -1,8 +1,12 @@
 //! The informative lines of a failed call's output: the first (usually the finding itself) and
 //! the last (usually the summary or the exit status), without the wrappers harnesses put
-//! around them.
+//! around them. One definition, read by the session state (markers, the summary ledger, the
+//! probes) and by microcompact's placeholder of a cleared failure.
 
 use crate::render::one_line_clipped;
+use crate::strategy::microcompact::CLEARED_PREFIX;
+use serde_json::Value;
+use std::borrow::Cow;
 
 /// Characters kept of one error line.
 pub const ERROR_LINE_CHARS: usize = 160;
@@ -15,11 +19,47 @@ const WRAPPERS: &[&str] = &[
     "</error>",
 ];
 
+/// Frame lines Codex puts around a command's output (`Wall time: 0.2 seconds`, `Output:`, ...).
+const FRAME_LINES: &[&str] = &[
+    "Wall time:",
+    "Output:",
+    "Chunk ID:",
+    "Original token count:",
+    "Total output lines:",
+];
+
+/// The text of a call's output without its structured wrapper: the `output` string of Codex's
+/// function-call output (`{"output": "...", "metadata": {...}}`), else `text` itself.
+pub fn output_text(text: &str) -> Cow<'_, str> {
+    if text.starts_with("{\"output\"")
+        && let Ok(v) = serde_json::from_str::<Value>(text)
+        && let Some(Value::String(s)) = v.get("output")
+    {
+        return Cow::Owned(s.clone());
+    }
+    Cow::Borrowed(text)
+}
+
+/// `<output>`, `</output>`, `<returncode>`: a tag alone on its line (mini-swe-agent's wrappers).
+fn is_bare_tag(t: &str) -> bool {
+    t.starts_with('<') && t.ends_with('>') && !t.contains(' ') && t.matches('<').count() == 1
+}
+
+/// Whether a line of a call's output says something by itself (see [`informative_lines`]).
+pub fn is_informative(line: &str) -> bool {
+    !uninformative(line)
+}
+
 /// A line says nothing by itself: blank, only punctuation or box drawing, a bare exit status
-/// (`Exit code 1`, `exit code: 2`), or a code fence.
+/// (`Exit code 1`, `exit code: 2`), a code fence, a bare tag, a Codex frame line, or the head
+/// of microcompact's placeholder for a cleared result (the lines after it are the output's).
 fn uninformative(line: &str) -> bool {
     let l = line.trim();
-    if !l.chars().any(char::is_alphanumeric) {
+    if !l.chars().any(char::is_alphanumeric)
+        || is_bare_tag(l)
+        || FRAME_LINES.iter().any(|f| l.starts_with(f))
+        || l.starts_with(CLEARED_PREFIX)
+    {
         return true;
     }
     let lower = l.to_lowercase();
@@ -35,7 +75,21 @@ fn uninformative(line: &str) -> bool {
             .strip_prefix(p)
             .is_some_and(|rest| rest.trim_matches([':', ' ', '=']).parse::<i64>().is_ok())
     });
-    bare_exit || lower.starts_with("```")
+    bare_exit || lower.starts_with("```") || tagged_number(l)
+}
+
+/// `<returncode>2</returncode>`: a number between tags (mini-swe-agent's exit status).
+fn tagged_number(l: &str) -> bool {
+    let Some(inner) = l
+        .strip_prefix('<')
+        .and_then(|r| r.split_once('>'))
+        .map(|(_, r)| r)
+    else {
+        return false;
+    };
+    inner
+        .split_once("</")
+        .is_some_and(|(n, close)| n.trim().parse::<i64>().is_ok() && close.ends_with('>'))
 }
 
 fn clean(line: &str) -> String {
@@ -51,6 +105,8 @@ fn clean(line: &str) -> String {
 /// from the start for the first and from the end for the last, so a long output is not
 /// scanned whole.
 pub fn informative_lines(text: &str) -> (Option<String>, Option<String>) {
+    let body = output_text(text);
+    let text = body.as_ref();
     let first = text
         .lines()
         .enumerate()
@@ -96,5 +152,25 @@ mod tests {
             (Some("File has not been read yet.".to_string()), None)
         );
         assert_eq!(informative_lines("Exit code 2\n"), (None, None));
+    }
+
+    #[test]
+    fn codex_wrappers_frames_and_our_placeholder_head_are_not_the_error() {
+        let codex = r#"{"output":"Wall time: 1.2 seconds\nOutput:\n> tsc --noEmit\nsrc/a.ts(3,1): error TS2304\n","metadata":{"exit_code":2}}"#;
+        assert_eq!(
+            informative_lines(codex),
+            (
+                Some("> tsc --noEmit".to_string()),
+                Some("src/a.ts(3,1): error TS2304".to_string())
+            )
+        );
+        let cleared = "[compactor: cleared failed (error) result of shell call c1 (1,636 tokens) to save context; re-run the tool if it is needed]\n<returncode>2</returncode>\nls: cannot access 'x': No such file\n";
+        assert_eq!(
+            informative_lines(cleared),
+            (
+                Some("ls: cannot access 'x': No such file".to_string()),
+                None
+            )
+        );
     }
 }

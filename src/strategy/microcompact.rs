@@ -242,16 +242,6 @@ impl Microcompact {
 /// Longest kept line of a failure, in chars.
 const KEPT_LINE_CHARS: usize = 200;
 
-/// Lines that agent harnesses write around a command's output (Codex text output, unified
-/// exec) and that say nothing of the failure itself.
-const FRAME_LINES: &[&str] = &[
-    "Wall time:",
-    "Output:",
-    "Chunk ID:",
-    "Original token count:",
-    "Total output lines:",
-];
-
 /// `r` with its content replaced by a placeholder, or `None` when that would not save tokens
 /// (`before` is the block's count) and bytes, or would hide a failure on the wire.
 fn clear_result(r: &ToolResult, tool: &str, before: usize, cx: &Context<'_>) -> Option<ToolResult> {
@@ -335,14 +325,10 @@ fn failure_lines(text: &str) -> Vec<String> {
         marker_line = Some(line.to_string());
         out.push(kept.to_string());
     }
-    let inner = codex_output(text);
-    let body = inner.as_deref().unwrap_or(text);
+    let body = crate::facts::output_text(text);
     let informative = |l: &&str| {
         let t = l.trim();
-        t.chars().any(char::is_alphanumeric)
-            && marker_line.as_deref() != Some(t)
-            && !FRAME_LINES.iter().any(|f| t.starts_with(f))
-            && !is_bare_tag(t)
+        marker_line.as_deref() != Some(t) && crate::facts::is_informative(t)
     };
     let first = body.lines().find(informative);
     let last = body.lines().rev().find(informative);
@@ -353,22 +339,6 @@ fn failure_lines(text: &str) -> Vec<String> {
         }
     }
     out
-}
-
-/// `<output>`, `</output>`, `<returncode>`: a tag alone on its line.
-fn is_bare_tag(t: &str) -> bool {
-    t.starts_with('<') && t.ends_with('>') && !t.contains(' ') && t.matches('<').count() == 1
-}
-
-/// The `output` string of Codex's structured function-call output, if `text` is one.
-fn codex_output(text: &str) -> Option<String> {
-    if !text.starts_with("{\"output\"") {
-        return None;
-    }
-    match serde_json::from_str::<Value>(text).ok()?.get("output")? {
-        Value::String(s) => Some(s.clone()),
-        _ => None,
-    }
 }
 
 /// The call `block` with the long string values of its input cleared, and the tokens freed;
