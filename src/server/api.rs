@@ -232,6 +232,10 @@ pub(crate) async fn metrics(State(state): State<AppState>) -> impl IntoResponse 
     if let Some((bytes, max)) = state.token_cache_bytes() {
         state.metrics().token_cache(bytes, max);
     }
+    let replay = state.replay();
+    state
+        .metrics()
+        .replay_cache(replay.bytes(), replay.max_bytes());
     if let Some(store) = state.store() {
         let bytes = store.bytes().await.ok();
         state.metrics().store(

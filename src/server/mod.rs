@@ -24,6 +24,7 @@ pub mod metrics;
 mod passthrough;
 pub mod pool;
 mod proxy;
+pub mod replay;
 pub mod store;
 mod upstream;
 pub mod usage;
@@ -76,6 +77,8 @@ struct Inner {
     /// The default pipeline's token count cache, when the state built it (not for a
     /// pipeline given to [`AppState::with_compactor`]).
     token_cache: Option<Arc<TokenCache>>,
+    /// What the proxy sent for bodies it has seen byte for byte.
+    replay: replay::ReplayCache,
 }
 
 /// The bytes of one token cache entry as [`crate::tokens::CachedCounter::with_max_bytes`]
@@ -168,6 +171,7 @@ impl AppState {
         let mut presets = HashMap::new();
         presets.insert(settings.preset.clone(), default.clone());
         let pool = Pool::new(settings.server.compaction_workers);
+        let settings_replay_bytes = settings.server.replay_cache_bytes;
         let limit = Arc::new(Semaphore::new(
             settings
                 .server
@@ -187,6 +191,7 @@ impl AppState {
                 limit,
                 store,
                 token_cache,
+                replay: replay::ReplayCache::with_max_bytes(settings_replay_bytes),
             }),
         })
     }
@@ -221,6 +226,11 @@ impl AppState {
             cache.stats().entries as u64 * per,
             (self.settings().server.token_cache_bytes as u64 / per) * per,
         ))
+    }
+
+    /// The proxy's replay cache (`server.replay_cache_bytes`).
+    pub fn replay(&self) -> &replay::ReplayCache {
+        &self.inner.replay
     }
 
     /// The settings in force.

@@ -1597,3 +1597,84 @@ async fn metrics_show_the_token_cache_bytes_and_their_bound_from_the_config() {
     let (_, m) = get_text(app, "/metrics").await;
     assert_eq!(used(&m) - before, 6 * 128);
 }
+
+/// Sends `bodies` in order through a proxy with `replay_cache_bytes`; what the upstream got,
+/// the `x-compactor-tokens` headers, and the metrics text at the end.
+async fn send_in_turn(
+    replay_cache_bytes: u64,
+    bodies: &[&str],
+) -> (Vec<Bytes>, Vec<String>, String) {
+    let (upstream, seen) = spawn_upstream(Reply::json(200, "{}")).await;
+    let mut s = settings(4000);
+    s.server.anthropic_upstream = upstream.clone();
+    s.server.replay_cache_bytes = replay_cache_bytes;
+    let router = app(state(s));
+    let mut headers = Vec::new();
+    for body in bodies {
+        let (status, h, _) = call(router.clone(), anthropic_request(body.to_string())).await;
+        assert_eq!(status, StatusCode::OK);
+        headers.push(h["x-compactor-tokens"].to_str().unwrap().to_string());
+    }
+    let (_, m) = get_text(router, "/metrics").await;
+    let sent = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|s| s.body.clone())
+        .collect();
+    (sent, headers, m)
+}
+
+#[tokio::test]
+async fn a_body_seen_before_is_replayed_as_the_pipeline_would_send_it_again() {
+    let (over, under) = (history(30).to_string(), history(1).to_string());
+    let bodies = [&*over, &*over, &*over, &*under, &*under, &*over];
+    let (sent, headers, m) = send_in_turn(64 << 20, &bodies).await;
+    // The same bodies through a proxy without the replay cache: every answer the same.
+    let (sent_off, headers_off, m_off) = send_in_turn(0, &bodies).await;
+    assert_eq!(headers, headers_off);
+    assert_eq!(sent, sent_off);
+    // Compacted once, then continued from the memory (kept), then replayed.
+    assert!(
+        headers[1].ends_with("tier=remembered; prefix=reused"),
+        "{}",
+        headers[1]
+    );
+    assert_eq!(sent[1], sent[2]);
+    assert_eq!(sent[1], sent[5]);
+    assert_eq!(sent[4], Bytes::from(under.clone()));
+    assert!(headers[3].ends_with("tier=none"), "{}", headers[3]);
+    assert_eq!(
+        metric(&m, "compactor_replay_hits_total"),
+        "compactor_replay_hits_total 3"
+    );
+    assert_eq!(
+        metric(&m_off, "compactor_replay_hits_total"),
+        "compactor_replay_hits_total 0"
+    );
+    // The requests are counted by what was done to them, replayed or not.
+    for m in [&m, &m_off] {
+        for (body, n) in [("compacted", 1), ("reused", 3), ("passthrough", 2)] {
+            let name =
+                format!("compactor_proxy_requests_total{{body=\"{body}\",route=\"/v1/messages\"}}");
+            assert_eq!(metric(m, &name), format!("{name} {n}"));
+        }
+    }
+    let used: u64 = metric(&m, r#"compactor_replay_cache_bytes{kind="used"}"#)
+        .rsplit(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    // The kept remembered output and two headers with their overhead (the body forwarded as
+    // it came is not kept).
+    let expected = sent[1].len() as u64 + headers[1].len() as u64 + headers[3].len() as u64 + 2048;
+    assert_eq!(used, expected);
+    assert_eq!(
+        metric(&m, r#"compactor_replay_cache_bytes{kind="max"}"#),
+        format!(
+            "compactor_replay_cache_bytes{{kind=\"max\"}} {}",
+            64u64 << 20
+        )
+    );
+}
