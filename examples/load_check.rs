@@ -13,7 +13,14 @@
 //! and BUDGET (tokens), every client sends that body on every turn instead: over the trigger when
 //! BUDGET is below its size (compacted once, then served from the memory), under it otherwise.
 //! During the proxy phase a probe times `GET /healthz` every 20 ms and its p99 is printed, and
-//! at the end the service's peak resident set (`VmHWM`).
+//! at the end the service's peak resident set (`VmHWM`). The probe runs on a thread and a
+//! runtime of its own, so its figure is the service's latency, not this program's queueing.
+//!
+//! A sixth argument `distinct` makes every request's body unique (a `metadata.user_id` of its
+//! own), so nothing is remembered or replayed: each body over the trigger is compacted afresh
+//! and the caches fill up to their bounds (peak RSS under a distinct-bodies load). Extra
+//! `[server]` lines for the service come from `LOAD_CHECK_SERVER` (e.g.
+//! `LOAD_CHECK_SERVER='memory_bytes = 8388608'`).
 
 use axum::Router;
 use axum::routing::post;
@@ -45,7 +52,19 @@ struct Outcome {
     elapsed: Duration,
 }
 
-async fn run(base: &str, clients: usize, duration: Duration, fixed: Option<String>) -> Outcome {
+/// `body` with a `metadata.user_id` unique to this client and turn as its first field.
+fn unique(body: &str, client: usize, turn: usize) -> String {
+    let rest = body.trim_start().strip_prefix('{').unwrap_or(body);
+    format!("{{\"metadata\":{{\"user_id\":\"load-{client}-{turn}\"}},{rest}")
+}
+
+async fn run(
+    base: &str,
+    clients: usize,
+    duration: Duration,
+    fixed: Option<String>,
+    distinct: bool,
+) -> Outcome {
     let http = reqwest::Client::new();
     let started = Instant::now();
     let deadline = started + duration;
@@ -66,7 +85,11 @@ async fn run(base: &str, clients: usize, duration: Duration, fixed: Option<Strin
                     .post(&url)
                     .header("x-api-key", "sk-load-check")
                     .header("content-type", "application/json")
-                    .body(bodies[turn % bodies.len()].clone())
+                    .body(if distinct {
+                        unique(&bodies[turn % bodies.len()], c, turn)
+                    } else {
+                        bodies[turn % bodies.len()].clone()
+                    })
                     .send()
                     .await;
                 match res {
@@ -119,6 +142,8 @@ async fn main() -> anyhow::Result<()> {
     let seconds: u64 = args.get(3).map_or(Ok(10), |s| s.parse())?;
     let fixed = args.get(4).map(std::fs::read_to_string).transpose()?;
     let budget: usize = args.get(5).map_or(Ok(6000), |s| s.parse())?;
+    let distinct = args.get(6).is_some_and(|a| a == "distinct");
+    let extra = std::env::var("LOAD_CHECK_SERVER").unwrap_or_default();
 
     let upstream = Router::new().route(
         "/v1/messages",
@@ -145,7 +170,7 @@ async fn main() -> anyhow::Result<()> {
     std::fs::write(
         &config,
         format!(
-            "[budget]\ntokens = {budget}\n[server]\nanthropic_upstream = \"http://{upstream_addr}\"\nconcurrency_limit = 256\n"
+            "[budget]\ntokens = {budget}\n[server]\nanthropic_upstream = \"http://{upstream_addr}\"\nconcurrency_limit = 256\n{extra}\n"
         ),
     )?;
     let mut child = tokio::process::Command::new(&bin)
@@ -173,6 +198,7 @@ async fn main() -> anyhow::Result<()> {
         clients,
         half,
         fixed.clone(),
+        distinct,
     )
     .await;
     // With a fixed body: one request first, so the proxy phase runs on a warm memory (the
@@ -192,24 +218,36 @@ async fn main() -> anyhow::Result<()> {
         }
         None => None,
     };
+    // Its own thread and runtime: the 128 client tasks and the fake upstream of this program
+    // must not delay the probe's own polling.
     let probe = {
-        let (http, url) = (http.clone(), format!("{proxy}/healthz"));
+        let url = format!("{proxy}/healthz");
         let deadline = Instant::now() + half;
-        tokio::spawn(async move {
-            let mut lat = Vec::new();
-            while Instant::now() < deadline {
-                let t0 = Instant::now();
-                if http.get(&url).send().await.is_ok() {
-                    lat.push(t0.elapsed());
+        std::thread::spawn(move || -> anyhow::Result<Vec<Duration>> {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            rt.block_on(async move {
+                let http = reqwest::Client::new();
+                let mut lat = Vec::new();
+                while Instant::now() < deadline {
+                    let t0 = Instant::now();
+                    if let Ok(r) = http.get(&url).send().await
+                        && r.bytes().await.is_ok()
+                    {
+                        lat.push(t0.elapsed());
+                    }
+                    tokio::time::sleep(Duration::from_millis(20)).await;
                 }
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-            lat.sort();
-            lat
+                lat.sort();
+                Ok(lat)
+            })
         })
     };
-    let prox = run(&proxy, clients, half, fixed).await;
-    let health = probe.await?;
+    let prox = run(&proxy, clients, half, fixed, distinct).await;
+    let health = probe
+        .join()
+        .map_err(|_| anyhow::anyhow!("the /healthz probe panicked"))??;
     let metrics = http
         .get(format!("{proxy}/metrics"))
         .send()
@@ -230,7 +268,10 @@ async fn main() -> anyhow::Result<()> {
     let _ = child.wait().await;
 
     let rps = |o: &Outcome| o.latencies.len() as f64 / o.elapsed.as_secs_f64();
-    println!("load check: {clients} clients, {seconds} s per phase, 127.0.0.1 only, binary {bin}");
+    println!(
+        "load check: {clients} clients, {seconds} s per phase{}, 127.0.0.1 only, binary {bin}",
+        if distinct { ", distinct bodies" } else { "" }
+    );
     for (name, o) in [("direct", &base), ("proxy", &prox)] {
         println!(
             "{name:>7}: {:>6} ok, {:>3} errors, {:>8.1} req/s, p50 {:>7.2} ms, p99 {:>7.2} ms",
@@ -259,10 +300,12 @@ async fn main() -> anyhow::Result<()> {
         );
     }
     println!("  peak RSS of compactor serve: {peak_rss}");
-    for line in metrics
-        .lines()
-        .filter(|l| l.starts_with("compactor_proxy_requests_total"))
-    {
+    for line in metrics.lines().filter(|l| {
+        l.starts_with("compactor_proxy_requests_total")
+            || l.starts_with("compactor_replay")
+            || l.starts_with("compactor_memory")
+            || l.starts_with("compactor_token_cache")
+    }) {
         println!("  {line}");
     }
     anyhow::ensure!(prox.errors == 0, "{} errors through the proxy", prox.errors);

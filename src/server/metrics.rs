@@ -150,9 +150,9 @@ impl Metrics {
         let token_cache_bytes = IntGaugeVec::new(
             Opts::new(
                 "compactor_token_cache_bytes",
-                "Estimated bytes of the proxy pipeline's token count cache (kind=used), and its bound (kind=max, server.token_cache_bytes).",
+                "Estimated bytes of the token count cache of the pipelines' vocabulary (kind=used, shared by every preset counting with it), and its bound (kind=max, server.token_cache_bytes).",
             ),
-            &["kind"],
+            &["kind", "tokenizer"],
         )?;
         registry.register(Box::new(store_up.clone()))?;
         registry.register(Box::new(store_errors.clone()))?;
@@ -265,14 +265,15 @@ impl Metrics {
         }
     }
 
-    /// Sets the token count cache's estimated size and bound, in bytes.
-    pub fn token_cache(&self, bytes: u64, max_bytes: u64) {
+    /// Sets the estimated size and bound, in bytes, of the token count cache of vocabulary
+    /// `tokenizer` (`o200k_base`, `cl100k_base`).
+    pub fn token_cache(&self, tokenizer: &str, bytes: u64, max_bytes: u64) {
         let gauge = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
         self.token_cache_bytes
-            .with_label_values(&["used"])
+            .with_label_values(&["used", tokenizer])
             .set(gauge(bytes));
         self.token_cache_bytes
-            .with_label_values(&["max"])
+            .with_label_values(&["max", tokenizer])
             .set(gauge(max_bytes));
     }
 

@@ -74,9 +74,10 @@ struct Inner {
     limit: Arc<Semaphore>,
     /// The shared store, when `[store] redis_url` is set.
     store: Option<Arc<store::SharedStore>>,
-    /// The default pipeline's token count cache, when the state built it (not for a
-    /// pipeline given to [`AppState::with_compactor`]).
-    token_cache: Option<Arc<TokenCache>>,
+    /// The token count caches of the pipelines the state built, one per vocabulary, shared
+    /// by every preset that counts with it (not the cache of a pipeline given to
+    /// [`AppState::with_compactor`]); each bounded by `server.token_cache_bytes`.
+    token_caches: Mutex<HashMap<crate::tokens::Tokenizer, Arc<TokenCache>>>,
     /// What the proxy sent for bodies it has seen byte for byte.
     replay: replay::ReplayCache,
 }
@@ -172,6 +173,7 @@ impl AppState {
         presets.insert(settings.preset.clone(), default.clone());
         let pool = Pool::new(settings.server.compaction_workers);
         let settings_replay_bytes = settings.server.replay_cache_bytes;
+        let settings_tokenizer = settings.tokens.tokenizer;
         let limit = Arc::new(Semaphore::new(
             settings
                 .server
@@ -190,7 +192,12 @@ impl AppState {
                 pool,
                 limit,
                 store,
-                token_cache,
+                token_caches: Mutex::new(
+                    token_cache
+                        .map(|c| (settings_tokenizer, c))
+                        .into_iter()
+                        .collect(),
+                ),
                 replay: replay::ReplayCache::with_max_bytes(settings_replay_bytes),
             }),
         })
@@ -217,15 +224,43 @@ impl AppState {
         }
     }
 
-    /// The estimated bytes of the default pipeline's token count cache and its bound, when
-    /// the state built that cache.
-    pub fn token_cache_bytes(&self) -> Option<(u64, u64)> {
-        let cache = self.inner.token_cache.as_ref()?;
+    /// The estimated bytes of each token count cache the state built and its bound, by
+    /// vocabulary: `(tokenizer, used, max)`.
+    pub fn token_cache_bytes(&self) -> Vec<(crate::tokens::Tokenizer, u64, u64)> {
         let per = TOKEN_ENTRY_BYTES;
-        Some((
-            cache.stats().entries as u64 * per,
-            (self.settings().server.token_cache_bytes as u64 / per) * per,
-        ))
+        let max = (self.settings().server.token_cache_bytes as u64 / per) * per;
+        let mut out: Vec<_> = self
+            .lock_token_caches()
+            .iter()
+            .map(|(t, cache)| (*t, cache.stats().entries as u64 * per, max))
+            .collect();
+        out.sort_by_key(|(t, _, _)| t.as_str());
+        out
+    }
+
+    /// The token count cache of `tokenizer`, built on first use with the bound of
+    /// `server.token_cache_bytes`.
+    fn token_cache(&self, tokenizer: crate::tokens::Tokenizer) -> Arc<TokenCache> {
+        let max = self.settings().server.token_cache_bytes;
+        self.lock_token_caches()
+            .entry(tokenizer)
+            .or_insert_with(|| {
+                Arc::new(TokenCache::with_max_bytes(
+                    crate::tokens::TiktokenCounter::new(tokenizer),
+                    max,
+                ))
+            })
+            .clone()
+    }
+
+    fn lock_token_caches(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<crate::tokens::Tokenizer, Arc<TokenCache>>> {
+        // A panic while holding the lock cannot leave the map half-written: keep going.
+        self.inner
+            .token_caches
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// The proxy's replay cache (`server.replay_cache_bytes`).
@@ -282,7 +317,14 @@ impl AppState {
         }
         .load()?;
         let bytes = self.inner.settings.server.memory_bytes;
-        let built = Arc::new(Compactor::from_config(settings)?.with_memory_bytes(bytes));
+        // The token cache of its vocabulary, shared with the other presets and bounded by
+        // `server.token_cache_bytes` like the default pipeline's.
+        let cache = self.token_cache(settings.tokens.tokenizer);
+        let built = Arc::new(
+            Compactor::from_config(settings)?
+                .with_memory_bytes(bytes)
+                .with_counter(cache),
+        );
         Ok(self
             .lock_presets()
             .entry(name.to_string())

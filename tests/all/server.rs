@@ -1580,15 +1580,21 @@ async fn metrics_show_the_token_cache_bytes_and_their_bound_from_the_config() {
     s.server.token_cache_bytes = 1_280_000;
     let app = app(state(s));
     let used = |m: &str| -> u64 {
-        let line = metric(m, r#"compactor_token_cache_bytes{kind="used"}"#);
+        let line = metric(
+            m,
+            r#"compactor_token_cache_bytes{kind="used",tokenizer="o200k_base"}"#,
+        );
         line.rsplit(' ').next().unwrap().parse().unwrap()
     };
     let (status, _) = post_json(app.clone(), "/v1/compact", &json!({"request": history(3)})).await;
     assert_eq!(status, StatusCode::OK);
     let (_, m) = get_text(app.clone(), "/metrics").await;
     assert_eq!(
-        metric(&m, r#"compactor_token_cache_bytes{kind="max"}"#),
-        r#"compactor_token_cache_bytes{kind="max"} 1280000"#
+        metric(
+            &m,
+            r#"compactor_token_cache_bytes{kind="max",tokenizer="o200k_base"}"#
+        ),
+        r#"compactor_token_cache_bytes{kind="max",tokenizer="o200k_base"} 1280000"#
     );
     let before = used(&m);
     // Two more rounds: a text, a call and a result each, 6 new blocks of 128 bytes.
@@ -1677,4 +1683,36 @@ async fn a_body_seen_before_is_replayed_as_the_pipeline_would_send_it_again() {
             64u64 << 20
         )
     );
+}
+
+#[tokio::test]
+async fn every_preset_counts_into_the_one_token_cache_bounded_by_the_config() {
+    let mut s = settings(2_000);
+    s.server.token_cache_bytes = 20 * 128;
+    let app = app(state(s));
+    // Only presets other than the configured one (`default`) count here.
+    for strategy in ["truncate", "microcompact"] {
+        let (status, out) = post_json(
+            app.clone(),
+            "/v1/compact",
+            &json!({"request": history(30), "strategy": strategy}),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "{out}");
+        assert_eq!(out["report"]["strategy"], strategy);
+    }
+    let (_, m) = get_text(app, "/metrics").await;
+    let value = |name: &str| -> u64 {
+        metric(&m, name)
+            .rsplit(' ')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let max = value(r#"compactor_token_cache_bytes{kind="max",tokenizer="o200k_base"}"#);
+    let used = value(r#"compactor_token_cache_bytes{kind="used",tokenizer="o200k_base"}"#);
+    assert_eq!(max, 20 * 128);
+    // history(30) has 91 blocks: the presets' counts are in the one cache, held to its bound.
+    assert!(used > 0 && used <= max, "{used}");
 }
