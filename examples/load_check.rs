@@ -20,7 +20,8 @@
 //! own), so nothing is remembered or replayed: each body over the trigger is compacted afresh
 //! and the caches fill up to their bounds (peak RSS under a distinct-bodies load). Extra
 //! `[server]` lines for the service come from `LOAD_CHECK_SERVER` (e.g.
-//! `LOAD_CHECK_SERVER='memory_bytes = 8388608'`).
+//! `LOAD_CHECK_SERVER='memory_bytes = 8388608'`); otherwise the service runs with its defaults
+//! (`concurrency_limit = 64`: past 64 clients the others wait for a place, their bodies unread).
 
 use axum::Router;
 use axum::routing::post;
@@ -170,7 +171,7 @@ async fn main() -> anyhow::Result<()> {
     std::fs::write(
         &config,
         format!(
-            "[budget]\ntokens = {budget}\n[server]\nanthropic_upstream = \"http://{upstream_addr}\"\nconcurrency_limit = 256\n{extra}\n"
+            "[budget]\ntokens = {budget}\n[server]\nanthropic_upstream = \"http://{upstream_addr}\"\n{extra}\n"
         ),
     )?;
     let mut child = tokio::process::Command::new(&bin)

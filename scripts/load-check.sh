@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Load check of the compacting proxy: N concurrent agent loops for a bounded time against
 # `compactor serve` and a fake upstream, both on 127.0.0.1. Not part of `cargo test`.
-#   scripts/load-check.sh [CLIENTS=16] [SECONDS=10] [PROFILE=dev|release] [BODY.json BUDGET]
+#   scripts/load-check.sh [CLIENTS=16] [SECONDS=10] [PROFILE=dev|release] [BODY.json BUDGET [distinct]]
 # BODY.json: one Anthropic request body sent on every turn (e.g. the largest corpus session via
-# `compactor convert`); BUDGET in tokens decides under or over the trigger.
+# `compactor convert`); BUDGET in tokens decides under or over the trigger; `distinct` makes
+# every request's body unique (nothing remembered or replayed: the caches fill to their bounds).
+# LOAD_CHECK_SERVER: extra `[server]` lines for the service, e.g. 'memory_bytes = 8388608'.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 clients="${1:-16}"

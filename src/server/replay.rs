@@ -213,7 +213,7 @@ mod tests {
             );
         }
         let held = cache.bytes();
-        assert!(held <= 1_000_000 && held >= 100_000, "{held}");
+        assert!((100_000..=1_000_000).contains(&held), "{held}");
         // An entry larger than the bound is not kept at all.
         let big = Key::of("/v1/messages", b"big");
         cache.insert(big, replayed(2_000_000, 1.0));
