@@ -304,7 +304,10 @@ async fn outgoing_body(state: &AppState, format: Format, route: &str, body: Byte
             match &compacted.conversation {
                 Cow::Borrowed(_) => {
                     metrics.proxied(route, "passthrough");
-                    let keep = Some(keep(None, "passthrough"));
+                    // Under the trigger; not an input every tier failed to shorten (a
+                    // repeat would run them again).
+                    let untouched = compacted.report.tiers.is_empty();
+                    let keep = untouched.then(|| keep(None, "passthrough"));
                     Outgoing {
                         body,
                         header,

@@ -1716,3 +1716,57 @@ async fn every_preset_counts_into_the_one_token_cache_bounded_by_the_config() {
     // history(30) has 91 blocks: the presets' counts are in the one cache, held to its bound.
     assert!(used > 0 && used <= max, "{used}");
 }
+
+/// A tier that never shortens anything and counts how often it ran.
+struct Stuck(Arc<std::sync::atomic::AtomicUsize>);
+
+#[async_trait::async_trait]
+impl compactor::strategy::Strategy for Stuck {
+    fn name(&self) -> &str {
+        "stuck"
+    }
+    async fn compact(
+        &self,
+        c: &compactor::conversation::Conversation,
+        _: compactor::strategy::Budget,
+        _: &compactor::strategy::Context<'_>,
+    ) -> Result<compactor::strategy::Compaction, compactor::strategy::StrategyError> {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Ok(compactor::strategy::Compaction::unchanged(
+            c,
+            "nothing to cut",
+        ))
+    }
+}
+
+#[tokio::test]
+async fn a_body_no_tier_could_shorten_is_not_replayed_but_tried_again() {
+    let (upstream, seen) = spawn_upstream(Reply::json(200, "{}")).await;
+    let mut s = settings(2000);
+    s.server.anthropic_upstream = upstream.clone();
+    let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let pipeline = compactor::Compactor::with_parts(
+        s.clone(),
+        counter_for(Default::default()),
+        vec![Box::new(Stuck(runs.clone()))],
+    );
+    let router = app(AppState::with_compactor(s, loader(), None, pipeline).unwrap());
+    let body = history(20).to_string();
+    for _ in 0..3 {
+        let (status, _, _) = call(router.clone(), anthropic_request(body.clone())).await;
+        assert_eq!(status, StatusCode::OK);
+    }
+    // Over the trigger, forwarded as it came each time, and the tier ran each time.
+    assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 3);
+    assert!(
+        seen.lock()
+            .unwrap()
+            .iter()
+            .all(|s| s.body == Bytes::from(body.clone()))
+    );
+    let (_, m) = get_text(router, "/metrics").await;
+    assert_eq!(
+        metric(&m, "compactor_replay_hits_total"),
+        "compactor_replay_hits_total 0"
+    );
+}
