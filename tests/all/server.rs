@@ -1762,7 +1762,7 @@ async fn a_body_no_tier_could_shorten_is_not_replayed_but_tried_again() {
         seen.lock()
             .unwrap()
             .iter()
-            .all(|s| s.body == Bytes::from(body.clone()))
+            .all(|s| s.body == body.as_bytes())
     );
     let (_, m) = get_text(router, "/metrics").await;
     assert_eq!(
