@@ -96,6 +96,16 @@ impl Compactor {
         self
     }
 
+    /// This pipeline counting a model of the other vocabulary (not the configured `[tokens]
+    /// tokenizer`) with `counter`, which must count that vocabulary (e.g. the service's
+    /// [`CachedCounter`](crate::tokens::CachedCounter) bounded by `server.token_cache_bytes`);
+    /// without it such a model gets a cache of the default entry bound on first use.
+    pub fn with_other_counter(self, counter: Arc<dyn TokenCounter>) -> Compactor {
+        // A fresh pipeline has not built one yet; if it had, the given one is not used.
+        let _ = self.other_counter.set(counter);
+        self
+    }
+
     /// This pipeline with its compaction memory bounded to `max_bytes` (estimated bytes of
     /// remembered outputs; see [`Memory`]). Anything remembered so far is dropped.
     pub fn with_memory_bytes(mut self, max_bytes: u64) -> Compactor {

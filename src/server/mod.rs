@@ -89,6 +89,15 @@ const TOKEN_ENTRY_BYTES: u64 = 128;
 /// The token count cache the service builds for its pipelines (`server.token_cache_bytes`).
 type TokenCache = crate::tokens::CachedCounter<crate::tokens::TiktokenCounter>;
 
+/// The vocabulary a pipeline counting with `t` uses for a model of the other one.
+fn other_vocabulary(t: crate::tokens::Tokenizer) -> crate::tokens::Tokenizer {
+    use crate::tokens::Tokenizer::{Cl100kBase, O200kBase};
+    match t {
+        O200kBase => Cl100kBase,
+        Cl100kBase => O200kBase,
+    }
+}
+
 impl AppState {
     /// Loads the settings with `loader` and reads the token from `server.auth_token_env`.
     ///
@@ -120,14 +129,20 @@ impl AppState {
         loader: Loader,
         auth_token: Option<String>,
     ) -> Result<AppState, ConfigError> {
-        let cache = Arc::new(TokenCache::with_max_bytes(
-            crate::tokens::TiktokenCounter::new(settings.tokens.tokenizer),
-            settings.server.token_cache_bytes,
-        ));
+        let bound = |t| {
+            Arc::new(TokenCache::with_max_bytes(
+                crate::tokens::TiktokenCounter::new(t),
+                settings.server.token_cache_bytes,
+            ))
+        };
+        let tokenizer = settings.tokens.tokenizer;
+        let (cache, other) = (bound(tokenizer), bound(other_vocabulary(tokenizer)));
         let default = Compactor::from_config(settings.clone())?
             .with_memory_bytes(settings.server.memory_bytes)
-            .with_counter(cache.clone());
-        AppState::build(settings, loader, auth_token, default, Some(cache))
+            .with_counter(cache.clone())
+            .with_other_counter(other.clone());
+        let caches = vec![(tokenizer, cache), (other_vocabulary(tokenizer), other)];
+        AppState::build(settings, loader, auth_token, default, caches)
     }
 
     /// A state whose configured preset is served by `default` (a pipeline built with
@@ -142,7 +157,7 @@ impl AppState {
         auth_token: Option<String>,
         default: Compactor,
     ) -> Result<AppState, ConfigError> {
-        AppState::build(settings, loader, auth_token, default, None)
+        AppState::build(settings, loader, auth_token, default, Vec::new())
     }
 
     fn build(
@@ -150,7 +165,7 @@ impl AppState {
         loader: Loader,
         auth_token: Option<String>,
         default: Compactor,
-        token_cache: Option<Arc<TokenCache>>,
+        token_caches: Vec<(crate::tokens::Tokenizer, Arc<TokenCache>)>,
     ) -> Result<AppState, ConfigError> {
         let default = Arc::new(default);
         let store = store::SharedStore::from_settings(&settings.store)
@@ -173,7 +188,6 @@ impl AppState {
         presets.insert(settings.preset.clone(), default.clone());
         let pool = Pool::new(settings.server.compaction_workers);
         let settings_replay_bytes = settings.server.replay_cache_bytes;
-        let settings_tokenizer = settings.tokens.tokenizer;
         let limit = Arc::new(Semaphore::new(
             settings
                 .server
@@ -192,12 +206,7 @@ impl AppState {
                 pool,
                 limit,
                 store,
-                token_caches: Mutex::new(
-                    token_cache
-                        .map(|c| (settings_tokenizer, c))
-                        .into_iter()
-                        .collect(),
-                ),
+                token_caches: Mutex::new(token_caches.into_iter().collect()),
                 replay: replay::ReplayCache::with_max_bytes(settings_replay_bytes),
             }),
         })
@@ -320,10 +329,12 @@ impl AppState {
         // The token cache of its vocabulary, shared with the other presets and bounded by
         // `server.token_cache_bytes` like the default pipeline's.
         let cache = self.token_cache(settings.tokens.tokenizer);
+        let other = self.token_cache(other_vocabulary(settings.tokens.tokenizer));
         let built = Arc::new(
             Compactor::from_config(settings)?
                 .with_memory_bytes(bytes)
-                .with_counter(cache),
+                .with_counter(cache)
+                .with_other_counter(other),
         );
         Ok(self
             .lock_presets()
