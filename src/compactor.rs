@@ -324,4 +324,28 @@ mod tests {
         assert_eq!(again.report.continued_from, Some(first.messages.len()));
         assert_eq!(again.report.status, Status::Degraded, "{:?}", again.report);
     }
+
+    #[test]
+    fn a_model_of_the_other_vocabulary_counts_with_the_counter_given_for_it() {
+        use crate::tokens::{CachedCounter, TiktokenCounter};
+        let settings = Settings::default();
+        let other = match settings.tokens.tokenizer {
+            Tokenizer::O200kBase => Tokenizer::Cl100kBase,
+            _ => Tokenizer::O200kBase,
+        };
+        let given: Arc<dyn TokenCounter> = Arc::new(CachedCounter::with_max_bytes(
+            TiktokenCounter::new(other),
+            10 * 128,
+        ));
+        let c = Compactor::from_config(settings)
+            .unwrap()
+            .with_other_counter(given.clone());
+        let used = c.counter_of(other) as *const dyn TokenCounter;
+        assert!(std::ptr::addr_eq(used, Arc::as_ptr(&given)));
+        // Without one, a counter of its own is built (not the configured vocabulary's).
+        let plain = Compactor::from_config(Settings::default()).unwrap();
+        let own = plain.counter_of(other) as *const dyn TokenCounter;
+        assert!(!std::ptr::addr_eq(own, Arc::as_ptr(&given)));
+        assert!(!std::ptr::addr_eq(own, Arc::as_ptr(&plain.counter)));
+    }
 }

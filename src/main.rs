@@ -11,7 +11,7 @@ use std::process::ExitCode;
 
 /// The allocator of the binary (see Cargo.toml: the proxy's body work is allocation-bound).
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 #[derive(Parser)]
 #[command(
