@@ -13,7 +13,26 @@
 //! and BUDGET (tokens), every client sends that body on every turn instead: over the trigger when
 //! BUDGET is below its size (compacted once, then served from the memory), under it otherwise.
 //! During the proxy phase a probe times `GET /healthz` every 20 ms and its p99 is printed, and
-//! at the end the service's peak resident set (`VmHWM`).
+//! at the end the service's peak resident set (`VmHWM`). The probe runs on a thread and a
+//! runtime of its own, so its figure is the service's latency, not this program's queueing.
+//!
+//! A sixth argument `distinct` makes every request's body unique (a `metadata.user_id` of its
+//! own), so nothing is remembered or replayed: each body over the trigger is compacted afresh
+//! and the caches fill up to their bounds (peak RSS under a distinct-bodies load). Extra
+//! `[server]` lines for the service come from `LOAD_CHECK_SERVER` (e.g.
+//! `LOAD_CHECK_SERVER='memory_bytes = 8388608'`); otherwise the service runs with its defaults
+//! (`concurrency_limit = 64`: past 64 clients the others wait for a place, their bodies unread).
+//!
+//! A sixth argument `grow` makes each client play an agent over BODY.json's history instead:
+//! turn k sends the messages up to the k-th cut after the start (a cut ends with a user
+//! message, so every body is a valid request), so each body is one exchange longer than the
+//! one before it and the compaction memory holds its predecessor. The start is the first cut
+//! past 60% of the history's bytes (over the trigger for the 170k-token session at a budget of
+//! 150k; `LOAD_CHECK_GROW_START=FRACTION` moves it). Clients start at different cuts and each
+//! has a `metadata.user_id` of its own, so no two share a sequence and nothing is replayed;
+//! at the end of the history a client starts again under a new `user_id` (a new session: one
+//! fresh compaction, counted in the figures). Every client sends its first body before the
+//! clock starts (untimed), so the phase measures continuations from a warm memory.
 
 use axum::Router;
 use axum::routing::post;
@@ -43,33 +62,149 @@ struct Outcome {
     latencies: Vec<Duration>,
     errors: usize,
     elapsed: Duration,
+    /// Grow mode: turns that began a new session (a fresh compaction).
+    restarts: usize,
 }
 
-async fn run(base: &str, clients: usize, duration: Duration, fixed: Option<String>) -> Outcome {
+/// What each client sends.
+#[derive(Clone)]
+enum Bodies {
+    /// The generated small histories, turn by turn.
+    Generated,
+    /// One body on every turn (unique per turn when `distinct`).
+    Fixed { body: String, distinct: bool },
+    /// Growing prefixes of one history (grow mode), each a JSON object body without its `{`.
+    Grow(std::sync::Arc<Vec<String>>),
+}
+
+/// The bodies of grow mode: `body`'s history cut after every user message from the first one
+/// past `start` (a fraction of its bytes) to the end, each serialized without its leading `{`
+/// so a client can put its own `metadata` first.
+fn grow_bodies(body: &str, start: f64) -> anyhow::Result<Vec<String>> {
+    let value: Value = serde_json::from_str(body)?;
+    let messages = value
+        .get("messages")
+        .and_then(Value::as_array)
+        .ok_or_else(|| anyhow::anyhow!("BODY.json has no messages array"))?;
+    let total: usize = messages.iter().map(|m| m.to_string().len()).sum();
+    let (mut seen, mut out) = (0usize, Vec::new());
+    for (i, m) in messages.iter().enumerate() {
+        seen += m.to_string().len();
+        let user = m.get("role").and_then(Value::as_str) == Some("user");
+        if user && seen as f64 >= start * total as f64 {
+            let mut cut = value.clone();
+            if let Some(list) = cut.get_mut("messages").and_then(Value::as_array_mut) {
+                list.truncate(i + 1);
+            }
+            let text = cut.to_string();
+            out.push(text.strip_prefix('{').unwrap_or(&text).to_string());
+        }
+    }
+    anyhow::ensure!(
+        !out.is_empty(),
+        "no cut of BODY.json ends with a user message"
+    );
+    Ok(out)
+}
+
+/// `body` with a `metadata.user_id` unique to this client and turn as its first field.
+fn unique(body: &str, client: usize, turn: usize) -> String {
+    let rest = body.trim_start().strip_prefix('{').unwrap_or(body);
+    format!("{{\"metadata\":{{\"user_id\":\"load-{client}-{turn}\"}},{rest}")
+}
+
+/// Client `c`'s body of `turn` (grow mode: the cut `offset + turn`, and whether it begins a
+/// new session). `phase` keeps the direct and the proxy phase's `user_id`s apart.
+fn body_of(bodies: &Bodies, c: usize, clients: usize, turn: usize, phase: &str) -> (String, bool) {
+    match bodies {
+        Bodies::Generated => {
+            let r = turn % 60 + 1;
+            (history(c, r).to_string(), false)
+        }
+        Bodies::Fixed { body, distinct } => {
+            if *distinct {
+                (unique(body, c, turn), false)
+            } else {
+                (body.clone(), false)
+            }
+        }
+        Bodies::Grow(cuts) => {
+            // Spread the clients' starts over the first half of the cuts.
+            let offset = c * (cuts.len() / 2).max(1) / clients.max(1);
+            let step = offset + turn;
+            let (session, k) = (step / cuts.len(), step % cuts.len());
+            let restart = turn > 0 && k == 0;
+            (
+                format!(
+                    "{{\"metadata\":{{\"user_id\":\"grow-{phase}-{c}-{session}\"}},{}",
+                    cuts[k]
+                ),
+                restart,
+            )
+        }
+    }
+}
+
+/// `clients` loops sending `bodies` to `base` for `duration` (from the moment every client
+/// is ready, which is sent on `started`).
+async fn run(
+    base: &str,
+    clients: usize,
+    duration: Duration,
+    bodies: Bodies,
+    phase: &str,
+    started: Option<std::sync::mpsc::Sender<Instant>>,
+) -> Outcome {
     let http = reqwest::Client::new();
-    let started = Instant::now();
-    let deadline = started + duration;
     let mut tasks = Vec::new();
+    // Grow mode: every client's first body goes before the clock starts.
+    let warm = matches!(bodies, Bodies::Grow(_));
+    let ready = std::sync::Arc::new(tokio::sync::Barrier::new(clients + 1));
+    let (start_tx, start_rx) = tokio::sync::watch::channel(None::<Instant>);
     for c in 0..clients {
         let http = http.clone();
         let url = format!("{base}/v1/messages");
-        let fixed = fixed.clone();
+        let bodies = bodies.clone();
+        let phase = phase.to_string();
+        let ready = ready.clone();
+        let mut start_rx = start_rx.clone();
         tasks.push(tokio::spawn(async move {
-            let bodies: Vec<String> = match fixed {
-                Some(b) => vec![b],
-                None => (1..=60).map(|r| history(c, r).to_string()).collect(),
-            };
-            let (mut lat, mut errors, mut turn) = (Vec::new(), 0usize, 0usize);
-            while Instant::now() < deadline {
-                let t0 = Instant::now();
-                let res = http
-                    .post(&url)
+            let send = |body: String| {
+                http.post(&url)
                     .header("x-api-key", "sk-load-check")
                     .header("content-type", "application/json")
-                    .body(bodies[turn % bodies.len()].clone())
+                    .body(body)
                     .send()
-                    .await;
-                match res {
+            };
+            let mut turn = 0usize;
+            let mut errors = 0usize;
+            if warm {
+                let (body, _) = body_of(&bodies, c, clients, turn, &phase);
+                match send(body).await {
+                    Ok(r) if r.status().is_success() => {
+                        if r.bytes().await.is_err() {
+                            errors += 1;
+                        }
+                    }
+                    _ => errors += 1,
+                }
+                turn += 1;
+            }
+            ready.wait().await;
+            let deadline = loop {
+                if let Some(t) = *start_rx.borrow_and_update() {
+                    break t + duration;
+                }
+                if start_rx.changed().await.is_err() {
+                    break Instant::now();
+                }
+            };
+            let (mut lat, mut restarts) = (Vec::new(), 0usize);
+            while Instant::now() < deadline {
+                let (body, restart) = body_of(&bodies, c, clients, turn, &phase);
+                restarts += usize::from(restart);
+                let t0 = Instant::now();
+                match send(body).await {
                     Ok(r) if r.status().is_success() => match r.bytes().await {
                         Ok(_) => lat.push(t0.elapsed()),
                         Err(_) => errors += 1,
@@ -78,24 +213,32 @@ async fn run(base: &str, clients: usize, duration: Duration, fixed: Option<Strin
                 }
                 turn += 1;
             }
-            (lat, errors)
+            (lat, errors, restarts)
         }));
+    }
+    ready.wait().await;
+    let began = Instant::now();
+    let _ = start_tx.send(Some(began));
+    if let Some(tx) = started {
+        let _ = tx.send(began);
     }
     let mut out = Outcome {
         latencies: Vec::new(),
         errors: 0,
         elapsed: Duration::ZERO,
+        restarts: 0,
     };
     for t in tasks {
         match t.await {
-            Ok((lat, errors)) => {
+            Ok((lat, errors, restarts)) => {
                 out.latencies.extend(lat);
                 out.errors += errors;
+                out.restarts += restarts;
             }
             Err(_) => out.errors += 1,
         }
     }
-    out.elapsed = started.elapsed();
+    out.elapsed = began.elapsed();
     out.latencies.sort();
     out
 }
@@ -119,6 +262,24 @@ async fn main() -> anyhow::Result<()> {
     let seconds: u64 = args.get(3).map_or(Ok(10), |s| s.parse())?;
     let fixed = args.get(4).map(std::fs::read_to_string).transpose()?;
     let budget: usize = args.get(5).map_or(Ok(6000), |s| s.parse())?;
+    let mode = args.get(6).map_or("", String::as_str);
+    let (distinct, grow) = (mode == "distinct", mode == "grow");
+    let bodies = match (&fixed, grow) {
+        (None, _) => Bodies::Generated,
+        (Some(body), false) => Bodies::Fixed {
+            body: body.clone(),
+            distinct,
+        },
+        (Some(body), true) => {
+            let start = std::env::var("LOAD_CHECK_GROW_START")
+                .ok()
+                .map_or(Ok(0.6), |s| s.parse::<f64>())?;
+            Bodies::Grow(std::sync::Arc::new(grow_bodies(body, start)?))
+        }
+    };
+    // Only a fixed body is sent once before the proxy phase; grow mode warms each client.
+    let fixed = fixed.filter(|_| !grow);
+    let extra = std::env::var("LOAD_CHECK_SERVER").unwrap_or_default();
 
     let upstream = Router::new().route(
         "/v1/messages",
@@ -145,7 +306,7 @@ async fn main() -> anyhow::Result<()> {
     std::fs::write(
         &config,
         format!(
-            "[budget]\ntokens = {budget}\n[server]\nanthropic_upstream = \"http://{upstream_addr}\"\nconcurrency_limit = 256\n"
+            "[budget]\ntokens = {budget}\n[server]\nanthropic_upstream = \"http://{upstream_addr}\"\n{extra}\n"
         ),
     )?;
     let mut child = tokio::process::Command::new(&bin)
@@ -172,7 +333,9 @@ async fn main() -> anyhow::Result<()> {
         &format!("http://{upstream_addr}"),
         clients,
         half,
-        fixed.clone(),
+        bodies.clone(),
+        "direct",
+        None,
     )
     .await;
     // With a fixed body: one request first, so the proxy phase runs on a warm memory (the
@@ -192,24 +355,41 @@ async fn main() -> anyhow::Result<()> {
         }
         None => None,
     };
+    // Its own thread and runtime: the 128 client tasks and the fake upstream of this program
+    // must not delay the probe's own polling.
     let probe = {
-        let (http, url) = (http.clone(), format!("{proxy}/healthz"));
-        let deadline = Instant::now() + half;
-        tokio::spawn(async move {
-            let mut lat = Vec::new();
-            while Instant::now() < deadline {
-                let t0 = Instant::now();
-                if http.get(&url).send().await.is_ok() {
-                    lat.push(t0.elapsed());
+        let url = format!("{proxy}/healthz");
+        let (started_tx, started_rx) = std::sync::mpsc::channel::<Instant>();
+        let thread = std::thread::spawn(move || -> anyhow::Result<Vec<Duration>> {
+            // From the phase's start (after grow mode's untimed first bodies) to its end.
+            let deadline = started_rx.recv()? + half;
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            rt.block_on(async move {
+                let http = reqwest::Client::new();
+                let mut lat = Vec::new();
+                while Instant::now() < deadline {
+                    let t0 = Instant::now();
+                    if let Ok(r) = http.get(&url).send().await
+                        && r.bytes().await.is_ok()
+                    {
+                        lat.push(t0.elapsed());
+                    }
+                    tokio::time::sleep(Duration::from_millis(20)).await;
                 }
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-            lat.sort();
-            lat
-        })
+                lat.sort();
+                Ok(lat)
+            })
+        });
+        (thread, started_tx)
     };
-    let prox = run(&proxy, clients, half, fixed).await;
-    let health = probe.await?;
+    let bodies_note = bodies.clone();
+    let prox = run(&proxy, clients, half, bodies, "proxy", Some(probe.1)).await;
+    let health = probe
+        .0
+        .join()
+        .map_err(|_| anyhow::anyhow!("the /healthz probe panicked"))??;
     let metrics = http
         .get(format!("{proxy}/metrics"))
         .send()
@@ -230,7 +410,23 @@ async fn main() -> anyhow::Result<()> {
     let _ = child.wait().await;
 
     let rps = |o: &Outcome| o.latencies.len() as f64 / o.elapsed.as_secs_f64();
-    println!("load check: {clients} clients, {seconds} s per phase, 127.0.0.1 only, binary {bin}");
+    println!(
+        "load check: {clients} clients, {seconds} s per phase{}, 127.0.0.1 only, binary {bin}",
+        if distinct {
+            ", distinct bodies"
+        } else if grow {
+            ", growing histories"
+        } else {
+            ""
+        }
+    );
+    if let Bodies::Grow(cuts) = &bodies_note {
+        println!(
+            "  grow: {} cuts per session; sessions begun again during the proxy phase: {} (fresh compactions)",
+            cuts.len(),
+            prox.restarts
+        );
+    }
     for (name, o) in [("direct", &base), ("proxy", &prox)] {
         println!(
             "{name:>7}: {:>6} ok, {:>3} errors, {:>8.1} req/s, p50 {:>7.2} ms, p99 {:>7.2} ms",
@@ -259,10 +455,12 @@ async fn main() -> anyhow::Result<()> {
         );
     }
     println!("  peak RSS of compactor serve: {peak_rss}");
-    for line in metrics
-        .lines()
-        .filter(|l| l.starts_with("compactor_proxy_requests_total"))
-    {
+    for line in metrics.lines().filter(|l| {
+        l.starts_with("compactor_proxy_requests_total")
+            || l.starts_with("compactor_replay")
+            || l.starts_with("compactor_memory")
+            || l.starts_with("compactor_token_cache")
+    }) {
         println!("  {line}");
     }
     anyhow::ensure!(prox.errors == 0, "{} errors through the proxy", prox.errors);

@@ -96,6 +96,16 @@ impl Compactor {
         self
     }
 
+    /// This pipeline counting a model of the other vocabulary (not the configured `[tokens]
+    /// tokenizer`) with `counter`, which must count that vocabulary (e.g. the service's
+    /// [`CachedCounter`](crate::tokens::CachedCounter) bounded by `server.token_cache_bytes`);
+    /// without it such a model gets a cache of the default entry bound on first use.
+    pub fn with_other_counter(self, counter: Arc<dyn TokenCounter>) -> Compactor {
+        // A fresh pipeline has not built one yet; if it had, the given one is not used.
+        let _ = self.other_counter.set(counter);
+        self
+    }
+
     /// This pipeline with its compaction memory bounded to `max_bytes` (estimated bytes of
     /// remembered outputs; see [`Memory`]). Anything remembered so far is dropped.
     pub fn with_memory_bytes(mut self, max_bytes: u64) -> Compactor {
@@ -404,5 +414,29 @@ mod tests {
             afresh.report.notes
         );
         assert_eq!(afresh.report.status, Status::Compacted);
+    }
+
+    #[test]
+    fn a_model_of_the_other_vocabulary_counts_with_the_counter_given_for_it() {
+        use crate::tokens::{CachedCounter, TiktokenCounter};
+        let settings = Settings::default();
+        let other = match settings.tokens.tokenizer {
+            Tokenizer::O200kBase => Tokenizer::Cl100kBase,
+            _ => Tokenizer::O200kBase,
+        };
+        let given: Arc<dyn TokenCounter> = Arc::new(CachedCounter::with_max_bytes(
+            TiktokenCounter::new(other),
+            10 * 128,
+        ));
+        let c = Compactor::from_config(settings)
+            .unwrap()
+            .with_other_counter(given.clone());
+        let used = c.counter_of(other) as *const dyn TokenCounter;
+        assert!(std::ptr::addr_eq(used, Arc::as_ptr(&given)));
+        // Without one, a counter of its own is built (not the configured vocabulary's).
+        let plain = Compactor::from_config(Settings::default()).unwrap();
+        let own = plain.counter_of(other) as *const dyn TokenCounter;
+        assert!(!std::ptr::addr_eq(own, Arc::as_ptr(&given)));
+        assert!(!std::ptr::addr_eq(own, Arc::as_ptr(&plain.counter)));
     }
 }

@@ -65,6 +65,11 @@ pub struct ServerSettings {
     /// answer is a JSON 431 (`headers_too_large`).
     #[serde(default = "defaults::max_header_bytes")]
     pub max_header_bytes: usize,
+    /// Bound of the proxy's replay cache (what it sent for a body it has seen byte for byte,
+    /// see `server::replay`), in bytes of outgoing bodies and headers (least recently used
+    /// evicted first). `0`: no replay cache.
+    #[serde(default = "defaults::replay_cache_bytes")]
+    pub replay_cache_bytes: u64,
 }
 
 mod defaults {
@@ -92,6 +97,9 @@ mod defaults {
     pub fn max_header_bytes() -> usize {
         64 * 1024
     }
+    pub fn replay_cache_bytes() -> u64 {
+        64 * 1024 * 1024
+    }
 }
 
 impl Default for ServerSettings {
@@ -115,6 +123,7 @@ impl Default for ServerSettings {
             summary_budget_secs: defaults::summary_budget_secs(),
             token_cache_bytes: defaults::token_cache_bytes(),
             max_header_bytes: defaults::max_header_bytes(),
+            replay_cache_bytes: defaults::replay_cache_bytes(),
         }
     }
 }

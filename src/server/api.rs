@@ -229,9 +229,13 @@ pub(crate) async fn metrics(State(state): State<AppState>) -> impl IntoResponse 
             .metrics()
             .memory(&preset, c.memory().bytes(), c.memory().max_bytes());
     }
-    if let Some((bytes, max)) = state.token_cache_bytes() {
-        state.metrics().token_cache(bytes, max);
+    for (tokenizer, bytes, max) in state.token_cache_bytes() {
+        state.metrics().token_cache(tokenizer.as_str(), bytes, max);
     }
+    let replay = state.replay();
+    state
+        .metrics()
+        .replay_cache(replay.bytes(), replay.max_bytes());
     if let Some(store) = state.store() {
         let bytes = store.bytes().await.ok();
         state.metrics().store(

@@ -30,6 +30,8 @@ pub struct Metrics {
     store_errors: IntCounterVec,
     store_bytes: IntGaugeVec,
     token_cache_bytes: IntGaugeVec,
+    replay_bytes: IntGaugeVec,
+    replay_hits: IntCounter,
 }
 
 impl Metrics {
@@ -148,14 +150,27 @@ impl Metrics {
         let token_cache_bytes = IntGaugeVec::new(
             Opts::new(
                 "compactor_token_cache_bytes",
-                "Estimated bytes of the proxy pipeline's token count cache (kind=used), and its bound (kind=max, server.token_cache_bytes).",
+                "Estimated bytes of the token count cache of the pipelines' vocabulary (kind=used, shared by every preset counting with it), and its bound (kind=max, server.token_cache_bytes).",
             ),
-            &["kind"],
+            &["kind", "tokenizer"],
         )?;
         registry.register(Box::new(store_up.clone()))?;
         registry.register(Box::new(store_errors.clone()))?;
         registry.register(Box::new(store_bytes.clone()))?;
         registry.register(Box::new(token_cache_bytes.clone()))?;
+        let replay_bytes = IntGaugeVec::new(
+            Opts::new(
+                "compactor_replay_cache_bytes",
+                "Estimated bytes of the proxy's replay cache (kind=used), and its bound (kind=max, server.replay_cache_bytes).",
+            ),
+            &["kind"],
+        )?;
+        let replay_hits = IntCounter::new(
+            "compactor_replay_hits_total",
+            "Proxied bodies seen before byte for byte and answered from the replay cache (also counted in compactor_proxy_requests_total).",
+        )?;
+        registry.register(Box::new(replay_bytes.clone()))?;
+        registry.register(Box::new(replay_hits.clone()))?;
         let token_ratio = token_ratio_gauge()?;
         registry.register(Box::new(token_ratio.clone()))?;
         Ok(Metrics {
@@ -177,6 +192,8 @@ impl Metrics {
             store_errors,
             store_bytes,
             token_cache_bytes,
+            replay_bytes,
+            replay_hits,
         })
     }
 
@@ -248,15 +265,32 @@ impl Metrics {
         }
     }
 
-    /// Sets the token count cache's estimated size and bound, in bytes.
-    pub fn token_cache(&self, bytes: u64, max_bytes: u64) {
+    /// Sets the estimated size and bound, in bytes, of the token count cache of vocabulary
+    /// `tokenizer` (`o200k_base`, `cl100k_base`).
+    pub fn token_cache(&self, tokenizer: &str, bytes: u64, max_bytes: u64) {
         let gauge = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
         self.token_cache_bytes
-            .with_label_values(&["used"])
+            .with_label_values(&["used", tokenizer])
             .set(gauge(bytes));
         self.token_cache_bytes
+            .with_label_values(&["max", tokenizer])
+            .set(gauge(max_bytes));
+    }
+
+    /// Sets the replay cache's estimated size and bound, in bytes.
+    pub fn replay_cache(&self, bytes: u64, max_bytes: u64) {
+        let gauge = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+        self.replay_bytes
+            .with_label_values(&["used"])
+            .set(gauge(bytes));
+        self.replay_bytes
             .with_label_values(&["max"])
             .set(gauge(max_bytes));
+    }
+
+    /// Counts one body answered from the replay cache.
+    pub fn replayed(&self) {
+        self.replay_hits.inc();
     }
 
     /// The text exposition format.

@@ -24,6 +24,7 @@ pub mod metrics;
 mod passthrough;
 pub mod pool;
 mod proxy;
+pub mod replay;
 pub mod store;
 mod upstream;
 pub mod usage;
@@ -73,9 +74,12 @@ struct Inner {
     limit: Arc<Semaphore>,
     /// The shared store, when `[store] redis_url` is set.
     store: Option<Arc<store::SharedStore>>,
-    /// The default pipeline's token count cache, when the state built it (not for a
-    /// pipeline given to [`AppState::with_compactor`]).
-    token_cache: Option<Arc<TokenCache>>,
+    /// The token count caches of the pipelines the state built, one per vocabulary, shared
+    /// by every preset that counts with it (not the cache of a pipeline given to
+    /// [`AppState::with_compactor`]); each bounded by `server.token_cache_bytes`.
+    token_caches: Mutex<HashMap<crate::tokens::Tokenizer, Arc<TokenCache>>>,
+    /// What the proxy sent for bodies it has seen byte for byte.
+    replay: replay::ReplayCache,
 }
 
 /// The bytes of one token cache entry as [`crate::tokens::CachedCounter::with_max_bytes`]
@@ -84,6 +88,15 @@ const TOKEN_ENTRY_BYTES: u64 = 128;
 
 /// The token count cache the service builds for its pipelines (`server.token_cache_bytes`).
 type TokenCache = crate::tokens::CachedCounter<crate::tokens::TiktokenCounter>;
+
+/// The vocabulary a pipeline counting with `t` uses for a model of the other one.
+fn other_vocabulary(t: crate::tokens::Tokenizer) -> crate::tokens::Tokenizer {
+    use crate::tokens::Tokenizer::{Cl100kBase, O200kBase};
+    match t {
+        O200kBase => Cl100kBase,
+        Cl100kBase => O200kBase,
+    }
+}
 
 impl AppState {
     /// Loads the settings with `loader` and reads the token from `server.auth_token_env`.
@@ -116,14 +129,20 @@ impl AppState {
         loader: Loader,
         auth_token: Option<String>,
     ) -> Result<AppState, ConfigError> {
-        let cache = Arc::new(TokenCache::with_max_bytes(
-            crate::tokens::TiktokenCounter::new(settings.tokens.tokenizer),
-            settings.server.token_cache_bytes,
-        ));
+        let bound = |t| {
+            Arc::new(TokenCache::with_max_bytes(
+                crate::tokens::TiktokenCounter::new(t),
+                settings.server.token_cache_bytes,
+            ))
+        };
+        let tokenizer = settings.tokens.tokenizer;
+        let (cache, other) = (bound(tokenizer), bound(other_vocabulary(tokenizer)));
         let default = Compactor::from_config(settings.clone())?
             .with_memory_bytes(settings.server.memory_bytes)
-            .with_counter(cache.clone());
-        AppState::build(settings, loader, auth_token, default, Some(cache))
+            .with_counter(cache.clone())
+            .with_other_counter(other.clone());
+        let caches = vec![(tokenizer, cache), (other_vocabulary(tokenizer), other)];
+        AppState::build(settings, loader, auth_token, default, caches)
     }
 
     /// A state whose configured preset is served by `default` (a pipeline built with
@@ -138,7 +157,7 @@ impl AppState {
         auth_token: Option<String>,
         default: Compactor,
     ) -> Result<AppState, ConfigError> {
-        AppState::build(settings, loader, auth_token, default, None)
+        AppState::build(settings, loader, auth_token, default, Vec::new())
     }
 
     fn build(
@@ -146,7 +165,7 @@ impl AppState {
         loader: Loader,
         auth_token: Option<String>,
         default: Compactor,
-        token_cache: Option<Arc<TokenCache>>,
+        token_caches: Vec<(crate::tokens::Tokenizer, Arc<TokenCache>)>,
     ) -> Result<AppState, ConfigError> {
         let default = Arc::new(default);
         let store = store::SharedStore::from_settings(&settings.store)
@@ -168,6 +187,7 @@ impl AppState {
         let mut presets = HashMap::new();
         presets.insert(settings.preset.clone(), default.clone());
         let pool = Pool::new(settings.server.compaction_workers);
+        let settings_replay_bytes = settings.server.replay_cache_bytes;
         let limit = Arc::new(Semaphore::new(
             settings
                 .server
@@ -186,7 +206,8 @@ impl AppState {
                 pool,
                 limit,
                 store,
-                token_cache,
+                token_caches: Mutex::new(token_caches.into_iter().collect()),
+                replay: replay::ReplayCache::with_max_bytes(settings_replay_bytes),
             }),
         })
     }
@@ -212,15 +233,48 @@ impl AppState {
         }
     }
 
-    /// The estimated bytes of the default pipeline's token count cache and its bound, when
-    /// the state built that cache.
-    pub fn token_cache_bytes(&self) -> Option<(u64, u64)> {
-        let cache = self.inner.token_cache.as_ref()?;
+    /// The estimated bytes of each token count cache the state built and its bound, by
+    /// vocabulary: `(tokenizer, used, max)`.
+    pub fn token_cache_bytes(&self) -> Vec<(crate::tokens::Tokenizer, u64, u64)> {
         let per = TOKEN_ENTRY_BYTES;
-        Some((
-            cache.stats().entries as u64 * per,
-            (self.settings().server.token_cache_bytes as u64 / per) * per,
-        ))
+        let max = (self.settings().server.token_cache_bytes as u64 / per) * per;
+        let mut out: Vec<_> = self
+            .lock_token_caches()
+            .iter()
+            .map(|(t, cache)| (*t, cache.stats().entries as u64 * per, max))
+            .collect();
+        out.sort_by_key(|(t, _, _)| t.as_str());
+        out
+    }
+
+    /// The token count cache of `tokenizer`, built on first use with the bound of
+    /// `server.token_cache_bytes`.
+    fn token_cache(&self, tokenizer: crate::tokens::Tokenizer) -> Arc<TokenCache> {
+        let max = self.settings().server.token_cache_bytes;
+        self.lock_token_caches()
+            .entry(tokenizer)
+            .or_insert_with(|| {
+                Arc::new(TokenCache::with_max_bytes(
+                    crate::tokens::TiktokenCounter::new(tokenizer),
+                    max,
+                ))
+            })
+            .clone()
+    }
+
+    fn lock_token_caches(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<crate::tokens::Tokenizer, Arc<TokenCache>>> {
+        // A panic while holding the lock cannot leave the map half-written: keep going.
+        self.inner
+            .token_caches
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The proxy's replay cache (`server.replay_cache_bytes`).
+    pub fn replay(&self) -> &replay::ReplayCache {
+        &self.inner.replay
     }
 
     /// The settings in force.
@@ -272,7 +326,16 @@ impl AppState {
         }
         .load()?;
         let bytes = self.inner.settings.server.memory_bytes;
-        let built = Arc::new(Compactor::from_config(settings)?.with_memory_bytes(bytes));
+        // The token cache of its vocabulary, shared with the other presets and bounded by
+        // `server.token_cache_bytes` like the default pipeline's.
+        let cache = self.token_cache(settings.tokens.tokenizer);
+        let other = self.token_cache(other_vocabulary(settings.tokens.tokenizer));
+        let built = Arc::new(
+            Compactor::from_config(settings)?
+                .with_memory_bytes(bytes)
+                .with_counter(cache)
+                .with_other_counter(other),
+        );
         Ok(self
             .lock_presets()
             .entry(name.to_string())

@@ -2,7 +2,8 @@
 //! Chat) and `POST /v1/responses` (OpenAI Responses).
 //!
 //! ```text
-//! client body -> under the trigger?        -> the original bytes, untouched
+//! client body -> seen byte for byte?       -> what was sent for it then (replay.rs)
+//!             -> under the trigger?        -> the original bytes, untouched
 //!             -> a remembered prefix fits? -> remembered compacted prefix ++ new messages
 //!             -> else                      -> compact afresh (and remember it)
 //!   -> POST upstream (base URL from the config, the client's headers minus hop-by-hop)
@@ -15,6 +16,7 @@
 //! names a `previous_response_id`: its history lives on the provider's side, out of reach.
 
 use super::pool::PoolError;
+use super::replay::{Key, Replayed};
 use super::{AppError, AppState, upstream};
 use crate::compactor::CompactError;
 use crate::format::Format;
@@ -73,6 +75,8 @@ struct Outgoing {
     header: (&'static str, String),
     /// The model and the counter's count of the body sent, to learn from the answer's usage.
     probe: Option<(String, usize)>,
+    /// The decision to keep in the replay cache, when a repeat would give the same answer.
+    keep: Option<Replayed>,
 }
 
 async fn forward(
@@ -86,34 +90,36 @@ async fn forward(
     // A body over the limit is a JSON 413 like on every other route, not axum's plain text.
     let body = body?;
     let route = uri.path().to_string();
-    let outgoing = {
-        let (state, original) = (state.clone(), body.clone());
-        let route = route.clone();
-        state
-            .pool()
-            .clone()
-            .run(move || async move {
-                let scope = state.llm_scope();
-                crate::llm::scope::with(scope, outgoing_body(&state, format, &route, original))
-                    .await
-            })
-            .await
+    // A body seen before byte for byte: hashed here (a fraction of a millisecond for 1 MB),
+    // answered without the pool, no parse, count or write.
+    let replay = state.replay();
+    let key = (replay.max_bytes() > 0).then(|| Key::of(&route, &body));
+    let compactor = state.default_compactor();
+    let hit = key.and_then(|key| replay.get(key, |model| compactor.model_tokens(model)));
+    let outgoing = if let Some(hit) = hit {
+        replayed(state, &route, &hit, body)
+    } else {
+        compact_in_pool(state, format, &route, body).await
     };
-    let outgoing = match outgoing {
-        Ok(o) => o,
-        // The agent's request is never dropped for a fault of ours: the original goes upstream.
-        Err(e) => {
-            if let PoolError::Panicked(why) = &e {
-                tracing::error!(route = %route, panic = %why, "proxy: compaction panicked; original body forwarded");
-            }
-            state.metrics().proxied(&route, "skipped");
-            state.metrics().panicked(&e);
+    let outgoing = match (key, outgoing) {
+        (
+            Some(key),
+            Outgoing {
+                keep: Some(keep),
+                body,
+                header,
+                probe,
+            },
+        ) => {
+            replay.insert(key, keep);
             Outgoing {
                 body,
-                header: (SKIPPED_HEADER, "internal error".to_string()),
-                probe: None,
+                header,
+                probe,
+                keep: None,
             }
         }
+        (_, o) => o,
     };
     let url = format!(
         "{}{}",
@@ -132,6 +138,61 @@ async fn forward(
     .await
 }
 
+/// The answer kept for a body seen before, counted in the metrics as the pipeline's own.
+fn replayed(state: &AppState, route: &str, hit: &Replayed, body: Bytes) -> Outgoing {
+    let started = std::time::Instant::now();
+    let metrics = state.metrics();
+    metrics.replayed();
+    metrics.proxied(route, hit.label);
+    let mut report = hit.report.clone();
+    report.timings = crate::report::Timings {
+        total_ms: started.elapsed().as_secs_f64() * 1000.0,
+        ..Default::default()
+    };
+    metrics.record(&report);
+    Outgoing {
+        body: hit.body.clone().unwrap_or(body),
+        header: (TOKENS_HEADER, hit.header.clone()),
+        probe: hit.probe.clone(),
+        keep: None,
+    }
+}
+
+/// [`outgoing_body`] on the compaction pool; a fault there forwards the original body.
+async fn compact_in_pool(state: &AppState, format: Format, route: &str, body: Bytes) -> Outgoing {
+    let route = route.to_string();
+    let outgoing = {
+        let (state, original) = (state.clone(), body.clone());
+        let route = route.clone();
+        state
+            .pool()
+            .clone()
+            .run(move || async move {
+                let scope = state.llm_scope();
+                crate::llm::scope::with(scope, outgoing_body(&state, format, &route, original))
+                    .await
+            })
+            .await
+    };
+    match outgoing {
+        Ok(o) => o,
+        // The agent's request is never dropped for a fault of ours: the original goes upstream.
+        Err(e) => {
+            if let PoolError::Panicked(why) = &e {
+                tracing::error!(route = %route, panic = %why, "proxy: compaction panicked; original body forwarded");
+            }
+            state.metrics().proxied(&route, "skipped");
+            state.metrics().panicked(&e);
+            Outgoing {
+                body,
+                header: (SKIPPED_HEADER, "internal error".to_string()),
+                probe: None,
+                keep: None,
+            }
+        }
+    }
+}
+
 /// Decides what to send: the original bytes, a remembered prefix plus the new messages, or a
 /// fresh compaction.
 async fn outgoing_body(state: &AppState, format: Format, route: &str, body: Bytes) -> Outgoing {
@@ -142,6 +203,7 @@ async fn outgoing_body(state: &AppState, format: Format, route: &str, body: Byte
             body,
             header: (SKIPPED_HEADER, why.to_string()),
             probe: None,
+            keep: None,
         }
     };
     let Ok(value) = serde_json::from_slice::<Value>(&body) else {
@@ -159,6 +221,9 @@ async fn outgoing_body(state: &AppState, format: Format, route: &str, body: Byte
     let Ok(conversation) = format.read(&value) else {
         return skipped(body, "not a request body of this format");
     };
+    // The parsed body is not needed past here: freed before the pipeline runs, so the peak
+    // holds one parsed copy of the history, not two.
+    drop(value);
     let compactor = state.default_compactor();
     // With a shared store: the longest compaction of this history another replica made,
     // loaded into the local memory first (only over the trigger: under it nothing is read).
@@ -225,22 +290,46 @@ async fn outgoing_body(state: &AppState, format: Format, route: &str, body: Byte
                 .model
                 .clone()
                 .map(|m| (m, report.counted_after));
-            match compacted.conversation {
+            // Kept for a repeat of this body: the two answers a repeat gives again.
+            let keep = |body: Option<Bytes>, label: &'static str| Replayed {
+                body,
+                header: header.1.clone(),
+                probe: probe.clone(),
+                label,
+                report: compacted.report.clone(),
+                model: conversation
+                    .extra
+                    .get("model")
+                    .and_then(Value::as_str)
+                    .map(str::to_string),
+                basis: compacted.report.counting.clone(),
+            };
+            match &compacted.conversation {
                 Cow::Borrowed(_) => {
                     metrics.proxied(route, "passthrough");
+                    // Under the trigger; not an input every tier failed to shorten (a
+                    // repeat would run them again).
+                    let untouched = compacted.report.tiers.is_empty();
+                    let keep = untouched.then(|| keep(None, "passthrough"));
                     Outgoing {
                         body,
                         header,
                         probe,
+                        keep,
                     }
                 }
                 Cow::Owned(c) => {
                     metrics.proxied(route, if reused { "reused" } else { "compacted" });
-                    let out = to_bytes(&format.write(&c));
+                    let out = to_bytes(&format.write(c));
+                    // Only a remembered output no tier had to work on: a repeat would run
+                    // the same tiers again (a summary that failed might answer next time).
+                    let settled = reused && compacted.report.tiers.is_empty();
+                    let keep = settled.then(|| keep(Some(out.clone()), "reused"));
                     Outgoing {
                         body: out,
                         header,
                         probe,
+                        keep,
                     }
                 }
             }
@@ -274,6 +363,8 @@ fn counting_note(report: &crate::report::Report) -> String {
     format!("{}; ", c.describe())
 }
 
+/// `value` as compact JSON (the bytes `Value`'s `Display` gives, written straight into one
+/// buffer).
 fn to_bytes(value: &Value) -> Bytes {
-    Bytes::from(value.to_string())
+    serde_json::to_vec(value).map_or_else(|_| Bytes::from(value.to_string()), Bytes::from)
 }

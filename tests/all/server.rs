@@ -1583,15 +1583,21 @@ async fn metrics_show_the_token_cache_bytes_and_their_bound_from_the_config() {
     s.server.token_cache_bytes = 1_280_000;
     let app = app(state(s));
     let used = |m: &str| -> u64 {
-        let line = metric(m, r#"compactor_token_cache_bytes{kind="used"}"#);
+        let line = metric(
+            m,
+            r#"compactor_token_cache_bytes{kind="used",tokenizer="o200k_base"}"#,
+        );
         line.rsplit(' ').next().unwrap().parse().unwrap()
     };
     let (status, _) = post_json(app.clone(), "/v1/compact", &json!({"request": history(3)})).await;
     assert_eq!(status, StatusCode::OK);
     let (_, m) = get_text(app.clone(), "/metrics").await;
     assert_eq!(
-        metric(&m, r#"compactor_token_cache_bytes{kind="max"}"#),
-        r#"compactor_token_cache_bytes{kind="max"} 1280000"#
+        metric(
+            &m,
+            r#"compactor_token_cache_bytes{kind="max",tokenizer="o200k_base"}"#
+        ),
+        r#"compactor_token_cache_bytes{kind="max",tokenizer="o200k_base"} 1280000"#
     );
     let before = used(&m);
     // Two more rounds: a text, a call and a result each, 6 new blocks, and the texts of the
@@ -1601,4 +1607,171 @@ async fn metrics_show_the_token_cache_bytes_and_their_bound_from_the_config() {
     assert_eq!(status, StatusCode::OK);
     let (_, m) = get_text(app, "/metrics").await;
     assert_eq!(used(&m) - before, 10 * 128);
+}
+
+/// Sends `bodies` in order through a proxy with `replay_cache_bytes`; what the upstream got,
+/// the `x-compactor-tokens` headers, and the metrics text at the end.
+async fn send_in_turn(
+    replay_cache_bytes: u64,
+    bodies: &[&str],
+) -> (Vec<Bytes>, Vec<String>, String) {
+    let (upstream, seen) = spawn_upstream(Reply::json(200, "{}")).await;
+    let mut s = settings(4000);
+    s.server.anthropic_upstream = upstream.clone();
+    s.server.replay_cache_bytes = replay_cache_bytes;
+    let router = app(state(s));
+    let mut headers = Vec::new();
+    for body in bodies {
+        let (status, h, _) = call(router.clone(), anthropic_request(body.to_string())).await;
+        assert_eq!(status, StatusCode::OK);
+        headers.push(h["x-compactor-tokens"].to_str().unwrap().to_string());
+    }
+    let (_, m) = get_text(router, "/metrics").await;
+    let sent = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|s| s.body.clone())
+        .collect();
+    (sent, headers, m)
+}
+
+#[tokio::test]
+async fn a_body_seen_before_is_replayed_as_the_pipeline_would_send_it_again() {
+    let (over, under) = (history(30).to_string(), history(1).to_string());
+    let bodies = [&*over, &*over, &*over, &*under, &*under, &*over];
+    let (sent, headers, m) = send_in_turn(64 << 20, &bodies).await;
+    // The same bodies through a proxy without the replay cache: every answer the same.
+    let (sent_off, headers_off, m_off) = send_in_turn(0, &bodies).await;
+    assert_eq!(headers, headers_off);
+    assert_eq!(sent, sent_off);
+    // Compacted once, then continued from the memory (kept), then replayed.
+    assert!(
+        headers[1].ends_with("tier=remembered; prefix=reused"),
+        "{}",
+        headers[1]
+    );
+    assert_eq!(sent[1], sent[2]);
+    assert_eq!(sent[1], sent[5]);
+    assert_eq!(sent[4], Bytes::from(under.clone()));
+    assert!(headers[3].ends_with("tier=none"), "{}", headers[3]);
+    assert_eq!(
+        metric(&m, "compactor_replay_hits_total"),
+        "compactor_replay_hits_total 3"
+    );
+    assert_eq!(
+        metric(&m_off, "compactor_replay_hits_total"),
+        "compactor_replay_hits_total 0"
+    );
+    // The requests are counted by what was done to them, replayed or not.
+    for m in [&m, &m_off] {
+        for (body, n) in [("compacted", 1), ("reused", 3), ("passthrough", 2)] {
+            let name =
+                format!("compactor_proxy_requests_total{{body=\"{body}\",route=\"/v1/messages\"}}");
+            assert_eq!(metric(m, &name), format!("{name} {n}"));
+        }
+    }
+    let used: u64 = metric(&m, r#"compactor_replay_cache_bytes{kind="used"}"#)
+        .rsplit(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    // The kept remembered output and two headers with their overhead (the body forwarded as
+    // it came is not kept).
+    let expected = sent[1].len() as u64 + headers[1].len() as u64 + headers[3].len() as u64 + 2048;
+    assert_eq!(used, expected);
+    assert_eq!(
+        metric(&m, r#"compactor_replay_cache_bytes{kind="max"}"#),
+        format!(
+            "compactor_replay_cache_bytes{{kind=\"max\"}} {}",
+            64u64 << 20
+        )
+    );
+}
+
+#[tokio::test]
+async fn every_preset_counts_into_the_one_token_cache_bounded_by_the_config() {
+    let mut s = settings(2_000);
+    s.server.token_cache_bytes = 20 * 128;
+    let app = app(state(s));
+    // Only presets other than the configured one (`default`) count here.
+    for strategy in ["truncate", "microcompact"] {
+        let (status, out) = post_json(
+            app.clone(),
+            "/v1/compact",
+            &json!({"request": history(30), "strategy": strategy}),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "{out}");
+        assert_eq!(out["report"]["strategy"], strategy);
+    }
+    let (_, m) = get_text(app, "/metrics").await;
+    let value = |name: &str| -> u64 {
+        metric(&m, name)
+            .rsplit(' ')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let max = value(r#"compactor_token_cache_bytes{kind="max",tokenizer="o200k_base"}"#);
+    let used = value(r#"compactor_token_cache_bytes{kind="used",tokenizer="o200k_base"}"#);
+    assert_eq!(max, 20 * 128);
+    // history(30) has 91 blocks: the presets' counts are in the one cache, held to its bound.
+    assert!(used > 0 && used <= max, "{used}");
+}
+
+/// A tier that never shortens anything and counts how often it ran.
+struct Stuck(Arc<std::sync::atomic::AtomicUsize>);
+
+#[async_trait::async_trait]
+impl compactor::strategy::Strategy for Stuck {
+    fn name(&self) -> &str {
+        "stuck"
+    }
+    async fn compact(
+        &self,
+        c: &compactor::conversation::Conversation,
+        _: compactor::strategy::Budget,
+        _: &compactor::strategy::Context<'_>,
+    ) -> Result<compactor::strategy::Compaction, compactor::strategy::StrategyError> {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Ok(compactor::strategy::Compaction::unchanged(
+            c,
+            "nothing to cut",
+        ))
+    }
+}
+
+#[tokio::test]
+async fn a_body_no_tier_could_shorten_is_not_replayed_but_tried_again() {
+    let (upstream, seen) = spawn_upstream(Reply::json(200, "{}")).await;
+    let mut s = settings(2000);
+    s.server.anthropic_upstream = upstream.clone();
+    let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let pipeline = compactor::Compactor::with_parts(
+        s.clone(),
+        counter_for(Default::default()),
+        vec![Box::new(Stuck(runs.clone()))],
+    );
+    let router = app(AppState::with_compactor(s, loader(), None, pipeline).unwrap());
+    let body = history(20).to_string();
+    for _ in 0..3 {
+        let (status, _, _) = call(router.clone(), anthropic_request(body.clone())).await;
+        assert_eq!(status, StatusCode::OK);
+    }
+    // Over the trigger, forwarded as it came each time, and the tier ran each time.
+    assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 3);
+    assert!(
+        seen.lock()
+            .unwrap()
+            .iter()
+            .all(|s| s.body == body.as_bytes())
+    );
+    let (_, m) = get_text(router, "/metrics").await;
+    assert_eq!(
+        metric(&m, "compactor_replay_hits_total"),
+        "compactor_replay_hits_total 0"
+    );
 }
