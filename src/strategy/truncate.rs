@@ -1,7 +1,8 @@
 //! `truncate`: rule truncation.
 //!
-//! 1. Cap: every tool_result, tool_use input string and long text over its cap is cut to head +
-//!    tail with a `[… N tokens truncated …]` marker (never twice).
+//! 1. Cap: every tool_result, tool_use input string and long text over its cap that can be
+//!    kept is cut to head + tail with a `[… N tokens truncated …]` marker (never twice); what
+//!    is dropped whole is never cut.
 //! 2. Drop: the oldest whole units go, cutting only where the guard allows, and one user-role
 //!    marker message with the [`SessionState`] of what went (made by code) takes their place.
 //! 3. Squeeze: when even the newest turn is over the limit, the kept tool results and inputs are
@@ -98,31 +99,59 @@ impl Truncate {
             input: c.max_tool_input_tokens.min(scale).max(c.min_cap_tokens),
             text: c.max_text_tokens.min(scale).max(c.min_cap_tokens),
         };
-        let mut capped = cap_blocks(input, layout, 0..n, caps, cx);
-        let mut notes = Vec::new();
-        // Per message, after the caps: the counts are additive (message = overhead + blocks).
-        let mut per: Vec<usize> = input
+        let fixed =
+            counter.count_system(input.system.as_ref()) + counter.count_tools(input.tools());
+        // Per message, uncapped (cached counts; no text is cut for them).
+        let raw: Vec<usize> = input
             .messages
             .iter()
             .map(|m| counter.count_message(m))
             .collect();
-        for (&(i, _), cap) in &capped {
-            per[i] -= cap.saved;
+        let pinned = layout.pinned();
+        let last_cut = layout.cuts().last().map_or(0, |c| c.index);
+        // Caps only what can be kept: from the newest message back, each message is capped
+        // (its count after the caps is exact; counts are additive, message = overhead +
+        // blocks) until the capped tail alone is over the target. Every cut before that
+        // point leaves more than the target and is never chosen (`drop_oldest` rejects it
+        // whatever its marker), so its messages go whole and their caps would be thrown
+        // away. The latest cut is always reached (it is the fallback).
+        let head_fixed = fixed + raw[..pinned.min(n)].iter().sum::<usize>();
+        let mut per = raw.clone();
+        let mut capped = BTreeMap::new();
+        let mut capped_from = n;
+        let mut tail = 0usize;
+        while capped_from > pinned.min(n) {
+            let i = capped_from - 1;
+            if i < last_cut && head_fixed + tail > budget.target {
+                break;
+            }
+            for (at, cap) in cap_blocks(input, layout, i..i + 1, caps, cx) {
+                per[i] -= cap.saved;
+                capped.insert(at, cap);
+            }
+            tail += per[i];
+            capped_from = i;
         }
-        let fixed =
-            counter.count_system(input.system.as_ref()) + counter.count_tools(input.tools());
-        let mut tokens = fixed + per.iter().sum::<usize>();
+        let mut notes = Vec::new();
+        let mut tokens = head_fixed + tail + raw[pinned.min(n)..capped_from].iter().sum::<usize>();
         let mut dropped: Option<Dropped> = None;
         if tokens > budget.target {
             let view = MessageTokens::from_counts(per);
-            match drop_oldest(input, layout, &view, fixed, budget, c, cx) {
+            let raw = MessageTokens::from_counts(raw);
+            match drop_oldest(input, layout, (&view, &raw), fixed, budget, c, cx) {
                 Some(d) => {
-                    let pinned = layout.pinned();
                     capped.retain(|&(i, _), _| i < pinned || i >= d.to);
                     tokens = d.tokens;
                     dropped = Some(d);
                 }
                 None => notes.push("no legal cut point: nothing could be dropped".to_string()),
+            }
+        }
+        if dropped.is_none() && capped_from > pinned.min(n) {
+            // Nothing dropped: what was not capped yet is kept, so it is capped too.
+            for (at, cap) in cap_blocks(input, layout, pinned.min(n)..capped_from, caps, cx) {
+                tokens -= cap.saved;
+                capped.insert(at, cap);
             }
         }
         // Squeeze: halve the caps on what is kept until under the limit or at the floor; each
@@ -341,8 +370,10 @@ struct Dropped {
 
 /// Drops `pinned..k` for the earliest legal cut `k` that brings the conversation under the
 /// target (or the latest legal cut when none does), with a marker message holding the
-/// session state of the dropped messages. `tokens` are the per-message counts after the caps,
-/// `fixed` the system prompt and tool definitions.
+/// session state of the dropped messages. `tokens` are the per-message counts after the caps
+/// (exact from the first message that can be kept on; see [`Truncate::run`]), `raw` the
+/// counts before any cap (what the marker and the edit report as dropped), `fixed` the system
+/// prompt and tool definitions.
 ///
 /// The split: the marker gets what the state's priority parts need ([`StateSizes::need`]),
 /// at least `digest_share` and at most `digest_max_share` of the target, and the newest
@@ -353,7 +384,7 @@ struct Dropped {
 fn drop_oldest(
     input: &Conversation,
     layout: &Layout,
-    tokens: &MessageTokens,
+    (tokens, raw): (&MessageTokens, &MessageTokens),
     fixed: usize,
     budget: Budget,
     config: &TruncateConfig,
@@ -399,7 +430,7 @@ fn drop_oldest(
                 state = state.shedding_settled();
             }
             let (text, failures, estimate) =
-                state.marker_sized(k - pinned, tokens.span(pinned..k), room, counter);
+                state.marker_sized(k - pinned, raw.span(pinned..k), room, counter);
             let m = Marker { text, failures };
             let total = if exact {
                 exact_total(k, &m)
@@ -451,7 +482,7 @@ fn drop_oldest(
             from: pinned,
             to,
             calls,
-            tokens: tokens.span(pinned..to),
+            tokens: raw.span(pinned..to),
         },
         tokens: total,
     })
