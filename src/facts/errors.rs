@@ -4,7 +4,6 @@
 //! probes) and by microcompact's placeholder of a cleared failure.
 
 use crate::render::one_line_clipped;
-use crate::strategy::microcompact::CLEARED_PREFIX;
 use serde_json::Value;
 use std::borrow::Cow;
 
@@ -18,6 +17,11 @@ const WRAPPERS: &[&str] = &[
     "<error>",
     "</error>",
 ];
+
+/// The words every placeholder of microcompact's starts with (`[compactor: cleared … result of
+/// … call ID (N tokens) …]`); a result that holds them is not cleared again, and the line is
+/// not an error line.
+pub const CLEARED_PREFIX: &str = "[compactor: cleared";
 
 /// Frame lines Codex puts around a command's output (`Wall time: 0.2 seconds`, `Output:`, ...).
 const FRAME_LINES: &[&str] = &[

@@ -19,7 +19,9 @@ mod state;
 mod state_size;
 mod user;
 
-pub use errors::{ERROR_LINE_CHARS, informative_lines, is_informative, output_text};
+pub use errors::{
+    CLEARED_PREFIX, ERROR_LINE_CHARS, informative_lines, is_informative, output_text,
+};
 pub use paths::{PATH_CHARS, PathStyle, clip_left, file_name, mentions_path, parents_needed};
 pub use state::{Rendered, SessionState, summary_item};
 pub use state_size::StateSizes;

@@ -31,8 +31,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use std::collections::HashMap;
 
-/// The words every placeholder starts with; a result that holds them is not cleared again.
-pub const CLEARED_PREFIX: &str = "[compactor: cleared";
+pub use crate::facts::CLEARED_PREFIX;
 
 /// Settings of [`Microcompact`].
 #[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
