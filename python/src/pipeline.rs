@@ -96,6 +96,8 @@ impl Compactor {
         });
         let (written, report) = outcome.map_err(|e| match e {
             compactor::CompactError::InvalidInput(v) => crate::errors::invalid_input(py, &v),
+            // `CompactError` is non-exhaustive: a kind added later is still an error here.
+            other => pyo3::exceptions::PyRuntimeError::new_err(other.to_string()),
         })?;
         let report = to_py(py, &report)?;
         Ok(match written {
