@@ -311,6 +311,26 @@ fn touched_in(text: &str, paths: &BTreeSet<String>) -> usize {
     paths.iter().filter(|p| names(text, file_name(p))).count()
 }
 
+/// Asserts that `text` tells failure `id` of `raw` on one line: with its id, the start of its
+/// first error line, and `fixed by FIX` when a later call fixed it.
+fn assert_failure_told(session: &str, text: &str, raw: &Raw, id: &str) {
+    let first: String = raw.first_error_line[id].chars().take(30).collect();
+    let line = text
+        .lines()
+        .find(|l| l.contains(id) && l.contains("error"))
+        .unwrap_or_else(|| panic!("{session}: failure {id} not told"));
+    assert!(
+        line.contains(&first),
+        "{session}: {id}: {line} lacks {first}"
+    );
+    if let Some(fix) = raw.fixed_by.get(id) {
+        assert!(
+            line.contains(&format!("fixed by {fix}")),
+            "{session}: {id} hides its fix {fix}: {line}"
+        );
+    }
+}
+
 #[test]
 fn the_digest_at_claude_codes_size_keeps_at_least_what_its_summary_keeps() {
     let counter = compactor::tokens::counter_for(Default::default());
@@ -357,21 +377,7 @@ fn the_digest_at_claude_codes_size_keeps_at_least_what_its_summary_keeps() {
         // Every failure with its id and first error line (its start), and its fix when one
         // followed.
         for id in &raw.failed {
-            let first: String = raw.first_error_line[id].chars().take(30).collect();
-            let line = digest
-                .lines()
-                .find(|l| l.contains(id.as_str()) && l.contains("error"))
-                .unwrap_or_else(|| panic!("{session}: failure {id} not told"));
-            assert!(
-                line.contains(&first),
-                "{session}: {id}: {line} lacks {first}"
-            );
-            if let Some(fix) = raw.fixed_by.get(id) {
-                assert!(
-                    line.contains(&format!("fixed by {fix}")),
-                    "{session}: {id} hides its fix {fix}: {line}"
-                );
-            }
+            assert_failure_told(session, &digest, &raw, id);
         }
     }
 }
@@ -534,21 +540,7 @@ fn truncate_at_claude_codes_size_keeps_at_least_what_its_summary_keeps() {
                 }
                 continue;
             }
-            let first: String = raw.first_error_line[id].chars().take(30).collect();
-            let line = text
-                .lines()
-                .find(|l| l.contains(id.as_str()) && l.contains("error"))
-                .unwrap_or_else(|| panic!("{session}: failure {id} not told"));
-            assert!(
-                line.contains(&first),
-                "{session}: {id}: {line} lacks {first}"
-            );
-            if let Some(fix) = fix {
-                assert!(
-                    line.contains(&format!("fixed by {fix}")),
-                    "{session}: {id} hides its fix {fix}: {line}"
-                );
-            }
+            assert_failure_told(session, &text, &raw, id);
         }
     }
 }
