@@ -79,7 +79,16 @@ fn uninformative(line: &str) -> bool {
             .strip_prefix(p)
             .is_some_and(|rest| rest.trim_matches([':', ' ', '=']).parse::<i64>().is_ok())
     });
-    bare_exit || lower.starts_with("```") || tagged_number(l)
+    bare_exit || lower.starts_with("```") || tagged_number(l) || json_exit_code(l)
+}
+
+/// `"exit_code":2` (also `"exit_code": 2,`): Codex's metadata field alone on a line, the
+/// evidence line microcompact keeps in a cleared failure's placeholder so the outcome can still
+/// be read ([`crate::outcome`]); a status, not the error.
+fn json_exit_code(l: &str) -> bool {
+    l.strip_prefix("\"exit_code\"")
+        .and_then(|r| r.trim_start().strip_prefix(':'))
+        .is_some_and(|n| n.trim().trim_end_matches(',').trim().parse::<i64>().is_ok())
 }
 
 /// `<returncode>2</returncode>`: a number between tags (mini-swe-agent's exit status).
@@ -169,6 +178,16 @@ mod tests {
             )
         );
         let cleared = "[compactor: cleared failed (error) result of shell call c1 (1,636 tokens) to save context; re-run the tool if it is needed]\n<returncode>2</returncode>\nls: cannot access 'x': No such file\n";
+        let codex_cleared = "[compactor: cleared failed (error) result of shell call c2 (192 tokens) to save context; re-run the tool if it is needed]\n\"exit_code\":2\n> tsc --noEmit\nERR_PNPM_RECURSIVE_RUN_FIRST_FAIL\n";
+        assert_eq!(
+            informative_lines(codex_cleared),
+            (
+                Some("> tsc --noEmit".to_string()),
+                Some("ERR_PNPM_RECURSIVE_RUN_FIRST_FAIL".to_string())
+            )
+        );
+        assert!(!is_informative("\"exit_code\": 101,"));
+        assert!(is_informative("\"exit_code\": unknown"));
         assert_eq!(
             informative_lines(cleared),
             (
