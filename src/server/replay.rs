@@ -136,6 +136,7 @@ mod tests {
     fn basis(ratio: f64) -> ModelTokens {
         ModelTokens {
             ratio,
+            rule_ratio: ratio,
             ..ModelTokens::counter(Tokenizer::O200kBase)
         }
     }

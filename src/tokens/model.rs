@@ -13,13 +13,11 @@
 //! ```
 //!
 //! Shipped defaults (`config/compactor.toml`): OpenAI model families exact in their own
-//! vocabulary; `claude-*` ratio 1.35, tool_call 0, overhead 0. `compactor calibrate` on the
-//! corpus Claude Code logs finds Claude's count to be 1.105 per o200k token plus 172 per tool
-//! call (the six `cc_*` logs pooled, 338 requests); a ratio alone is 1.32 (1.35 on the largest
-//! log, `cc_spotter_fa812bfe`) and misses requests that follow large file reads by up to 8.6%,
-//! the per-call form replays every request within 5% (tests/all/budgets.rs). The per-call
-//! figures are not the default yet because the expected figures of other modules' tests follow
-//! the shipped rule; set `ratio = 1.105, tool_call = 172` to use them. The logs cannot separate
+//! vocabulary; `claude-*` ratio 1.105, tool_call 172, overhead 0: what `compactor calibrate`
+//! finds on the corpus Claude Code logs (the six `cc_*` logs pooled, 338 requests); it replays
+//! every request within 5% (tests/all/budgets.rs), while a ratio alone (1.32; 1.35 on the
+//! largest log, `cc_spotter_fa812bfe`, the default before) misses requests that follow large
+//! file reads by up to 8.6%. The logs cannot separate
 //! a per-request constant from the system prompt and tools they do not hold, and what a
 //! request carries is counted in it, so overhead is 0; Anthropic's tool-use system prompt (346
 //! tokens for Claude 4 models) comes on top for requests with tools: set an overhead for that
@@ -104,6 +102,13 @@ pub struct ModelTokens {
     pub tokenizer: Tokenizer,
     /// Model tokens per counted token.
     pub ratio: f64,
+    /// The ratio of the configured rule (`ratio` itself unless a ratio was learned): the
+    /// per-call framing is converted to counted tokens at it ([`ModelTokens::call_framing`]).
+    /// A learned ratio scales the whole framed count, framing included; were the framing
+    /// converted at the learned ratio, each sample would move the framing and the next sample
+    /// with it, and the ratio would drift past the provider's (a fake charging 1.5 per framed
+    /// token was learned as 1.69 after 8 requests).
+    pub rule_ratio: f64,
     /// Model tokens added per request.
     pub overhead: usize,
     /// Model tokens added per tool_use block (see [`ModelRule::tool_call`]); a counter wrapped
@@ -121,6 +126,7 @@ impl ModelTokens {
             pattern: None,
             tokenizer,
             ratio: 1.0,
+            rule_ratio: 1.0,
             overhead: 0,
             tool_call: 0,
             source: RatioSource::Counter,
@@ -128,13 +134,14 @@ impl ModelTokens {
     }
 
     /// Counted tokens a [`ModelTokens::framed`] counter adds per tool_use block:
-    /// `ceil(tool_call / ratio)`, so that `to_model` of a framed count carries at least
-    /// `tool_call` model tokens per call. 0 when the rule has no `tool_call`.
+    /// `ceil(tool_call / rule_ratio)`, so that `to_model` of a framed count at the configured
+    /// ratio carries at least `tool_call` model tokens per call (a learned ratio scales them
+    /// with the rest). 0 when the rule has no `tool_call`.
     pub fn call_framing(&self) -> usize {
         if self.tool_call == 0 {
             return 0;
         }
-        (self.tool_call as f64 / self.ratio).ceil() as usize
+        (self.tool_call as f64 / self.rule_ratio).ceil() as usize
     }
 
     /// `inner` with this model's per-call framing ([`ModelTokens::call_framing`]) added to every
@@ -288,6 +295,7 @@ impl Calibration {
             pattern: Some(pattern.clone()),
             tokenizer: rule.tokenizer,
             ratio,
+            rule_ratio: rule.ratio,
             overhead: rule.overhead,
             tool_call: rule.tool_call,
             source,
@@ -457,6 +465,40 @@ mod tests {
     }
 
     #[test]
+    fn a_learned_ratio_leaves_the_per_call_framing_where_the_rule_put_it() {
+        let mut r = rules();
+        r.insert(
+            "claude-opus*".into(),
+            ModelRule {
+                tokenizer: Tokenizer::O200kBase,
+                ratio: 1.1,
+                overhead: 0,
+                tool_call: 172,
+            },
+        );
+        let c = Calibration::new(Tokenizer::O200kBase, "", r, true);
+        // ceil(172 / 1.1): the framing in counted tokens at the configured ratio.
+        let framing = 157;
+        assert_eq!(c.resolve(Some("claude-opus-4-6")).call_framing(), framing);
+        // The provider charges 1.5 per framed token; each request is counted as the proxy
+        // does, with the framing of the basis in force when it was sent.
+        for (raw, calls) in [(1000usize, 3usize), (8000, 40), (30_000, 90), (60_000, 200)]
+            .into_iter()
+            .cycle()
+            .take(16)
+        {
+            let basis = c.resolve(Some("claude-opus-4-6"));
+            let counted = raw + calls * basis.call_framing();
+            let actual = ((raw + calls * framing) as f64 * 1.5).round() as u64;
+            c.observe("claude-opus-4-6", counted, actual).unwrap();
+        }
+        let learned = c.resolve(Some("claude-opus-4-6"));
+        assert_eq!(learned.source, RatioSource::Learned);
+        assert!((learned.ratio - 1.5).abs() < 0.002, "{}", learned.ratio);
+        assert_eq!(learned.call_framing(), framing);
+    }
+
+    #[test]
     fn learning_converges_ignores_outliers_and_leaves_exact_models_alone() {
         let c = Calibration::new(Tokenizer::O200kBase, "", rules(), true);
         // The provider counts 1.5 x + 200.
@@ -496,7 +538,7 @@ mod tests {
         fn to_counted_is_the_largest_count_within_the_model_budget(
             ratio in 0.5f64..3.0, overhead in 0usize..500, budget in 0usize..400_000,
         ) {
-            let m = ModelTokens { ratio, overhead, ..ModelTokens::counter(Tokenizer::O200kBase) };
+            let m = ModelTokens { ratio, rule_ratio: ratio, overhead, ..ModelTokens::counter(Tokenizer::O200kBase) };
             let n = m.to_counted(budget);
             if budget >= overhead {
                 prop_assert!(m.to_model(n) <= budget);

@@ -62,11 +62,21 @@ fn history(rounds: usize) -> Value {
 
 /// Tokens of a body in its model's tokens: the o200k count, through the shipped
 /// `[tokens.models]` rule of the body's `model` (claude-*: ratio and overhead).
+/// Model tokens of `body` by the documented rule of `[tokens.models]`: the o200k count plus
+/// `ceil(tool_call / ratio)` per tool_use block, times the ratio, plus the overhead.
 fn tokens_of(body: &Value, format: Format) -> usize {
-    let counted = counter_for(Default::default()).count_conversation(&format.read(body).unwrap());
+    let conversation = format.read(body).unwrap();
+    let counted = counter_for(Default::default()).count_conversation(&conversation);
+    let calls = conversation
+        .messages
+        .iter()
+        .map(|m| m.tool_uses().count())
+        .sum::<usize>();
     let t = loader().load().unwrap().tokens;
     let rules = compactor::tokens::Calibration::new(t.tokenizer, "", t.models, false);
-    rules.resolve(body["model"].as_str()).to_model(counted)
+    let basis = rules.resolve(body["model"].as_str());
+    let framing = (basis.tool_call as f64 / basis.ratio).ceil() as usize;
+    basis.to_model(counted + calls * framing)
 }
 
 async fn call(app: Router, req: Request<Body>) -> (StatusCode, HeaderMap, Bytes) {
@@ -619,7 +629,7 @@ async fn proxy_compacts_a_body_over_the_trigger_into_a_valid_request() {
     let applied = headers["x-compactor-tokens"].to_str().unwrap().to_string();
     assert!(
         applied.starts_with(&format!(
-            "{before}->{after}; model=claude-sonnet-4-5; ratio=1.350 (config claude-*); overhead=0; tier="
+            "{before}->{after}; model=claude-sonnet-4-5; ratio=1.105 (config claude-*); overhead=0; tool_call=172; tier="
         )),
         "{applied}"
     );
@@ -695,7 +705,7 @@ async fn proxy_compacts_openai_responses_input() {
     let applied = headers["x-compactor-tokens"].to_str().unwrap();
     assert!(
         applied.starts_with(&format!(
-            "{before}->{after}; model=claude-sonnet-4-5; ratio=1.350 (config claude-*); overhead=0; tier="
+            "{before}->{after}; model=claude-sonnet-4-5; ratio=1.105 (config claude-*); overhead=0; tool_call=172; tier="
         )),
         "{applied}"
     );
@@ -889,10 +899,11 @@ async fn proxy_keeps_the_compacted_prefix_stable_between_compactions() {
     let count = |k: &str| kinds.iter().filter(|x| **x == k).count();
     assert_eq!(
         (count("passthrough"), count("compacted"), count("reused")),
-        // The budget is in Claude tokens (1.35 x o200k): it fills two turns earlier. The
-        // marker takes the room its session state needs, so a cut lands nearer the target
-        // and the next one comes a turn sooner once in the run.
-        (6, 19, 35),
+        // The budget is in Claude tokens (1.105 x o200k plus 172 per tool call): it fills two
+        // turns earlier. The marker takes the room its session state needs and every kept
+        // call carries its framing, so a cut lands nearer the target and the next one comes a
+        // turn sooner, three times more in the run than with a ratio alone (6, 19, 35).
+        (6, 22, 32),
         "{kinds:?}"
     );
 }
