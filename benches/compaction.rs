@@ -11,6 +11,9 @@
 //!   then holds a thousand requests; truncation was quadratic there).
 //!
 //! `COMPACTOR_BENCH_TABLES_ONLY=1` prints the tables and skips criterion's measurements.
+//! `COMPACTOR_BENCH_LOOP=PRESET` (or `PRESET@CALLS` for a generated session of that many calls,
+//! a request every 25) compacts warm in a loop for about 10 s and prints the time per call,
+//! nothing else: a steady workload for `perf record`.
 //!
 //! Under `cargo bench` the paired tables (medians of alternating runs, and the ratios) are printed
 //! to stderr first, then criterion measures each case.
@@ -155,7 +158,34 @@ fn scaling_table(rt: &Runtime, label: &str, sessions: &[(usize, Conversation, Ve
     }
 }
 
+/// `COMPACTOR_BENCH_LOOP`: warm compactions of one case in a loop (see the module docs).
+fn profile_loop(rt: &Runtime, spec: &str) {
+    let (preset, calls) = match spec.split_once('@') {
+        Some((p, n)) => (p, Some(n.parse::<usize>().unwrap_or_else(|e| panic!("{spec}: {e}")))),
+        None => (spec, None),
+    };
+    let (conv, budget) = match calls {
+        Some(n) => (common::generated_session(n), SCALE_BUDGET),
+        None => (common::load_whole(common::LARGEST), BUDGETS[0]),
+    };
+    let p = pipeline(preset);
+    compact(rt, &p, &conv, budget);
+    let started = std::time::Instant::now();
+    let mut runs = 0u32;
+    while started.elapsed().as_secs() < 10 {
+        black_box(compact(rt, &p, &conv, budget));
+        runs += 1;
+    }
+    eprintln!(
+        "warm {spec}: {runs} runs, {:.3} ms each",
+        started.elapsed().as_secs_f64() * 1e3 / f64::from(runs)
+    );
+}
+
 fn bench(c: &mut Criterion) {
+    if let Ok(spec) = std::env::var("COMPACTOR_BENCH_LOOP") {
+        return profile_loop(&runtime(), &spec);
+    }
     let conv = common::largest_session();
     let strings = common::texts(&conv);
     let rt = runtime();
