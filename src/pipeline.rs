@@ -103,7 +103,8 @@ impl Run<'_> {
 /// The best output so far and why it is degraded, if it is.
 struct Best {
     conversation: Option<Conversation>,
-    /// Layout of `conversation` (what the next tier is given).
+    /// Layout of `conversation` (what the next tier is given); a tier's output gets it only
+    /// when a next tier runs on it (`None` until then).
     layout: Option<Layout>,
     /// Counter tokens of each message of `conversation` when a tier built it (a tier given a
     /// conversation without them counts it); `None` before.
@@ -332,6 +333,9 @@ async fn run_tier(
     best: &mut Best,
     report: &mut Report,
 ) -> TierRun {
+    if best.layout.is_none() {
+        best.layout = best.conversation.as_ref().map(Layout::of);
+    }
     let base = best.conversation.as_ref().unwrap_or(run.input);
     let layout = best.layout.as_ref().unwrap_or(&run.layout);
     let counted;
@@ -405,17 +409,14 @@ async fn run_tier(
     let violations = run.verify(&output, Some(&records), report);
     // A message copied unchanged keeps its count (`settle` may still have edited any message,
     // then each is counted).
-    let out_per = MessageTokens::from_counts(
-        output
-            .messages
-            .iter()
-            .enumerate()
-            .map(|(k, m)| match unchanged.get(k).copied().flatten() {
-                Some(i) if settled.is_empty() => per.message(i),
-                _ => run.counter.count_message(m),
-            })
-            .collect(),
-    );
+    let out_per = MessageTokens::reusing(&output, run.counter, |k| {
+        unchanged
+            .get(k)
+            .copied()
+            .flatten()
+            .filter(|_| settled.is_empty())
+            .and_then(|i| per.blocks(i))
+    });
     let tokens = run.counter.count_system(output.system.as_ref())
         + run.counter.count_tools(output.tools())
         + out_per.tail(0);
@@ -445,7 +446,7 @@ async fn run_tier(
     }
     best.tokens = tokens;
     best.records = records;
-    best.layout = Some(Layout::of(&output));
+    best.layout = None;
     best.per = Some(out_per);
     best.conversation = Some(output);
     tier_run

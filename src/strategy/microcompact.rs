@@ -178,7 +178,10 @@ impl Microcompact {
                 if r.content.is_none() || r.text_ref().starts_with(CLEARED_PREFIX) {
                     continue;
                 }
-                let before = counter.count_block(b);
+                let before = cx
+                    .tokens
+                    .block(i, j)
+                    .unwrap_or_else(|| counter.count_block(b));
                 if before <= c.min_result_tokens {
                     continue;
                 }

@@ -219,8 +219,12 @@ fn cap_blocks(
         }
         let newest = layout.newest() == Some(i);
         for (j, b) in input.messages[i].content.iter().enumerate() {
-            // The cached count of the whole block: what fits is never tokenized again.
-            let block_tokens = cx.counter.count_block(b);
+            // The count of the whole block (counted once per input): what fits is never
+            // tokenized again.
+            let block_tokens = cx
+                .tokens
+                .block(i, j)
+                .unwrap_or_else(|| cx.counter.count_block(b));
             if block_tokens <= smallest {
                 continue;
             }
