@@ -163,7 +163,10 @@ fn scaling_table(rt: &Runtime, label: &str, sessions: &[(usize, Conversation, Ve
 /// `COMPACTOR_BENCH_LOOP`: warm compactions of one case in a loop (see the module docs).
 fn profile_loop(rt: &Runtime, spec: &str) {
     let (preset, calls) = match spec.split_once('@') {
-        Some((p, n)) => (p, Some(n.parse::<usize>().unwrap_or_else(|e| panic!("{spec}: {e}")))),
+        Some((p, n)) => (
+            p,
+            Some(n.parse::<usize>().unwrap_or_else(|e| panic!("{spec}: {e}"))),
+        ),
         None => (spec, None),
     };
     let (conv, budget) = match calls {
