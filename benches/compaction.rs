@@ -5,12 +5,16 @@
 //!   `microcompact` at budgets 20,000, 50,000 and 100,000 tokens (issue 12: <= 1.2x bare);
 //! - warm: the same pipeline again, counts from its cache (issue 12: <= 2 ms); the compaction
 //!   memory is off in both, so the strategies really run;
-//! - scaling: generated sessions of 1,250 / 2,500 / 5,000 / 10,000 tool calls, `truncate` at
-//!   20,000 tokens, cold and warm (issue 12: linear; 10,000 calls <= 150 ms), with a user
-//!   request every 25 calls and, dense, every 10 calls (the session state of a dropped span
-//!   then holds a thousand requests; truncation was quadratic there).
+//! - scaling: generated sessions of 625 / 1,250 / 2,500 / 5,000 / 10,000 tool calls, `truncate`
+//!   at 20,000 tokens, cold and warm (issue 12: linear, a 16x session costs <= 17x; 10,000
+//!   calls <= 150 ms), with a user request every 25 calls and, dense, every 10 calls (the
+//!   session state of a dropped span then holds a thousand requests; truncation was quadratic
+//!   there).
 //!
 //! `COMPACTOR_BENCH_TABLES_ONLY=1` prints the tables and skips criterion's measurements.
+//! `COMPACTOR_BENCH_LOOP=PRESET` (or `PRESET@CALLS` for a generated session of that many calls,
+//! a request every 25) compacts warm in a loop for about 10 s and prints the time per call,
+//! nothing else: a steady workload for `perf record`.
 //!
 //! Under `cargo bench` the paired tables (medians of alternating runs, and the ratios) are printed
 //! to stderr first, then criterion measures each case.
@@ -28,7 +32,8 @@ use tokio::runtime::Runtime;
 
 const PRESETS: [&str; 3] = ["default", "truncate", "microcompact"];
 const BUDGETS: [usize; 3] = [20_000, 50_000, 100_000];
-const SCALES: [usize; 4] = [1_250, 2_500, 5_000, 10_000];
+/// From 625 to 10,000 calls: the last row is a 16x session (issue 12: costs <= 17x).
+const SCALES: [usize; 5] = [625, 1_250, 2_500, 5_000, 10_000];
 const SCALE_BUDGET: usize = 20_000;
 /// Alternating runs per paired measurement.
 const RUNS: usize = 7;
@@ -155,7 +160,37 @@ fn scaling_table(rt: &Runtime, label: &str, sessions: &[(usize, Conversation, Ve
     }
 }
 
+/// `COMPACTOR_BENCH_LOOP`: warm compactions of one case in a loop (see the module docs).
+fn profile_loop(rt: &Runtime, spec: &str) {
+    let (preset, calls) = match spec.split_once('@') {
+        Some((p, n)) => (
+            p,
+            Some(n.parse::<usize>().unwrap_or_else(|e| panic!("{spec}: {e}"))),
+        ),
+        None => (spec, None),
+    };
+    let (conv, budget) = match calls {
+        Some(n) => (common::generated_session(n), SCALE_BUDGET),
+        None => (common::load_whole(common::LARGEST), BUDGETS[0]),
+    };
+    let p = pipeline(preset);
+    compact(rt, &p, &conv, budget);
+    let started = std::time::Instant::now();
+    let mut runs = 0u32;
+    while started.elapsed().as_secs() < 10 {
+        black_box(compact(rt, &p, &conv, budget));
+        runs += 1;
+    }
+    eprintln!(
+        "warm {spec}: {runs} runs, {:.3} ms each",
+        started.elapsed().as_secs_f64() * 1e3 / f64::from(runs)
+    );
+}
+
 fn bench(c: &mut Criterion) {
+    if let Ok(spec) = std::env::var("COMPACTOR_BENCH_LOOP") {
+        return profile_loop(&runtime(), &spec);
+    }
     let conv = common::largest_session();
     let strings = common::texts(&conv);
     let rt = runtime();

@@ -19,7 +19,7 @@
 use crate::config::Settings;
 use crate::conversation::Conversation;
 use crate::format::Format;
-use crate::guard::{self, FailureRecord, Layout, ValidateOptions, Violation};
+use crate::guard::{self, FailureRecord, Layout, MessageTokens, ValidateOptions, Violation};
 use crate::memory::{Memory, PrefixHashes};
 use crate::policy::{self, Targets};
 use crate::report::{Report, Status, TierRun, Timings, violation_lines};
@@ -68,6 +68,8 @@ pub(crate) trait Host: Sync {
 struct Run<'a> {
     input: &'a Conversation,
     layout: Layout,
+    /// Counter tokens of each input message, counted once.
+    tokens: MessageTokens,
     format: Format,
     options: ValidateOptions,
     counter: &'a dyn TokenCounter,
@@ -101,8 +103,12 @@ impl Run<'_> {
 /// The best output so far and why it is degraded, if it is.
 struct Best {
     conversation: Option<Conversation>,
-    /// Layout of `conversation` (what the next tier is given).
+    /// Layout of `conversation` (what the next tier is given); a tier's output gets it only
+    /// when a next tier runs on it (`None` until then).
     layout: Option<Layout>,
+    /// Counter tokens of each message of `conversation` when a tier built it (a tier given a
+    /// conversation without them counts it); `None` before.
+    per: Option<MessageTokens>,
     tokens: usize,
     degraded: Option<String>,
     /// Typed failure records of `conversation` (the input has none of its own; a remembered
@@ -138,19 +144,23 @@ pub(crate) async fn compact<'a>(
     let framed = basis.framed(compactor.counter_of(basis.tokenizer));
     let counter: &dyn TokenCounter = &framed;
     let targets = Targets::of(&compactor.settings().budget, &basis, budget);
+    let t0 = Instant::now();
+    let tokens = MessageTokens::of(input, counter);
+    let tokens_before = counter.count_system(input.system.as_ref())
+        + counter.count_tools(input.tools())
+        + tokens.tail(0);
     let run = Run {
         input,
         options: ValidateOptions {
             allow_open_tail: layout.ends_with_open_call(),
         },
         layout,
+        tokens,
         format,
         counter,
         basis,
         targets,
     };
-    let t0 = Instant::now();
-    let tokens_before = counter.count_conversation(input);
     let mut report = first_report(compactor, &run, tokens_before);
     report.timings.count_ms = ms(t0);
     if targets.untouched(tokens_before) {
@@ -171,6 +181,7 @@ pub(crate) async fn compact<'a>(
     let mut best = Best {
         conversation: None,
         layout: None,
+        per: None,
         tokens: tokens_before,
         degraded: None,
         records: Vec::new(),
@@ -322,13 +333,26 @@ async fn run_tier(
     best: &mut Best,
     report: &mut Report,
 ) -> TierRun {
+    if best.layout.is_none() {
+        best.layout = best.conversation.as_ref().map(Layout::of);
+    }
     let base = best.conversation.as_ref().unwrap_or(run.input);
     let layout = best.layout.as_ref().unwrap_or(&run.layout);
+    let counted;
+    let per = match (&best.conversation, &best.per) {
+        (None, _) => &run.tokens,
+        (Some(_), Some(per)) => per,
+        (Some(c), None) => {
+            counted = MessageTokens::of(c, run.counter);
+            &counted
+        }
+    };
     let cx = Context {
         format: run.format,
         counter: run.counter,
         instructions,
         layout,
+        tokens: per,
     };
     let t0 = Instant::now();
     let result = tier.compact(base, run.targets.counted, &cx).await;
@@ -365,9 +389,13 @@ async fn run_tier(
     if compaction.plan.is_empty() {
         return tier_run;
     }
-    let (mut output, records) =
+    let (mut output, records, unchanged) =
         match guard::apply(base, layout, compaction.plan, Some(&best.records)) {
-            Ok(applied) => (applied.conversation, applied.records.unwrap_or_default()),
+            Ok(applied) => (
+                applied.conversation,
+                applied.records.unwrap_or_default(),
+                applied.unchanged,
+            ),
             Err(e) => {
                 tracing::warn!(strategy = tier.name(), error = %e, "guard refused a plan");
                 tier_run.violations = vec![format!("plan refused: {e}")];
@@ -379,7 +407,19 @@ async fn run_tier(
         .notes
         .extend(settled.iter().map(ToString::to_string));
     let violations = run.verify(&output, Some(&records), report);
-    let tokens = run.counter.count_conversation(&output);
+    // A message copied unchanged keeps its count (`settle` may still have edited any message,
+    // then each is counted).
+    let out_per = MessageTokens::reusing(&output, run.counter, |k| {
+        unchanged
+            .get(k)
+            .copied()
+            .flatten()
+            .filter(|_| settled.is_empty())
+            .and_then(|i| per.blocks(i))
+    });
+    let tokens = run.counter.count_system(output.system.as_ref())
+        + run.counter.count_tools(output.tools())
+        + out_per.tail(0);
     tier_run.tokens_after = run.basis.to_model(tokens);
     if !violations.is_empty() {
         tracing::warn!(
@@ -406,7 +446,8 @@ async fn run_tier(
     }
     best.tokens = tokens;
     best.records = records;
-    best.layout = Some(Layout::of(&output));
+    best.layout = None;
+    best.per = Some(out_per);
     best.conversation = Some(output);
     tier_run
 }

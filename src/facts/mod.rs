@@ -298,9 +298,14 @@ fn strings_in<'a>(v: &'a Value, out: &mut Vec<&'a str>) {
     }
 }
 
-/// A call's identity for "the same call again": tool name and input as compact JSON.
-fn call_key(t: &ToolUse, input: &Value) -> String {
-    format!("{}\u{0}{input}", t.name)
+/// A call's identity for "the same call again": the 128-bit xxh3 hash of the tool name and the
+/// input's JSON tree (keys in order, fed without serializing it, as the token cache keys are),
+/// so two calls share a key when their name and compact JSON input are the same.
+fn call_key(t: &ToolUse, input: &Value) -> u128 {
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    crate::tokens::hash_str(&mut h, &t.name);
+    crate::tokens::hash_value(&mut h, input);
+    h.digest128()
 }
 
 impl Facts {
@@ -401,15 +406,15 @@ impl Facts {
         }
         // Fixes: walking back, the latest success of each call key seen so far is the first
         // success after the failure at hand.
-        let mut success_after: HashMap<&str, usize> = HashMap::new();
+        let mut success_after: HashMap<u128, usize> = HashMap::new();
         let mut fix_of: HashMap<usize, usize> = HashMap::new();
         for (ci, c) in f.calls.iter().enumerate().rev() {
             match c.outcome {
                 Some(Outcome::Success) => {
-                    success_after.insert(keys[ci].as_str(), ci);
+                    success_after.insert(keys[ci], ci);
                 }
                 Some(Outcome::Error) => {
-                    if let Some(&s) = success_after.get(keys[ci].as_str()) {
+                    if let Some(&s) = success_after.get(&keys[ci]) {
                         fix_of.insert(ci, s);
                     }
                 }

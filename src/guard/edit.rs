@@ -126,6 +126,10 @@ pub struct Applied {
     /// Failures recorded in markers (output indices); `None` when the input's own records
     /// were not known (then a later check falls back to reading the text).
     pub records: Option<Vec<FailureRecord>>,
+    /// Per output message: the index of the input message it is an unchanged copy of (no block
+    /// of it replaced), `None` for the marker and for edited messages. What was counted of the
+    /// input holds for these without counting them again.
+    pub unchanged: Vec<Option<usize>>,
 }
 
 /// A plan the guard refuses; `edit` is the index of the faulty edit in the plan.
@@ -292,22 +296,46 @@ pub fn apply(
         }
         check_drop(input, *d, pinned..to, marker, records)?;
     }
-    let mut messages: Vec<Message> = Vec::with_capacity(input.messages.len() - (to - pinned) + 1);
-    let mut kept = |i: usize, m: &Message, messages: &mut Vec<Message>| {
-        let mut m = m.clone();
+    let capacity = input.messages.len() - (to - pinned) + 1;
+    let mut out: (Vec<Message>, Vec<Option<usize>>) =
+        (Vec::with_capacity(capacity), Vec::with_capacity(capacity));
+    let mut kept = |i: usize, m: &Message, out: &mut (Vec<Message>, Vec<Option<usize>>)| {
+        // The replacements of this message's blocks, in block order (the map is sorted).
+        let mut with: Vec<(usize, Block)> = Vec::new();
         while let Some(entry) = blocks.first_entry() {
             if entry.key().0 != i {
                 break;
             }
-            let ((_, j), (_, with)) = entry.remove_entry();
-            if let Some(slot) = m.content.get_mut(j) {
-                *slot = with;
-            }
+            let ((_, j), (_, b)) = entry.remove_entry();
+            with.push((j, b));
         }
-        messages.push(m);
+        with.retain(|(j, _)| *j < m.content.len());
+        if with.is_empty() {
+            out.0.push(m.clone());
+            out.1.push(Some(i));
+            return;
+        }
+        // An edited message: a replaced block is not copied first.
+        let mut with = with.into_iter().peekable();
+        let content = m
+            .content
+            .iter()
+            .enumerate()
+            .map(|(j, b)| match with.next_if(|(at, _)| *at == j) {
+                Some((_, new)) => new,
+                None => b.clone(),
+            })
+            .collect();
+        out.0.push(Message {
+            role: m.role,
+            content,
+            extra: m.extra.clone(),
+            form: m.form,
+        });
+        out.1.push(None);
     };
     for (i, m) in input.messages.iter().enumerate().take(pinned) {
-        kept(i, m, &mut messages);
+        kept(i, m, &mut out);
     }
     let mut new_records: Option<Vec<FailureRecord>> = records.map(|r| {
         r.iter()
@@ -322,7 +350,7 @@ pub fn apply(
             .collect()
     });
     if let Some((_, _, marker)) = drop {
-        let at = messages.len();
+        let at = out.0.len();
         let fresh = marker
             .failures
             .into_iter()
@@ -331,11 +359,13 @@ pub fn apply(
         if let Some(r) = &mut new_records {
             r.extend(fresh);
         }
-        messages.push(Message::text(Role::User, marker.text));
+        out.0.push(Message::text(Role::User, marker.text));
+        out.1.push(None);
     }
     for (i, m) in input.messages.iter().enumerate().skip(to) {
-        kept(i, m, &mut messages);
+        kept(i, m, &mut out);
     }
+    let (messages, unchanged) = out;
     Ok(Applied {
         conversation: Conversation {
             system: input.system.clone(),
@@ -344,6 +374,7 @@ pub fn apply(
             bare: input.bare,
         },
         records: new_records,
+        unchanged,
     })
 }
 

@@ -127,33 +127,79 @@ impl Layout {
     }
 }
 
-/// Counter tokens per message and of every tail `i..`, counted once per input.
+/// Counter tokens per message and of every tail `i..`, counted once per input; when made by
+/// [`MessageTokens::of`] or [`MessageTokens::reusing`], also per block.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MessageTokens {
     per: Vec<usize>,
     /// `suffix[i]` = tokens of messages `i..`; one longer than `per`.
     suffix: Vec<usize>,
+    /// Counts of every block, message after message (empty when not known).
+    blocks: Vec<usize>,
+    /// `starts[i]..starts[i + 1]` are message `i`'s blocks in `blocks`; one longer than `per`
+    /// when the block counts are known, else empty.
+    starts: Vec<usize>,
 }
 
 impl MessageTokens {
-    /// Counts each message of `conversation` once (the counter caches per block).
+    /// Counts each block of `conversation` once (the counter caches per block); a message
+    /// counts [`crate::tokens::MESSAGE_OVERHEAD`] plus its blocks, the rule of
+    /// [`TokenCounter::count_message`].
     pub fn of(conversation: &Conversation, counter: &dyn TokenCounter) -> MessageTokens {
-        MessageTokens::from_counts(
-            conversation
-                .messages
-                .iter()
-                .map(|m| counter.count_message(m))
-                .collect(),
-        )
+        MessageTokens::reusing(conversation, counter, |_| None)
     }
 
-    /// From counts already made (e.g. after planned caps), one per message.
+    /// As [`MessageTokens::of`], but message `k`'s block counts are taken from `known(k)` when
+    /// it gives them (a message copied unchanged from a conversation already counted), not
+    /// counted again.
+    pub fn reusing<'k>(
+        conversation: &Conversation,
+        counter: &dyn TokenCounter,
+        known: impl Fn(usize) -> Option<&'k [usize]>,
+    ) -> MessageTokens {
+        let n = conversation.messages.len();
+        let mut per = Vec::with_capacity(n);
+        let mut blocks = Vec::with_capacity(n);
+        let mut starts = Vec::with_capacity(n + 1);
+        for (k, m) in conversation.messages.iter().enumerate() {
+            starts.push(blocks.len());
+            match known(k).filter(|b| b.len() == m.content.len()) {
+                Some(b) => blocks.extend_from_slice(b),
+                None => blocks.extend(m.content.iter().map(|b| counter.count_block(b))),
+            }
+            let from = starts[k];
+            per.push(crate::tokens::MESSAGE_OVERHEAD + blocks[from..].iter().sum::<usize>());
+        }
+        starts.push(blocks.len());
+        let mut tokens = MessageTokens::from_counts(per);
+        tokens.blocks = blocks;
+        tokens.starts = starts;
+        tokens
+    }
+
+    /// From counts already made (e.g. after planned caps), one per message (no block counts).
     pub fn from_counts(per: Vec<usize>) -> MessageTokens {
         let mut suffix = vec![0usize; per.len() + 1];
         for i in (0..per.len()).rev() {
             suffix[i] = suffix[i + 1] + per[i];
         }
-        MessageTokens { per, suffix }
+        MessageTokens {
+            per,
+            suffix,
+            blocks: Vec::new(),
+            starts: Vec::new(),
+        }
+    }
+
+    /// Tokens of each block of message `i`, when known.
+    pub fn blocks(&self, i: usize) -> Option<&[usize]> {
+        let (from, to) = (*self.starts.get(i)?, *self.starts.get(i + 1)?);
+        self.blocks.get(from..to)
+    }
+
+    /// Tokens of block `j` of message `i`, when known.
+    pub fn block(&self, i: usize, j: usize) -> Option<usize> {
+        self.blocks(i)?.get(j).copied()
     }
 
     /// Tokens of message `i` (0 past the end).

@@ -23,7 +23,9 @@
 
 use super::text_cut::thousands;
 use super::{Budget, Compaction, Context, Edit, Strategy, StrategyError};
-use crate::conversation::{Block, Conversation, Outcome, ToolInput, ToolResult, ToolResultContent};
+use crate::conversation::{
+    Block, Conversation, Outcome, ToolInput, ToolResult, ToolResultContent, ToolUse,
+};
 use crate::guard::UnitEdit;
 use crate::outcome::exit_marker;
 use crate::render::clip;
@@ -157,7 +159,9 @@ impl Microcompact {
         let mut plan = Vec::new();
         let mut edits = Vec::new();
         let mut saved = 0usize;
-        let mut total = counter.count_conversation(input);
+        let mut total = counter.count_system(input.system.as_ref())
+            + counter.count_tools(input.tools())
+            + cx.tokens.tail(0);
         for (i, m) in input.messages.iter().enumerate().skip(layout.pinned()) {
             for (j, b) in m.content.iter().enumerate() {
                 if total <= budget.target {
@@ -174,18 +178,17 @@ impl Microcompact {
                 if r.content.is_none() || r.text_ref().starts_with(CLEARED_PREFIX) {
                     continue;
                 }
-                let before = counter.count_block(b);
+                let before = cx
+                    .tokens
+                    .block(i, j)
+                    .unwrap_or_else(|| counter.count_block(b));
                 if before <= c.min_result_tokens {
                     continue;
                 }
-                let Some(cleared) = clear_result(r, tool, before, cx) else {
+                let Some((cleared, after)) = clear_result(r, tool, before, cx) else {
                     continue;
                 };
-                let cleared = Block::ToolResult(cleared);
-                let freed = before.saturating_sub(counter.count_block(&cleared));
-                let Block::ToolResult(cleared) = cleared else {
-                    continue;
-                };
+                let freed = before.saturating_sub(after);
                 saved += freed;
                 total = total.saturating_sub(freed);
                 edits.push(Edit::Cleared {
@@ -241,9 +244,15 @@ impl Microcompact {
 /// Longest kept line of a failure, in chars.
 const KEPT_LINE_CHARS: usize = 200;
 
-/// `r` with its content replaced by a placeholder, or `None` when that would not save tokens
-/// (`before` is the block's count) and bytes, or would hide a failure on the wire.
-fn clear_result(r: &ToolResult, tool: &str, before: usize, cx: &Context<'_>) -> Option<ToolResult> {
+/// `r` with its content replaced by a placeholder and the cleared block's count, or `None`
+/// when that would not save tokens (`before` is the block's count) and bytes, or would hide a
+/// failure on the wire.
+fn clear_result(
+    r: &ToolResult,
+    tool: &str,
+    before: usize,
+    cx: &Context<'_>,
+) -> Option<(ToolResult, usize)> {
     let failed = r.outcome == Outcome::Error;
     let text = r.text_ref();
     let head = format!(
@@ -262,14 +271,25 @@ fn clear_result(r: &ToolResult, tool: &str, before: usize, cx: &Context<'_>) -> 
     if placeholder.len() >= content_bytes(r) {
         return None;
     }
-    let mut cleared = r.clone();
-    cleared.content = Some(match &r.content {
+    let content = Some(match &r.content {
         Some(ToolResultContent::Blocks(_)) => {
             ToolResultContent::Blocks(vec![Block::text(placeholder)])
         }
         _ => ToolResultContent::Text(placeholder),
     });
-    if cx.counter.count_block(&Block::ToolResult(cleared.clone())) >= before {
+    // The old content is not copied: only the fields around it.
+    let cleared = Block::ToolResult(ToolResult {
+        tool_use_id: r.tool_use_id.clone(),
+        content,
+        is_error: r.is_error,
+        extra: r.extra.clone(),
+        outcome: r.outcome,
+    });
+    let after = cx.counter.count_block(&cleared);
+    let Block::ToolResult(cleared) = cleared else {
+        return None;
+    };
+    if after >= before {
         return None;
     }
     // The wire must still say "failed" where it can: Anthropic keeps `is_error`, the exit-code
@@ -277,7 +297,7 @@ fn clear_result(r: &ToolResult, tool: &str, before: usize, cx: &Context<'_>) -> 
     if failed && cx.format.outcome_policy().classify(&cleared) != Outcome::Error {
         return None;
     }
-    Some(cleared)
+    Some((cleared, after))
 }
 
 /// Bytes of a result's content as sent: its text, plus the JSON of any other block (images).
@@ -346,9 +366,15 @@ fn clear_input(block: &Block, cx: &Context<'_>) -> Option<(Block, usize)> {
     let Block::ToolUse(t) = block else {
         return None;
     };
-    let before = cx
-        .counter
-        .count_text_cached(&t.input.to_value().to_string());
+    // A JSON input is counted as the compact JSON it serializes to, so the difference of the
+    // (cached) block counts is the difference of the inputs' counts: no serializing here.
+    let json = matches!(t.input, ToolInput::Json(_));
+    let before = if json {
+        cx.counter.count_block(block)
+    } else {
+        cx.counter
+            .count_text_cached(&t.input.to_value().to_string())
+    };
     let mut v = t.input.to_value();
     let Value::Object(obj) = &mut v else {
         return None;
@@ -360,16 +386,25 @@ fn clear_input(block: &Block, cx: &Context<'_>) -> Option<(Block, usize)> {
             *s = format!("{CLEARED_PREFIX} {} chars]", thousands(s.chars().count()));
         }
     }
-    let mut t = t.clone();
-    t.input = match &t.input {
-        ToolInput::Json(_) => ToolInput::Json(v),
-        ToolInput::Arguments(_) => ToolInput::Arguments(v.to_string()),
-        ToolInput::Freeform(s) => ToolInput::Freeform(s.clone()),
+    let t = ToolUse {
+        id: t.id.clone(),
+        name: t.name.clone(),
+        input: match &t.input {
+            ToolInput::Json(_) => ToolInput::Json(v),
+            ToolInput::Arguments(_) => ToolInput::Arguments(v.to_string()),
+            ToolInput::Freeform(s) => ToolInput::Freeform(s.clone()),
+        },
+        extra: t.extra.clone(),
     };
-    let after = cx
-        .counter
-        .count_text_cached(&t.input.to_value().to_string());
-    Some((Block::ToolUse(t), before.saturating_sub(after)))
+    let with = Block::ToolUse(t);
+    let after = match &with {
+        Block::ToolUse(_) if json => cx.counter.count_block(&with),
+        Block::ToolUse(t) => cx
+            .counter
+            .count_text_cached(&t.input.to_value().to_string()),
+        _ => 0,
+    };
+    Some((with, before.saturating_sub(after)))
 }
 
 #[cfg(test)]
@@ -388,11 +423,13 @@ mod tests {
         let input = format.read(body).unwrap();
         let counter = counter_for(Tokenizer::default());
         let layout = crate::guard::Layout::of(&input);
+        let tokens = crate::guard::MessageTokens::of(&input, counter.as_ref());
         let cx = Context {
             format,
             counter: counter.as_ref(),
             instructions: None,
             layout: &layout,
+            tokens: &tokens,
         };
         let m = Microcompact {
             config: MicrocompactConfig {

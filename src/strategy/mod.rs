@@ -28,7 +28,7 @@ pub use digest::{MARKER_PREFIX, digest_line};
 
 use crate::conversation::Conversation;
 use crate::format::Format;
-use crate::guard::{Layout, UnitEdit};
+use crate::guard::{Layout, MessageTokens, UnitEdit};
 use crate::tokens::TokenCounter;
 use serde::Serialize;
 
@@ -53,6 +53,10 @@ pub struct Context<'a> {
     /// The guard's layout of the conversation the strategy is given (units, pinned prefix,
     /// legal cuts, protected messages), computed once by the pipeline.
     pub layout: &'a Layout,
+    /// Counter tokens of each message of the conversation the strategy is given (by
+    /// `counter`; system prompt and tool definitions not included), counted once by the
+    /// pipeline: a strategy reads them here instead of counting every message again.
+    pub tokens: &'a MessageTokens,
 }
 
 /// A strategy's result.

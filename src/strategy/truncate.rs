@@ -101,12 +101,8 @@ impl Truncate {
         };
         let fixed =
             counter.count_system(input.system.as_ref()) + counter.count_tools(input.tools());
-        // Per message, uncapped (cached counts; no text is cut for them).
-        let raw: Vec<usize> = input
-            .messages
-            .iter()
-            .map(|m| counter.count_message(m))
-            .collect();
+        // Per message, uncapped (counted once by the pipeline; no text is cut for them).
+        let raw: Vec<usize> = (0..n).map(|i| cx.tokens.message(i)).collect();
         let pinned = layout.pinned();
         let last_cut = layout.cuts().last().map_or(0, |c| c.index);
         // Caps only what can be kept: from the newest message back, each message is capped
@@ -223,8 +219,12 @@ fn cap_blocks(
         }
         let newest = layout.newest() == Some(i);
         for (j, b) in input.messages[i].content.iter().enumerate() {
-            // The cached count of the whole block: what fits is never tokenized again.
-            let block_tokens = cx.counter.count_block(b);
+            // The count of the whole block (counted once per input): what fits is never
+            // tokenized again.
+            let block_tokens = cx
+                .tokens
+                .block(i, j)
+                .unwrap_or_else(|| cx.counter.count_block(b));
             if block_tokens <= smallest {
                 continue;
             }

@@ -6,7 +6,7 @@
 use crate::guard_props::{persisted, plan, read, render};
 use compactor::config::{Loader, Settings};
 use compactor::conversation::{Block, Conversation, ToolResultContent};
-use compactor::guard::{self, Layout, Units, ValidateOptions};
+use compactor::guard::{self, Layout, MessageTokens, Units, ValidateOptions};
 use compactor::llm::{LlmError, Summarizer, SummaryRequest};
 use compactor::registry::{Built, Registry};
 use compactor::strategy::microcompact::{Microcompact, MicrocompactConfig};
@@ -192,7 +192,8 @@ proptest! {
         let options = ValidateOptions { allow_open_tail: layout.ends_with_open_call() };
         for strategy in strategies() {
             let name = strategy.name().to_string();
-            let cx = Context { format, counter: counter.as_ref(), instructions: None, layout: &layout };
+            let tokens = MessageTokens::of(&input, counter.as_ref());
+            let cx = Context { format, counter: counter.as_ref(), instructions: None, layout: &layout, tokens: &tokens };
             let c = runtime().block_on(strategy.compact(&input, budget, &cx)).unwrap();
             if c.edits.is_empty() {
                 continue;

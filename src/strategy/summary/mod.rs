@@ -314,11 +314,11 @@ impl Strategy for Summary {
         cx: &Context<'_>,
     ) -> Result<Compaction, StrategyError> {
         let counter = cx.counter;
-        let tokens = MessageTokens::of(conversation, counter);
+        let tokens = cx.tokens;
         let Some(plan) = plan(
             conversation,
             cx.layout,
-            &tokens,
+            tokens,
             budget,
             self.config.keep_recent_share,
         ) else {
