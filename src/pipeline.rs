@@ -19,13 +19,14 @@
 use crate::config::Settings;
 use crate::conversation::Conversation;
 use crate::format::Format;
-use crate::guard::{self, FailureRecord, Layout, ValidateOptions, Violation};
-use crate::memory::{Memory, PrefixHashes};
+use crate::guard::{self, FailureRecord, Junction, Layout, ValidateOptions, Violation};
+use crate::memory::{Continuation, Memory, PrefixHashes};
 use crate::policy::{self, Targets};
 use crate::report::{Report, Status, TierRun, Timings, violation_lines};
 use crate::strategy::{Context, Strategy};
 use crate::tokens::{ModelTokens, TokenCounter, Tokenizer};
 use std::borrow::Cow;
+use std::sync::OnceLock;
 use std::time::Instant;
 
 /// Errors of [`Compactor::compact`](crate::Compactor::compact).
@@ -67,7 +68,9 @@ pub(crate) trait Host: Sync {
 /// What one compaction knows of its input, computed once.
 struct Run<'a> {
     input: &'a Conversation,
-    layout: Layout,
+    /// The input's layout, computed when first needed (a continuation that stays under the
+    /// trigger needs none).
+    layout: OnceLock<Layout>,
     format: Format,
     options: ValidateOptions,
     counter: &'a dyn TokenCounter,
@@ -76,6 +79,11 @@ struct Run<'a> {
 }
 
 impl Run<'_> {
+    /// The input's layout ([`Layout::of`], once).
+    fn layout(&self) -> &Layout {
+        self.layout.get_or_init(|| Layout::of(self.input))
+    }
+
     /// The guard's verdict on an output: provider rules, what must survive, the envelope.
     fn verify(
         &self,
@@ -87,7 +95,7 @@ impl Run<'_> {
         let mut violations = guard::validate(output, self.format, self.options);
         violations.extend(guard::check_compaction_with(
             self.input,
-            &self.layout,
+            self.layout(),
             output,
             self.format,
             records,
@@ -119,29 +127,54 @@ pub(crate) async fn compact<'a>(
     instructions: Option<&str>,
 ) -> Result<Compacted<'a>, CompactError> {
     let started = Instant::now();
-    let mut invalid = guard::validate(
-        input,
-        format,
-        ValidateOptions {
-            allow_open_tail: true,
-        },
-    );
-    // A fault every output repairs (surplus cache_control) does not refuse the input.
-    invalid.retain(|v| !v.kind.is_repairable());
-    if !invalid.is_empty() {
-        return Err(CompactError::InvalidInput(invalid));
-    }
-    let layout = Layout::of(input);
     let basis = compactor.model_tokens(input.extra.get("model").and_then(|m| m.as_str()));
     // The model's per-call framing (`[tokens.models] tool_call`) joins every tool_use block's
     // count; with none configured this is the cached counter as it is.
     let framed = basis.framed(compactor.counter_of(basis.tokenizer));
     let counter: &dyn TokenCounter = &framed;
     let targets = Targets::of(&compactor.settings().budget, &basis, budget);
+    let remember = compactor.settings().policy.remember;
+    // Hysteresis: the remembered compaction of the longest remembered prefix, looked up first
+    // so that the input's validation and count start from that prefix's junction.
+    let hashes = remember.then(|| PrefixHashes::of(input, targets.model.limit as u64));
+    let recalled = hashes
+        .as_ref()
+        .and_then(|h| policy::recall(compactor.memory(), h, input));
+    let known = recalled.as_ref().and_then(|r| {
+        r.continuation
+            .clone()
+            .filter(|c| c.basis == basis && c.input.messages() == r.len)
+            .map(|c| (r.len, c))
+    });
+    let input_options = ValidateOptions {
+        allow_open_tail: true,
+    };
+    let (mut invalid, input_junction) = match known
+        .as_ref()
+        .and_then(|(_, c)| guard::validate_continuation(input, &c.input, format, input_options))
+    {
+        Some((violations, junction)) => (violations, Some(junction)),
+        None => (guard::validate(input, format, input_options), None),
+    };
+    // A fault every output repairs (surplus cache_control) does not refuse the input.
+    invalid.retain(|v| !v.kind.is_repairable());
+    if !invalid.is_empty() {
+        return Err(CompactError::InvalidInput(invalid));
+    }
+    let layout = OnceLock::new();
+    // Whether the input ends inside a tool loop: from the junction on when continuing (no
+    // reference beyond call / result pairs, so the last exchange is found there), else from
+    // the layout.
+    let open_tail = match (&known, &input_junction) {
+        (Some((_, c)), Some(_)) => c.input.last_exchange(input).is_some_and(|e| e.open),
+        _ => layout
+            .get_or_init(|| Layout::of(input))
+            .ends_with_open_call(),
+    };
     let run = Run {
         input,
         options: ValidateOptions {
-            allow_open_tail: layout.ends_with_open_call(),
+            allow_open_tail: open_tail,
         },
         layout,
         format,
@@ -150,7 +183,18 @@ pub(crate) async fn compact<'a>(
         targets,
     };
     let t0 = Instant::now();
-    let tokens_before = counter.count_conversation(input);
+    // A continuation: the remembered prefix's count plus the new messages' (the count of a
+    // request is the sum of its system prompt's, its tools' and its messages' counts).
+    let tokens_before = match (&known, &input_junction) {
+        (Some((len, c)), Some(_)) => {
+            c.input_tokens
+                + input.messages[*len..]
+                    .iter()
+                    .map(|m| counter.count_message(m))
+                    .sum::<usize>()
+        }
+        _ => counter.count_conversation(input),
+    };
     let mut report = first_report(compactor, &run, tokens_before);
     report.timings.count_ms = ms(t0);
     if targets.untouched(tokens_before) {
@@ -175,21 +219,37 @@ pub(crate) async fn compact<'a>(
         degraded: None,
         records: Vec::new(),
     };
-    let hashes = PrefixHashes::of(input, targets.model.limit as u64);
-    let remember = compactor.settings().policy.remember;
-    if remember
-        && let Some(recalled) = policy::recall(compactor.memory(), &hashes, input)
-        && continue_from(&run, recalled, &mut best, &mut report)
+    // The output junction of a continuation that was taken.
+    let mut continued: Option<Junction> = None;
+    if let Some(recalled) = recalled
+        && continue_from(
+            &run,
+            recalled,
+            known.as_ref().map(|(_, c)| c.as_ref()),
+            &mut best,
+            &mut continued,
+            &mut report,
+        )
         && targets.untouched(best.tokens)
         && let Some(conversation) = best.conversation.take()
     {
         // Still under the trigger after the new messages: the remembered prefix is the output.
-        compactor.memory().remember(
-            &hashes,
-            &conversation,
-            best.degraded.as_deref(),
-            &best.records,
-        );
+        if let Some(hashes) = &hashes {
+            let continuation = Continuation {
+                basis: run.basis.clone(),
+                input_tokens: tokens_before,
+                output_tokens: best.tokens,
+                input: input_junction.unwrap_or_else(|| Junction::of(input, format)),
+                output: continued.unwrap_or_else(|| Junction::of(&conversation, format)),
+            };
+            compactor.memory().remember_continuable(
+                hashes,
+                &conversation,
+                best.degraded.as_deref(),
+                &best.records,
+                continuation,
+            );
+        }
         finish(
             &run,
             &mut report,
@@ -203,6 +263,12 @@ pub(crate) async fn compact<'a>(
             conversation: Cow::Owned(conversation),
             report,
         });
+    }
+    if let Some(c) = &best.conversation
+        && best.layout.is_none()
+    {
+        // Continued but over the trigger: the tiers work on the continuation's layout.
+        best.layout = Some(Layout::of(c));
     }
     for tier in compactor.tiers() {
         let tier_run = run_tier(&run, tier.as_ref(), instructions, &mut best, &mut report).await;
@@ -228,10 +294,27 @@ pub(crate) async fn compact<'a>(
     report.timings.total_ms = ms(started);
     let conversation = match best.conversation {
         Some(c) => {
-            if remember {
-                compactor
-                    .memory()
-                    .remember(&hashes, &c, best.degraded.as_deref(), &best.records);
+            if let Some(hashes) = &hashes {
+                // The output junction of the continuation when no tier replaced it.
+                let output = continued
+                    .filter(|_| report.tiers.iter().all(|t| !t.accepted))
+                    .unwrap_or_else(|| Junction::of(&c, format));
+                let input = input_junction
+                    .unwrap_or_else(|| Junction::of_laid_out(input, format, run.layout()));
+                let continuation = Continuation {
+                    basis: run.basis.clone(),
+                    input_tokens: tokens_before,
+                    output_tokens: best.tokens,
+                    input,
+                    output,
+                };
+                compactor.memory().remember_continuable(
+                    hashes,
+                    &c,
+                    best.degraded.as_deref(),
+                    &best.records,
+                    continuation,
+                );
             }
             Cow::Owned(c)
         }
@@ -269,31 +352,59 @@ fn first_report(compactor: &dyn Host, run: &Run<'_>, tokens: usize) -> Report {
 }
 
 /// Takes the remembered compaction when the guard accepts it and it is smaller than the input;
-/// returns whether it was taken.
+/// returns whether it was taken. With what continuing needs (`known`, of the same counting
+/// basis) only the junction and the new messages are validated, checked and counted
+/// ([`guard::validate_continuation`], [`guard::check_continuation`]), and `continued` is set to
+/// the output's new junction; else the continuation is validated, checked and counted whole.
 fn continue_from(
     run: &Run<'_>,
     recalled: policy::Recalled,
+    known: Option<&Continuation>,
     best: &mut Best,
+    continued: &mut Option<Junction>,
     report: &mut Report,
 ) -> bool {
-    let violations = {
-        let t0 = Instant::now();
-        let mut v = guard::validate(&recalled.conversation, run.format, run.options);
-        v.extend(guard::check_compaction_with(
+    let len = recalled.len;
+    let conversation = &recalled.conversation;
+    let t0 = Instant::now();
+    let incremental = known.and_then(|c| {
+        let (mut v, junction) =
+            guard::validate_continuation(conversation, &c.output, run.format, run.options)?;
+        v.extend(guard::check_continuation(
             run.input,
-            &run.layout,
-            &recalled.conversation,
-            run.format,
-            Some(recalled.failures.as_slice()),
-        ));
-        report.timings.guard_ms += ms(t0);
-        v
+            len,
+            &c.input,
+            conversation,
+        )?);
+        Some((v, junction, c.output_tokens))
+    });
+    let (violations, tokens) = match incremental {
+        Some((violations, junction, output_tokens)) => {
+            let tokens = output_tokens
+                + run.input.messages[len..]
+                    .iter()
+                    .map(|m| run.counter.count_message(m))
+                    .sum::<usize>();
+            *continued = Some(junction);
+            (violations, tokens)
+        }
+        None => {
+            let mut v = guard::validate(conversation, run.format, run.options);
+            v.extend(guard::check_compaction_with(
+                run.input,
+                run.layout(),
+                conversation,
+                run.format,
+                Some(recalled.failures.as_slice()),
+            ));
+            (v, run.counter.count_conversation(conversation))
+        }
     };
-    let tokens = run.counter.count_conversation(&recalled.conversation);
+    report.timings.guard_ms += ms(t0);
     if !violations.is_empty() || !run.targets.takes(tokens, best.tokens) {
+        *continued = None;
         return false;
     }
-    let len = recalled.len;
     report.notes.push(format!(
         "continued from the remembered compaction of the first {len} messages ({} new)",
         run.input.messages.len() - len
@@ -308,7 +419,8 @@ fn continue_from(
     }
     best.tokens = tokens;
     best.records = recalled.failures;
-    best.layout = Some(Layout::of(&recalled.conversation));
+    // The tiers that may follow compute its layout (none when it stays under the trigger).
+    best.layout = None;
     best.conversation = Some(recalled.conversation);
     true
 }
@@ -323,7 +435,7 @@ async fn run_tier(
     report: &mut Report,
 ) -> TierRun {
     let base = best.conversation.as_ref().unwrap_or(run.input);
-    let layout = best.layout.as_ref().unwrap_or(&run.layout);
+    let layout = best.layout.as_ref().unwrap_or_else(|| run.layout());
     let cx = Context {
         format: run.format,
         counter: run.counter,
