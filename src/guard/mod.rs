@@ -55,3 +55,6 @@ pub use preserve::{check_compaction, check_compaction_with, check_continuation};
 pub use units::{Cut, CutKind, Exchange, Round, Units, is_clean_user};
 pub use validate::{Junction, ValidateOptions, has_reference, validate, validate_continuation};
 pub use violation::{Violation, ViolationKind};
+
+#[cfg(test)]
+mod junction_tests;
