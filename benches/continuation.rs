@@ -1,6 +1,7 @@
 //! Continuing from a remembered prefix (issue 12: "costs in proportion to the new messages
-//! only"): generated sessions ([`common::generated_session`]) of 1x, 4x and 16x tool calls are
-//! compacted once with `truncate` at 20,000 tokens (the compaction memory on), then each is
+//! only"): generated sessions ([`common::generated_session_every`], 20 user requests) of 1x, 4x
+//! and 16x tool calls are
+//! compacted once with `truncate` at 50,000 tokens (the compaction memory on), then each is
 //! resent with the same few new messages (two more calls and their results, distinct per run so
 //! that every run continues from the remembered prefix and not from the previous run's input).
 //! The continuation stays under the trigger, so the remembered output plus the new messages is
@@ -26,7 +27,9 @@ use tokio::runtime::Runtime;
 /// Tool calls of the 1x session; 4x and 16x follow.
 const BASE_CALLS: usize = 500;
 const SCALES: [usize; 3] = [1, 4, 16];
-const BUDGET: usize = 20_000;
+const BUDGET: usize = 50_000;
+/// User requests in every session.
+const REQUESTS: usize = 20;
 /// New tool calls per continuation (each an assistant call and its result).
 const NEW_CALLS: usize = 2;
 /// Alternating runs per paired measurement.
@@ -82,7 +85,9 @@ fn continued(prefix: &Conversation, run: usize) -> Conversation {
 
 /// A session of `calls` calls remembered by a new pipeline (compacted once).
 fn remembered(rt: &Runtime, calls: usize) -> (Compactor, Conversation) {
-    let session = common::generated_session(calls);
+    // The same 20 user requests at every size: the output's session state (which names every
+    // request) then fits the budget, so a continuation stays under the trigger.
+    let session = common::generated_session_every(calls, calls / REQUESTS);
     let p = pipeline();
     compact(rt, &p, &session);
     (p, session)
@@ -113,6 +118,8 @@ fn bench(c: &mut Criterion) {
             };
             let strings = common::texts(&tail);
             let len = prefix.messages.len();
+            // The inputs are dropped after the clock (freeing N messages is the caller's).
+            let done = std::cell::RefCell::new(Vec::new());
             let paired = common::paired(
                 RUNS,
                 || {
@@ -122,8 +129,10 @@ fn bench(c: &mut Criterion) {
                 |conv| {
                     let from = compact(&rt, p, &conv);
                     assert_eq!(from, Some(len), "the run continued from the prefix");
+                    done.borrow_mut().push(conv);
                 },
             );
+            drop(done);
             let one = *first.get_or_insert(paired.case_ms);
             eprintln!(
                 "  {x:>2}x ({:>6} calls, {:>6} messages) {:>9.3} ms   {:>5.1}x the 1x   bare new {:>6.3} ms",
@@ -147,7 +156,10 @@ fn bench(c: &mut Criterion) {
         group.bench_function(format!("{x}x"), |b| {
             b.iter_batched(
                 || next(prefix),
-                |conv| compact(&rt, p, black_box(&conv)),
+                |conv| {
+                    compact(&rt, p, black_box(&conv));
+                    conv
+                },
                 BatchSize::PerIteration,
             )
         });
