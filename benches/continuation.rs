@@ -8,7 +8,8 @@
 //! the answer; the bench panics when a run did not continue (it would measure something else).
 //!
 //! The table (median of alternating runs, paired with bare o200k encoding of the new messages'
-//! text) shows the cost against N: flat when it is in proportion to the new messages.
+//! text) shows the cost against N: flat when it is in proportion to the new messages, but for
+//! hashing the input (every prefix's key of the memory, [`PrefixHashes::of`]), timed apart.
 //! `COMPACTOR_BENCH_TABLES_ONLY=1` prints the table and skips criterion's measurements.
 //!
 //! `cargo bench --bench continuation`
@@ -16,6 +17,7 @@
 mod common;
 
 use compactor::config::Loader;
+use compactor::memory::PrefixHashes;
 use compactor::{Compactor, Conversation, Format};
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use serde_json::json;
@@ -133,13 +135,25 @@ fn bench(c: &mut Criterion) {
                 },
             );
             drop(done);
+            // What is still linear: hashing every prefix of the input (the memory's key).
+            let sample = next(prefix);
+            let hashing = common::paired(
+                RUNS,
+                || (),
+                || (),
+                |()| {
+                    black_box(PrefixHashes::of(&sample, BUDGET as u64));
+                },
+            );
             let one = *first.get_or_insert(paired.case_ms);
             eprintln!(
-                "  {x:>2}x ({:>6} calls, {:>6} messages) {:>9.3} ms   {:>5.1}x the 1x   bare new {:>6.3} ms",
+                "  {x:>2}x ({:>6} calls, {:>6} messages) {:>9.3} ms   {:>5.1}x the 1x   \
+                 of which hashing the input {:>7.3} ms   bare new {:>6.3} ms",
                 BASE_CALLS * x,
                 len,
                 paired.case_ms,
                 paired.case_ms / one,
+                hashing.case_ms,
                 paired.bare_ms
             );
         }
