@@ -4,7 +4,9 @@
 //! input -> guard::validate (the input's own faults refuse it)
 //!       -> guard::Layout::of (once) and count (cached)
 //!       -> policy: under the trigger? -> unchanged (borrowed, no copy)
-//!       -> policy: remembered prefix?  -> continue from it (verified by the guard)
+//!       -> policy: remembered prefix?  -> continue from it (verified by the guard from the
+//!                                         prefix's junction: only the new messages are
+//!                                         validated, checked and counted)
 //!       -> tier 1 .. tier n            strategy plan -> guard::apply -> settle -> verify
 //!                                      -> taken when smaller
 //!       -> report

@@ -31,7 +31,7 @@ enum Op {
 fn op() -> impl Strategy<Value = Op> {
     let empty = prop::bool::weighted(0.04);
     prop_oneof![
-        3 => empty.clone().prop_map(Op::User),
+        3 => empty.prop_map(Op::User),
         2 => empty.prop_map(Op::Assistant),
         5 => (1usize..3, prop::bool::weighted(0.85), any::<bool>(), prop::sample::select(vec![0u8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 2]))
             .prop_map(|(n, all, error, fault)| Op::Calls {
