@@ -7,8 +7,8 @@
 //! the candidate, and it is compacted again only once it crosses the trigger (hysteresis).
 
 use crate::conversation::{Block, Conversation, Message, ToolInput, ToolResultContent};
-use crate::guard::FailureRecord;
-use crate::tokens::{hash_str, hash_value};
+use crate::guard::{FailureRecord, Junction};
+use crate::tokens::{ModelTokens, hash_str, hash_value};
 use moka::sync::Cache;
 use std::hash::Hasher;
 use std::sync::Arc;
@@ -41,6 +41,38 @@ pub struct Remembered {
     /// `output`), as [`crate::guard::apply`] recorded them: a continuation is checked against
     /// them, structurally ([`crate::guard::check_compaction_with`]).
     pub failures: Vec<FailureRecord>,
+    /// What a continuation needs so that it costs in proportion to its new messages (`None`:
+    /// not known, e.g. an entry read back from the shared store; a continuation of it is then
+    /// counted and checked whole, once).
+    pub continuation: Option<Arc<Continuation>>,
+}
+
+/// What a continuation of a remembered compaction (the remembered input prefix followed by
+/// new messages) needs, so that it is neither counted nor checked whole again.
+///
+/// Token counts are the counter's own tokens of the whole request (system prompt, tools and
+/// every message: `TokenCounter::count_conversation`, which is that sum), so a continuation's
+/// count is the remembered count plus each new message's `count_message`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Continuation {
+    /// The counting basis the counts were made with; a continuation counted on another basis
+    /// (another model's framing or vocabulary) uses neither count.
+    pub basis: ModelTokens,
+    /// Counted tokens of the input prefix (the whole request).
+    pub input_tokens: usize,
+    /// Counted tokens of the output (the whole request).
+    pub output_tokens: usize,
+    /// The guard's junction at the end of the input prefix (its validation state).
+    pub input: Junction,
+    /// The guard's junction at the end of the output.
+    pub output: Junction,
+}
+
+impl Continuation {
+    /// An estimate of the heap bytes it holds (the junctions' id sets), for the byte bound.
+    pub fn estimated_bytes(&self) -> usize {
+        self.input.estimated_bytes() + self.output.estimated_bytes()
+    }
 }
 
 impl std::fmt::Debug for Memory {
@@ -103,7 +135,9 @@ impl Memory {
                 .max_capacity(max_bytes)
                 .weigher(|_, v: &Arc<Remembered>| {
                     let records: usize = v.failures.iter().map(|f| f.id.len() + 32).sum();
-                    u32::try_from(estimated_bytes(&v.output) + records).unwrap_or(u32::MAX)
+                    let continuation = v.continuation.as_ref().map_or(0, |c| c.estimated_bytes());
+                    u32::try_from(estimated_bytes(&v.output) + records + continuation)
+                        .unwrap_or(u32::MAX)
                 })
                 .build(),
             max_bytes,
@@ -133,7 +167,9 @@ impl Memory {
     }
 
     /// The remembered compaction whose input is the longest prefix of the conversation hashed
-    /// in `hashes`, with that prefix's length.
+    /// in `hashes`, with that prefix's length. Probes the prefixes from the longest down, so a
+    /// hit `k` messages short of the whole costs `k + 1` look-ups (a miss one per message).
+    /// The output is cloned; the continuation state is shared.
     pub fn recall(&self, hashes: &PrefixHashes) -> Option<(usize, Remembered)> {
         hashes
             .prefix
@@ -158,6 +194,29 @@ impl Memory {
         failures: &[FailureRecord],
     ) {
         self.remember_prefix(hashes, hashes.messages(), output, degraded, failures);
+    }
+
+    /// [`Memory::remember`] with what a continuation of it needs ([`Continuation`]).
+    pub fn remember_continuable(
+        &self,
+        hashes: &PrefixHashes,
+        output: &Conversation,
+        degraded: Option<&str>,
+        failures: &[FailureRecord],
+        continuation: Continuation,
+    ) {
+        let Some(key) = hashes.key(hashes.messages()) else {
+            return;
+        };
+        self.entries.insert(
+            (hashes.messages(), key),
+            Arc::new(Remembered {
+                output: output.clone(),
+                degraded: degraded.map(str::to_string),
+                failures: failures.to_vec(),
+                continuation: Some(Arc::new(continuation)),
+            }),
+        );
     }
 }
 
@@ -197,6 +256,7 @@ impl Memory {
                 output: output.clone(),
                 degraded: degraded.map(str::to_string),
                 failures: failures.to_vec(),
+                continuation: None,
             }),
         );
     }

@@ -4,7 +4,9 @@
 //! input -> guard::validate (the input's own faults refuse it)
 //!       -> guard::Layout::of (once) and count (cached)
 //!       -> policy: under the trigger? -> unchanged (borrowed, no copy)
-//!       -> policy: remembered prefix?  -> continue from it (verified by the guard)
+//!       -> policy: remembered prefix?  -> continue from it (verified by the guard from the
+//!                                         prefix's junction: only the new messages are
+//!                                         validated, checked and counted)
 //!       -> tier 1 .. tier n            strategy plan -> guard::apply -> settle -> verify
 //!                                      -> taken when smaller
 //!       -> report
@@ -19,13 +21,16 @@
 use crate::config::Settings;
 use crate::conversation::Conversation;
 use crate::format::Format;
-use crate::guard::{self, FailureRecord, Layout, MessageTokens, ValidateOptions, Violation};
-use crate::memory::{Memory, PrefixHashes};
+use crate::guard::{
+    self, FailureRecord, Junction, Layout, MessageTokens, ValidateOptions, Violation,
+};
+use crate::memory::{Continuation, Memory, PrefixHashes};
 use crate::policy::{self, Targets};
 use crate::report::{Report, Status, TierRun, Timings, violation_lines};
 use crate::strategy::{Context, Strategy};
 use crate::tokens::{ModelTokens, TokenCounter, Tokenizer};
 use std::borrow::Cow;
+use std::sync::OnceLock;
 use std::time::Instant;
 
 /// Errors of [`Compactor::compact`](crate::Compactor::compact).
@@ -67,9 +72,12 @@ pub(crate) trait Host: Sync {
 /// What one compaction knows of its input, computed once.
 struct Run<'a> {
     input: &'a Conversation,
-    layout: Layout,
-    /// Counter tokens of each input message, counted once.
-    tokens: MessageTokens,
+    /// The input's layout, computed when first needed (a continuation that stays under the
+    /// trigger needs none).
+    layout: OnceLock<Layout>,
+    /// Counter tokens of each input message, counted once when first needed (a continuation
+    /// counts only its new messages).
+    tokens: OnceLock<MessageTokens>,
     format: Format,
     options: ValidateOptions,
     counter: &'a dyn TokenCounter,
@@ -78,6 +86,17 @@ struct Run<'a> {
 }
 
 impl Run<'_> {
+    /// The input's layout ([`Layout::of`], once).
+    fn layout(&self) -> &Layout {
+        self.layout.get_or_init(|| Layout::of(self.input))
+    }
+
+    /// Counter tokens of each input message ([`MessageTokens::of`], once).
+    fn tokens(&self) -> &MessageTokens {
+        self.tokens
+            .get_or_init(|| MessageTokens::of(self.input, self.counter))
+    }
+
     /// The guard's verdict on an output: provider rules, what must survive, the envelope.
     fn verify(
         &self,
@@ -89,7 +108,7 @@ impl Run<'_> {
         let mut violations = guard::validate(output, self.format, self.options);
         violations.extend(guard::check_compaction_with(
             self.input,
-            &self.layout,
+            self.layout(),
             output,
             self.format,
             records,
@@ -125,41 +144,80 @@ pub(crate) async fn compact<'a>(
     instructions: Option<&str>,
 ) -> Result<Compacted<'a>, CompactError> {
     let started = Instant::now();
-    let mut invalid = guard::validate(
-        input,
-        format,
-        ValidateOptions {
-            allow_open_tail: true,
-        },
-    );
-    // A fault every output repairs (surplus cache_control) does not refuse the input.
-    invalid.retain(|v| !v.kind.is_repairable());
-    if !invalid.is_empty() {
-        return Err(CompactError::InvalidInput(invalid));
-    }
-    let layout = Layout::of(input);
     let basis = compactor.model_tokens(input.extra.get("model").and_then(|m| m.as_str()));
     // The model's per-call framing (`[tokens.models] tool_call`) joins every tool_use block's
     // count; with none configured this is the cached counter as it is.
     let framed = basis.framed(compactor.counter_of(basis.tokenizer));
     let counter: &dyn TokenCounter = &framed;
     let targets = Targets::of(&compactor.settings().budget, &basis, budget);
-    let t0 = Instant::now();
-    let tokens = MessageTokens::of(input, counter);
-    let tokens_before = counter.count_system(input.system.as_ref())
-        + counter.count_tools(input.tools())
-        + tokens.tail(0);
+    let remember = compactor.settings().policy.remember;
+    // Hysteresis: the remembered compaction of the longest remembered prefix, looked up first
+    // so that the input's validation and count start from that prefix's junction.
+    let hashes = remember.then(|| PrefixHashes::of(input, targets.model.limit as u64));
+    let recalled = hashes
+        .as_ref()
+        .and_then(|h| policy::recall(compactor.memory(), h, input));
+    let known = recalled.as_ref().and_then(|r| {
+        r.continuation
+            .clone()
+            .filter(|c| c.basis == basis && c.input.messages() == r.len)
+            .map(|c| (r.len, c))
+    });
+    let input_options = ValidateOptions {
+        allow_open_tail: true,
+    };
+    let (mut invalid, input_junction) = match known
+        .as_ref()
+        .and_then(|(_, c)| guard::validate_continuation(input, &c.input, format, input_options))
+    {
+        Some((violations, junction)) => (violations, Some(junction)),
+        None => (guard::validate(input, format, input_options), None),
+    };
+    // A fault every output repairs (surplus cache_control) does not refuse the input.
+    invalid.retain(|v| !v.kind.is_repairable());
+    if !invalid.is_empty() {
+        return Err(CompactError::InvalidInput(invalid));
+    }
+    let layout = OnceLock::new();
+    // Whether the input ends inside a tool loop: from the junction on when continuing (no
+    // reference beyond call / result pairs, so the last exchange is found there), else from
+    // the layout.
+    let open_tail = match (&known, &input_junction) {
+        (Some((_, c)), Some(_)) => c.input.last_exchange(input).is_some_and(|e| e.open),
+        _ => layout
+            .get_or_init(|| Layout::of(input))
+            .ends_with_open_call(),
+    };
     let run = Run {
         input,
         options: ValidateOptions {
-            allow_open_tail: layout.ends_with_open_call(),
+            allow_open_tail: open_tail,
         },
         layout,
-        tokens,
+        tokens: OnceLock::new(),
         format,
         counter,
         basis,
         targets,
+    };
+    let t0 = Instant::now();
+    // A continuation: the remembered prefix's count plus the new messages' (the count of a
+    // request is the sum of its system prompt's, its tools' and its messages' counts).
+    let tokens_before = match (&known, &input_junction) {
+        (Some((len, c)), Some(_)) => {
+            c.input_tokens
+                + input.messages[*len..]
+                    .iter()
+                    .map(|m| counter.count_message(m))
+                    .sum::<usize>()
+        }
+        // The count of a request is its system prompt's, its tools' and its messages' (each
+        // message counted once, kept for the tiers).
+        _ => {
+            counter.count_system(input.system.as_ref())
+                + counter.count_tools(input.tools())
+                + run.tokens().tail(0)
+        }
     };
     let mut report = first_report(compactor, &run, tokens_before);
     report.timings.count_ms = ms(t0);
@@ -186,21 +244,37 @@ pub(crate) async fn compact<'a>(
         degraded: None,
         records: Vec::new(),
     };
-    let hashes = PrefixHashes::of(input, targets.model.limit as u64);
-    let remember = compactor.settings().policy.remember;
-    if remember
-        && let Some(recalled) = policy::recall(compactor.memory(), &hashes, input)
-        && continue_from(&run, recalled, &mut best, &mut report)
+    // The output junction of a continuation that was taken.
+    let mut continued: Option<Junction> = None;
+    if let Some(recalled) = recalled
+        && continue_from(
+            &run,
+            recalled,
+            known.as_ref().map(|(_, c)| c.as_ref()),
+            &mut best,
+            &mut continued,
+            &mut report,
+        )
         && targets.untouched(best.tokens)
         && let Some(conversation) = best.conversation.take()
     {
         // Still under the trigger after the new messages: the remembered prefix is the output.
-        compactor.memory().remember(
-            &hashes,
-            &conversation,
-            best.degraded.as_deref(),
-            &best.records,
-        );
+        if let Some(hashes) = &hashes {
+            let continuation = Continuation {
+                basis: run.basis.clone(),
+                input_tokens: tokens_before,
+                output_tokens: best.tokens,
+                input: input_junction.unwrap_or_else(|| Junction::of(input, format)),
+                output: continued.unwrap_or_else(|| Junction::of(&conversation, format)),
+            };
+            compactor.memory().remember_continuable(
+                hashes,
+                &conversation,
+                best.degraded.as_deref(),
+                &best.records,
+                continuation,
+            );
+        }
         finish(
             &run,
             &mut report,
@@ -214,6 +288,12 @@ pub(crate) async fn compact<'a>(
             conversation: Cow::Owned(conversation),
             report,
         });
+    }
+    if let Some(c) = &best.conversation
+        && best.layout.is_none()
+    {
+        // Continued but over the trigger: the tiers work on the continuation's layout.
+        best.layout = Some(Layout::of(c));
     }
     for tier in compactor.tiers() {
         let tier_run = run_tier(&run, tier.as_ref(), instructions, &mut best, &mut report).await;
@@ -239,10 +319,27 @@ pub(crate) async fn compact<'a>(
     report.timings.total_ms = ms(started);
     let conversation = match best.conversation {
         Some(c) => {
-            if remember {
-                compactor
-                    .memory()
-                    .remember(&hashes, &c, best.degraded.as_deref(), &best.records);
+            if let Some(hashes) = &hashes {
+                // The output junction of the continuation when no tier replaced it.
+                let output = continued
+                    .filter(|_| report.tiers.iter().all(|t| !t.accepted))
+                    .unwrap_or_else(|| Junction::of(&c, format));
+                let input = input_junction
+                    .unwrap_or_else(|| Junction::of_laid_out(input, format, run.layout()));
+                let continuation = Continuation {
+                    basis: run.basis.clone(),
+                    input_tokens: tokens_before,
+                    output_tokens: best.tokens,
+                    input,
+                    output,
+                };
+                compactor.memory().remember_continuable(
+                    hashes,
+                    &c,
+                    best.degraded.as_deref(),
+                    &best.records,
+                    continuation,
+                );
             }
             Cow::Owned(c)
         }
@@ -280,31 +377,59 @@ fn first_report(compactor: &dyn Host, run: &Run<'_>, tokens: usize) -> Report {
 }
 
 /// Takes the remembered compaction when the guard accepts it and it is smaller than the input;
-/// returns whether it was taken.
+/// returns whether it was taken. With what continuing needs (`known`, of the same counting
+/// basis) only the junction and the new messages are validated, checked and counted
+/// ([`guard::validate_continuation`], [`guard::check_continuation`]), and `continued` is set to
+/// the output's new junction; else the continuation is validated, checked and counted whole.
 fn continue_from(
     run: &Run<'_>,
     recalled: policy::Recalled,
+    known: Option<&Continuation>,
     best: &mut Best,
+    continued: &mut Option<Junction>,
     report: &mut Report,
 ) -> bool {
-    let violations = {
-        let t0 = Instant::now();
-        let mut v = guard::validate(&recalled.conversation, run.format, run.options);
-        v.extend(guard::check_compaction_with(
+    let len = recalled.len;
+    let conversation = &recalled.conversation;
+    let t0 = Instant::now();
+    let incremental = known.and_then(|c| {
+        let (mut v, junction) =
+            guard::validate_continuation(conversation, &c.output, run.format, run.options)?;
+        v.extend(guard::check_continuation(
             run.input,
-            &run.layout,
-            &recalled.conversation,
-            run.format,
-            Some(recalled.failures.as_slice()),
-        ));
-        report.timings.guard_ms += ms(t0);
-        v
+            len,
+            &c.input,
+            conversation,
+        )?);
+        Some((v, junction, c.output_tokens))
+    });
+    let (violations, tokens) = match incremental {
+        Some((violations, junction, output_tokens)) => {
+            let tokens = output_tokens
+                + run.input.messages[len..]
+                    .iter()
+                    .map(|m| run.counter.count_message(m))
+                    .sum::<usize>();
+            *continued = Some(junction);
+            (violations, tokens)
+        }
+        None => {
+            let mut v = guard::validate(conversation, run.format, run.options);
+            v.extend(guard::check_compaction_with(
+                run.input,
+                run.layout(),
+                conversation,
+                run.format,
+                Some(recalled.failures.as_slice()),
+            ));
+            (v, run.counter.count_conversation(conversation))
+        }
     };
-    let tokens = run.counter.count_conversation(&recalled.conversation);
+    report.timings.guard_ms += ms(t0);
     if !violations.is_empty() || !run.targets.takes(tokens, best.tokens) {
+        *continued = None;
         return false;
     }
-    let len = recalled.len;
     report.notes.push(format!(
         "continued from the remembered compaction of the first {len} messages ({} new)",
         run.input.messages.len() - len
@@ -319,7 +444,10 @@ fn continue_from(
     }
     best.tokens = tokens;
     best.records = recalled.failures;
-    best.layout = Some(Layout::of(&recalled.conversation));
+    // The tiers that may follow compute its layout (none when it stays under the trigger).
+    best.layout = None;
+    // Its messages are counted by the first tier that runs on it.
+    best.per = None;
     best.conversation = Some(recalled.conversation);
     true
 }
@@ -337,10 +465,10 @@ async fn run_tier(
         best.layout = best.conversation.as_ref().map(Layout::of);
     }
     let base = best.conversation.as_ref().unwrap_or(run.input);
-    let layout = best.layout.as_ref().unwrap_or(&run.layout);
+    let layout = best.layout.as_ref().unwrap_or_else(|| run.layout());
     let counted;
     let per = match (&best.conversation, &best.per) {
-        (None, _) => &run.tokens,
+        (None, _) => run.tokens(),
         (Some(_), Some(per)) => per,
         (Some(c), None) => {
             counted = MessageTokens::of(c, run.counter);
@@ -463,4 +591,95 @@ fn finish(run: &Run<'_>, report: &mut Report, changed: bool, tokens: usize, degr
 
 fn ms(since: Instant) -> f64 {
     since.elapsed().as_secs_f64() * 1000.0
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::Compactor;
+    use crate::config::Settings;
+    use crate::conversation::{Conversation, Message, Role};
+    use crate::format::Format;
+    use crate::guard::Junction;
+    use crate::memory::PrefixHashes;
+    use crate::report::Status;
+    use crate::tokens::TokenCounter;
+    use serde_json::json;
+
+    fn history(turns: usize) -> Conversation {
+        let long = "output line ".repeat(300);
+        let mut messages = vec![json!({"role": "user", "content": "start"})];
+        for i in 0..turns {
+            let id = format!("toolu_{i}");
+            messages.push(json!({"role": "assistant", "content": [
+                {"type": "tool_use", "id": id, "name": "Bash", "input": {"command": "ls"}}]}));
+            messages.push(json!({"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": id, "content": long, "is_error": i == 1}]}));
+            messages.push(json!({"role": "assistant", "content": format!("turn {i}")}));
+            messages.push(json!({"role": "user", "content": "go on"}));
+        }
+        Format::Anthropic
+            .read(&json!({"model": "m", "max_tokens": 8, "messages": messages}))
+            .expect("readable")
+    }
+
+    /// A continuation taken from the junction reports the counts a whole count gives, and is
+    /// remembered with the junctions and counts of the whole, so the next one continues too.
+    #[tokio::test]
+    async fn a_continuation_is_counted_and_remembered_as_the_whole() {
+        let mut settings = Settings::default();
+        settings.policy.tiers = vec!["truncate".into()];
+        let engine = Compactor::from_config(settings).expect("settings");
+        let first = history(8);
+        let out = engine
+            .compact(&first, Format::Anthropic, Some(2_000))
+            .await
+            .expect("compacts");
+        assert_eq!(out.report.status, Status::Compacted);
+        let mut input = first.clone();
+        for round in 0..2 {
+            let from = input.messages.len();
+            input
+                .messages
+                .push(Message::text(Role::Assistant, format!("ok {round}")));
+            input
+                .messages
+                .push(Message::text(Role::User, format!("and now {round}?")));
+            let again = engine
+                .compact(&input, Format::Anthropic, Some(2_000))
+                .await
+                .expect("compacts");
+            assert_eq!(
+                again.report.continued_from,
+                Some(from),
+                "{:?}",
+                again.report
+            );
+            let bare = crate::tokens::counter_for(again.report.counting.tokenizer);
+            let counter = again.report.counting.framed(bare.as_ref());
+            assert_eq!(
+                again.report.counted_before,
+                counter.count_conversation(&input)
+            );
+            assert_eq!(
+                again.report.counted_after,
+                counter.count_conversation(&again.conversation)
+            );
+            let limit = engine.budget(Some(2_000)).limit as u64;
+            let (len, remembered) = engine
+                .memory()
+                .recall(&PrefixHashes::of(&input, limit))
+                .expect("remembered");
+            assert_eq!(len, input.messages.len());
+            let c = remembered.continuation.expect("with what continuing needs");
+            assert_eq!(c.input, Junction::of(&input, Format::Anthropic));
+            assert_eq!(
+                c.output,
+                Junction::of(&again.conversation, Format::Anthropic)
+            );
+            assert_eq!(
+                (c.input_tokens, c.output_tokens),
+                (again.report.counted_before, again.report.counted_after)
+            );
+        }
+    }
 }

@@ -96,6 +96,8 @@ pub struct Recalled {
     pub degraded: Option<String>,
     /// The remembered output's failure records (indices stay valid: messages are appended).
     pub failures: Vec<crate::guard::FailureRecord>,
+    /// What continuing needs (counts and the guard's junctions), when remembered.
+    pub continuation: Option<std::sync::Arc<crate::memory::Continuation>>,
 }
 
 /// Hysteresis: the remembered compaction of the longest remembered prefix of `input`, extended
@@ -111,5 +113,6 @@ pub fn recall(memory: &Memory, hashes: &PrefixHashes, input: &Conversation) -> O
         conversation,
         degraded: remembered.degraded,
         failures: remembered.failures,
+        continuation: remembered.continuation,
     })
 }

@@ -102,7 +102,21 @@ pub fn sites(c: &Conversation) -> Vec<Site> {
                 .map(Site::System),
         );
     }
-    for (message, block, b) in c.blocks() {
+    out.extend(sites_from(c, 0));
+    out
+}
+
+/// The breakpoints of messages `from..` only, in order (what a continuation adds to the
+/// breakpoints of a prefix it already counted).
+pub fn sites_from(c: &Conversation, from: usize) -> Vec<Site> {
+    let mut out = Vec::new();
+    let blocks = c
+        .messages
+        .iter()
+        .enumerate()
+        .skip(from)
+        .flat_map(|(i, m)| m.content.iter().enumerate().map(move |(j, b)| (i, j, b)));
+    for (message, block, b) in blocks {
         if block_has(b) {
             out.push(Site::Block {
                 message,
@@ -134,34 +148,44 @@ pub fn count(c: &Conversation) -> usize {
 
 /// The breakpoints that sit on an empty (or whitespace-only) text block.
 pub fn on_empty_text(c: &Conversation) -> Vec<Site> {
-    sites(c)
+    sites(c).into_iter().filter(|s| on_empty(c, s)).collect()
+}
+
+/// [`on_empty_text`] among the breakpoints of messages `from..` ([`sites_from`]).
+pub fn on_empty_text_from(c: &Conversation, from: usize) -> Vec<Site> {
+    sites_from(c, from)
         .into_iter()
-        .filter(|s| match *s {
-            Site::Block {
-                message,
-                block,
-                nested,
-            } => {
-                let b = c.messages.get(message).and_then(|m| m.content.get(block));
-                let b = match (b, nested) {
-                    (Some(Block::ToolResult(r)), Some(k)) => match &r.content {
-                        Some(ToolResultContent::Blocks(bs)) => bs.get(k),
-                        _ => None,
-                    },
-                    (b, _) => b,
-                };
-                matches!(b, Some(Block::Text(t)) if t.text.trim().is_empty())
-            }
-            Site::System(i) => c
-                .system
-                .as_ref()
-                .and_then(|s| s.get(i))
-                .and_then(|b| b.get("text"))
-                .and_then(Value::as_str)
-                .is_some_and(|t| t.trim().is_empty()),
-            Site::Tool(_) => false,
-        })
+        .filter(|s| on_empty(c, s))
         .collect()
+}
+
+/// Whether breakpoint `s` sits on an empty (or whitespace-only) text block.
+fn on_empty(c: &Conversation, s: &Site) -> bool {
+    match *s {
+        Site::Block {
+            message,
+            block,
+            nested,
+        } => {
+            let b = c.messages.get(message).and_then(|m| m.content.get(block));
+            let b = match (b, nested) {
+                (Some(Block::ToolResult(r)), Some(k)) => match &r.content {
+                    Some(ToolResultContent::Blocks(bs)) => bs.get(k),
+                    _ => None,
+                },
+                (b, _) => b,
+            };
+            matches!(b, Some(Block::Text(t)) if t.text.trim().is_empty())
+        }
+        Site::System(i) => c
+            .system
+            .as_ref()
+            .and_then(|s| s.get(i))
+            .and_then(|b| b.get("text"))
+            .and_then(Value::as_str)
+            .is_some_and(|t| t.trim().is_empty()),
+        Site::Tool(_) => false,
+    }
 }
 
 /// Brings a compaction output back to at most [`MAX_BREAKPOINTS`] breakpoints and takes every

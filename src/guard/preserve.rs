@@ -4,6 +4,7 @@
 
 use super::edit::FailureRecord;
 use super::layout::Layout;
+use super::validate::Junction;
 use super::violation::{Violation, ViolationKind};
 use crate::conversation::{Block, Conversation, Message, Outcome, Role, ToolResult};
 use crate::format::Format;
@@ -83,14 +84,8 @@ pub fn check_compaction_with(
     }
     if let Some(open) = layout.open_loop() {
         let n = before.messages.len();
-        let kept = before.messages[open.start..n.saturating_sub(1)]
-            .iter()
-            .filter(|m| m.role == Role::Assistant);
-        for m in kept {
-            if !after.messages.contains(m) {
-                push(None, ViolationKind::OpenLoopChanged);
-                break;
-            }
+        if !open_loop_kept(&before.messages[open.start..n.saturating_sub(1)], after) {
+            push(None, ViolationKind::OpenLoopChanged);
         }
     }
     let results_after: HashMap<&str, (usize, &ToolResult)> = after
@@ -142,6 +137,77 @@ pub fn check_compaction_with(
         }
     }
     out
+}
+
+/// Whether every assistant message of `open` (the open tool loop but the newest message, which
+/// is checked on its own) is kept in `after`: its calls await results, and the providers
+/// refuse a changed call.
+fn open_loop_kept(open: &[Message], after: &Conversation) -> bool {
+    open.iter()
+        .filter(|m| m.role == Role::Assistant)
+        .all(|m| after.messages.contains(m))
+}
+
+/// [`check_compaction_with`] of a continuation, in proportion to the new messages: `after` is
+/// a remembered output `R` followed by `before.messages[from..]` (the new messages, verbatim),
+/// where `R` passed [`check_compaction_with`] against `before.messages[..from]` (the input's
+/// remembered prefix `P`, whose [`Junction`] is `junction`) with the failure records `R` keeps,
+/// and `before` passed [`validate`](super::validate).
+///
+/// What `R` kept of `P` stays kept: the system prompt and the pinned prefix (the leading
+/// system / developer messages, within `P`), the thinking blocks (the new ones are verbatim),
+/// every failure of `P` (its result or record is in `R`; the new ones are verbatim, and `before`
+/// has no duplicate result id), and the newest message (the input's, verbatim). What can change
+/// at the junction is the open tool loop: the input's last exchange may have started in `P`, so
+/// its assistant messages there must be in `R`; that exchange is found from the junction on
+/// ([`Junction::last_exchange`]).
+///
+/// `None` when it cannot be decided so and the caller checks the whole: a reference beyond call
+/// / result pairs or a provider compaction item in `P` or the new messages (units then span
+/// turns, and the pinned prefix moves), a `P` that is all system / developer messages, or an
+/// `after` shorter than the new messages.
+pub fn check_continuation(
+    before: &Conversation,
+    from: usize,
+    junction: &Junction,
+    after: &Conversation,
+) -> Option<Vec<Violation>> {
+    let n = before.messages.len();
+    let new = before.messages.get(from..)?;
+    if junction.messages() != from
+        || junction.has_references()
+        || after.messages.len() < new.len()
+        || new
+            .iter()
+            .any(|m| m.content.iter().any(super::has_reference))
+    {
+        return None;
+    }
+    let system = before
+        .messages
+        .iter()
+        .take_while(|m| matches!(m.role, Role::System | Role::Developer))
+        .count();
+    if system >= from {
+        return None;
+    }
+    let mut out = Vec::new();
+    if let Some(open) = junction
+        .last_exchange(before)
+        .filter(|e| e.end == n && n > 0)
+    {
+        // Its messages from the junction on are in `after` verbatim.
+        let in_prefix = open.start..from.min(n.saturating_sub(1)).max(open.start);
+        if !open_loop_kept(&before.messages[in_prefix], after) {
+            out.push(Violation {
+                path: "$".to_string(),
+                message: None,
+                block: None,
+                kind: ViolationKind::OpenLoopChanged,
+            });
+        }
+    }
+    Some(out)
 }
 
 /// Whether a line of `text` names call `id` together with "error" or "fail" (any case), as

@@ -5,6 +5,7 @@ use super::units::{Units, is_clean_user};
 use super::violation::{Violation, ViolationKind, path_of};
 use crate::conversation::{Block, ContentForm, Conversation, Role, ToolInput};
 use crate::format::Format;
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 
 /// Options of [`validate`].
@@ -50,41 +51,340 @@ pub fn validate(
     format: Format,
     options: ValidateOptions,
 ) -> Vec<Violation> {
-    let mut v = Checker {
-        conv: conversation,
-        format,
-        out: Vec::new(),
-    };
-    let units = Units::of(conversation);
-    if conversation.messages.is_empty() {
-        v.push(None, None, ViolationKind::NoMessages);
-        return v.out;
-    }
-    v.unique_calls();
-    v.images();
-    match format {
-        Format::Anthropic => {
-            v.anthropic(&units, options);
-            v.server_tools();
-            v.breakpoints();
-        }
-        Format::OpenAiChat => v.chat(options),
-        Format::OpenAiResponses => {
-            v.responses(&units, options);
-            v.approvals();
-        }
-    }
-    v.out.sort_by_key(|x| (x.message, x.block));
+    let mut v = Checker::new(conversation, format, None);
+    v.run(options);
     v.out
+}
+
+/// Where [`validate`] stands after the messages of a conversation that it accepted: what a
+/// continuation of it (the same messages followed by new ones, as an agent resends its history)
+/// needs so that only the new messages are checked ([`validate_continuation`]).
+///
+/// Shapes: the call ids and answered result ids of the messages so far are persistent sets
+/// (`imbl`), so a continuation shares them (O(1) clone) and adds its own; the calls still
+/// waiting, the `cache_control` count and the start of the unit that reaches the end are small.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Junction {
+    format: Format,
+    /// Messages covered.
+    at: usize,
+    /// Every tool_use id of messages `..at`.
+    calls: imbl::HashSet<String>,
+    /// Answered result ids of messages `..at`: Anthropic every tool_result id, OpenAI Chat the
+    /// tool messages that answered a pending call, Responses the outputs that answered a call.
+    answered: imbl::HashSet<String>,
+    /// Calls still waiting at `at`, with their message index: OpenAI Chat the calls awaiting
+    /// tool messages, Responses the calls without an output.
+    pending: Vec<(String, usize)>,
+    /// OpenAI Chat: the legacy `function_call` of message `at - 1`, which only the next message
+    /// may answer.
+    legacy: Option<String>,
+    /// `cache_control` breakpoints of the request with messages `..at` (tools and system too).
+    breakpoints: usize,
+    /// Messages `..at` hold a reference beyond call / result pairs ([`has_reference`]): a
+    /// continuation is then validated whole.
+    references: bool,
+    /// [`Junction::estimated_bytes`] of `calls` and `answered`, kept as ids are added.
+    id_bytes: usize,
+    /// Start of the earliest tool exchange or assistant run that reaches message `at` (`at`
+    /// when none does): new messages extend only these units ([`Units`]), so a continuation's
+    /// last exchange is found among its messages `open_from..`.
+    open_from: usize,
+}
+
+impl Junction {
+    /// The junction at the end of `conversation` (one pass, as [`validate`] makes).
+    pub fn of(conversation: &Conversation, format: Format) -> Junction {
+        let mut v = Checker::new(conversation, format, None);
+        v.run(ValidateOptions::default());
+        v.finish().1
+    }
+
+    /// An estimate of the heap bytes it holds: each id's bytes plus 64 for its string and its
+    /// node in the persistent set.
+    pub fn estimated_bytes(&self) -> usize {
+        self.id_bytes + self.pending.len() * 64
+    }
+
+    /// [`Junction::of`] with the conversation's layout already computed (its units are not
+    /// computed again).
+    pub fn of_laid_out(
+        conversation: &Conversation,
+        format: Format,
+        layout: &super::Layout,
+    ) -> Junction {
+        let mut v = Checker::new(conversation, format, None);
+        v.tail = Some(Cow::Borrowed(layout.units()));
+        v.run(ValidateOptions::default());
+        v.finish().1
+    }
+
+    /// Messages covered.
+    pub fn messages(&self) -> usize {
+        self.at
+    }
+
+    /// The format whose rules it follows.
+    pub fn format(&self) -> Format {
+        self.format
+    }
+
+    /// Whether the messages covered hold a reference beyond call / result pairs (server tools,
+    /// callers, approvals, safety checks) or a provider compaction item.
+    pub fn has_references(&self) -> bool {
+        self.references
+    }
+
+    /// The last tool exchange of `conversation`, a continuation of the junction's (its first
+    /// [`Junction::messages`] are the junction's), with indices of `conversation`: found among
+    /// its messages from [`Junction::open_from`] on, in proportion to them. Exact when the
+    /// junction has no references ([`Junction::has_references`]); `None` when there is none.
+    pub fn last_exchange(&self, conversation: &Conversation) -> Option<super::units::Exchange> {
+        tail_units(conversation, self.open_from)
+            .exchanges
+            .pop()
+            .map(|mut e| {
+                e.start += self.open_from;
+                e.end += self.open_from;
+                e
+            })
+    }
+}
+
+/// [`Units::of`] the messages `from..` of `c` (a copy of them), with their own indices.
+fn tail_units(c: &Conversation, from: usize) -> Units {
+    let tail = Conversation {
+        messages: c.messages.get(from..).unwrap_or(&[]).to_vec(),
+        ..Conversation::default()
+    };
+    Units::of(&tail)
+}
+
+/// Start of the earliest exchange or assistant run of `units` (of messages `from..`) that
+/// reaches their end, as an index of the whole conversation.
+fn reaching(units: &Units, from: usize) -> usize {
+    let n = units.len;
+    units
+        .exchanges
+        .iter()
+        .map(|e| (e.start, e.end))
+        .chain(units.assistant_runs.iter().copied())
+        .filter(|&(_, e)| e == n)
+        .map(|(s, _)| s)
+        .min()
+        .unwrap_or(n)
+        + from
+}
+
+/// Whether a block is a reference [`validate`] follows beyond client call / result pairs (an
+/// Anthropic server tool use or result, a `caller`, a Responses approval request or response,
+/// computer-use safety checks) or a provider compaction item: the checks of these span turns
+/// and units, so a continuation holding one is validated whole.
+pub fn has_reference(b: &Block) -> bool {
+    if refs::server_use_id(b).is_some()
+        || refs::server_result_id(b).is_some()
+        || refs::caller_id(b).is_some()
+        || refs::is_compaction(b)
+    {
+        return true;
+    }
+    match b {
+        Block::Other(_) => refs::approval_ref(b)
+            .is_some_and(|(t, _, names)| t == "mcp_approval_request" || names.is_some()),
+        Block::ToolUse(t) => {
+            matches!(&t.input, ToolInput::Json(v) if v.get("pending_safety_checks").is_some())
+        }
+        Block::ToolResult(r) => r.extra.contains_key("acknowledged_safety_checks"),
+        _ => false,
+    }
+}
+
+/// [`validate`] of `conversation`, a continuation of the conversation `junction` was made of
+/// (its first [`Junction::messages`] messages are those, unchanged, and [`validate`] accepted
+/// them), checking only the junction and the new messages: the violations [`validate`] would
+/// find in the whole, and the junction at the new end. Work in proportion to the new messages
+/// (and the unit that reaches the junction), not to the history.
+///
+/// `None` when it cannot be done so and the caller validates the whole: another format, an
+/// empty prefix, a `conversation` shorter than the prefix, or a reference beyond call / result
+/// pairs ([`has_reference`]) in the prefix or the new messages.
+pub fn validate_continuation(
+    conversation: &Conversation,
+    junction: &Junction,
+    format: Format,
+    options: ValidateOptions,
+) -> Option<(Vec<Violation>, Junction)> {
+    let n = conversation.messages.len();
+    if junction.format != format || junction.at == 0 || junction.at > n || junction.references {
+        return None;
+    }
+    if conversation.messages[junction.at..]
+        .iter()
+        .any(|m| m.content.iter().any(has_reference))
+    {
+        return None;
+    }
+    let mut v = Checker::new(conversation, format, Some(junction));
+    v.run(options);
+    Some(v.finish())
+}
+
+/// A set of ids: those of a junction (persistent, shared) and those found after it.
+struct Ids<'a> {
+    seed: Option<&'a imbl::HashSet<String>>,
+    here: HashSet<&'a str>,
+    /// `here` in the order found (the next junction adds them).
+    order: Vec<&'a str>,
+}
+
+impl<'a> Ids<'a> {
+    fn new(seed: Option<&'a imbl::HashSet<String>>) -> Ids<'a> {
+        Ids {
+            seed,
+            here: HashSet::new(),
+            order: Vec::new(),
+        }
+    }
+
+    fn contains(&self, id: &str) -> bool {
+        self.here.contains(id) || self.seed.is_some_and(|s| s.contains(id))
+    }
+
+    /// Adds `id`; false when it was there already.
+    fn insert(&mut self, id: &'a str) -> bool {
+        if self.seed.is_some_and(|s| s.contains(id)) || !self.here.insert(id) {
+            return false;
+        }
+        self.order.push(id);
+        true
+    }
+
+    /// The seed with the ids found added, and the estimated bytes of those (see
+    /// [`Junction::estimated_bytes`]).
+    fn into_set(self) -> (imbl::HashSet<String>, usize) {
+        let mut set = self.seed.cloned().unwrap_or_default();
+        let mut bytes = 0;
+        for id in self.order {
+            bytes += id.len() + 64;
+            set.insert(id.to_string());
+        }
+        (set, bytes)
+    }
 }
 
 struct Checker<'a> {
     conv: &'a Conversation,
     format: Format,
     out: Vec<Violation>,
+    /// The junction this run continues from (`None`: the whole conversation is checked).
+    seed: Option<&'a Junction>,
+    /// First message checked: 0, or the junction's end.
+    from: usize,
+    /// Every call id (the duplicate check).
+    calls: Ids<'a>,
+    /// Answered result ids (see [`Junction::answered`]).
+    answered: Ids<'a>,
+    /// Calls still waiting at the end (see [`Junction::pending`]).
+    pending: Vec<(String, usize)>,
+    legacy: Option<String>,
+    breakpoints: usize,
+    references: bool,
+    /// The units of messages `open_from..` (computed when first needed).
+    tail: Option<Cow<'a, Units>>,
 }
 
-impl Checker<'_> {
+impl<'a> Checker<'a> {
+    fn new(conv: &'a Conversation, format: Format, seed: Option<&'a Junction>) -> Checker<'a> {
+        Checker {
+            conv,
+            format,
+            out: Vec::new(),
+            seed,
+            from: seed.map_or(0, |j| j.at),
+            calls: Ids::new(seed.map(|j| &j.calls)),
+            answered: Ids::new(seed.map(|j| &j.answered)),
+            pending: seed.map(|j| j.pending.clone()).unwrap_or_default(),
+            legacy: seed.and_then(|j| j.legacy.clone()),
+            breakpoints: 0,
+            references: seed.is_some_and(|j| j.references),
+            tail: None,
+        }
+    }
+
+    /// Every check, on the messages from `self.from` on.
+    fn run(&mut self, options: ValidateOptions) {
+        if self.conv.messages.is_empty() {
+            self.push(None, None, ViolationKind::NoMessages);
+            return;
+        }
+        self.unique_calls();
+        self.images();
+        match self.format {
+            Format::Anthropic => {
+                self.anthropic(options);
+                self.server_tools();
+                self.breakpoints();
+            }
+            Format::OpenAiChat => self.chat(options),
+            Format::OpenAiResponses => {
+                self.responses(options);
+                self.approvals();
+            }
+        }
+        if self.seed.is_none() {
+            self.references = self.conv.blocks().any(|(_, _, b)| has_reference(b));
+        }
+        self.out.sort_by_key(|x| (x.message, x.block));
+    }
+
+    /// Start of the units new messages can extend.
+    fn open_from(&self) -> usize {
+        self.seed.map_or(0, |j| j.open_from)
+    }
+
+    /// The units of messages `open_from..` (the whole conversation without a junction).
+    fn tail(&mut self) -> &Units {
+        let from = self.open_from();
+        self.tail.get_or_insert_with(|| {
+            Cow::Owned(match from {
+                0 => Units::of(self.conv),
+                _ => tail_units(self.conv, from),
+            })
+        })
+    }
+
+    /// The last exchange when the history ends inside it with a call unanswered: its start.
+    fn open_start(&mut self) -> Option<usize> {
+        let from = self.open_from();
+        self.tail()
+            .exchanges
+            .last()
+            .filter(|e| e.open)
+            .map(|e| e.start + from)
+    }
+
+    /// The violations and the junction at the end of the conversation (after
+    /// [`Checker::run`]).
+    fn finish(mut self) -> (Vec<Violation>, Junction) {
+        let from = self.open_from();
+        let open_from = reaching(self.tail(), from);
+        let (calls, call_bytes) = self.calls.into_set();
+        let (answered, answered_bytes) = self.answered.into_set();
+        let junction = Junction {
+            format: self.format,
+            at: self.conv.messages.len(),
+            calls,
+            answered,
+            id_bytes: self.seed.map_or(0, |j| j.id_bytes) + call_bytes + answered_bytes,
+            pending: self.pending,
+            legacy: self.legacy,
+            breakpoints: self.breakpoints,
+            references: self.references,
+            open_from,
+        };
+        (self.out, junction)
+    }
+
     fn push(&mut self, message: Option<usize>, block: Option<usize>, kind: ViolationKind) {
         let path = match message {
             Some(i) => path_of(self.format, self.conv, i, block),
@@ -98,12 +398,21 @@ impl Checker<'_> {
         });
     }
 
+    /// The blocks of messages `from..`, with their indices.
+    fn new_blocks(&self) -> impl Iterator<Item = (usize, usize, &'a Block)> + use<'a> {
+        let conv: &'a Conversation = self.conv;
+        conv.messages
+            .iter()
+            .enumerate()
+            .skip(self.from)
+            .flat_map(|(i, m)| m.content.iter().enumerate().map(move |(j, b)| (i, j, b)))
+    }
+
     fn unique_calls(&mut self) {
-        let mut seen = HashSet::new();
         let mut dups = Vec::new();
-        for (i, j, b) in self.conv.blocks() {
+        for (i, j, b) in self.new_blocks() {
             if let Block::ToolUse(t) = b
-                && !seen.insert(t.id.as_str())
+                && !self.calls.insert(t.id.as_str())
             {
                 dups.push((i, j, t.id.clone()));
             }
@@ -113,32 +422,27 @@ impl Checker<'_> {
         }
     }
 
-    fn anthropic(&mut self, units: &Units, options: ValidateOptions) {
-        let msgs = &self.conv.messages;
-        let n = msgs.len();
-        if msgs[0].role != Role::User {
+    fn anthropic(&mut self, options: ValidateOptions) {
+        let conv: &'a Conversation = self.conv;
+        let msgs = &conv.messages;
+        if self.from == 0 && msgs[0].role != Role::User {
             self.push(
                 Some(0),
                 None,
                 ViolationKind::FirstNotUser { role: msgs[0].role },
             );
         }
-        let mut answered: HashSet<&str> = HashSet::new();
-        for (i, m) in msgs.iter().enumerate() {
-            let last = i + 1 == n;
+        // The junction's last message is no longer the last: what depended on that again.
+        if let Some(at) = self.from.checked_sub(1) {
+            self.anthropic_ending(at, options);
+        }
+        for (i, m) in msgs.iter().enumerate().skip(self.from) {
             if !matches!(m.role, Role::User | Role::Assistant) {
                 self.push(
                     Some(i),
                     None,
                     ViolationKind::RoleNotAllowed { role: m.role },
                 );
-            }
-            // Only the final assistant message may be empty ("" or [], a prefill); `content`
-            // itself is required (a string or an array) on every message.
-            let lenient = last && m.role == Role::Assistant;
-            let missing = matches!(m.form, ContentForm::Null | ContentForm::Absent);
-            if m.content.is_empty() && (missing || !lenient) {
-                self.push(Some(i), None, ViolationKind::EmptyContent);
             }
             let prev_calls: Vec<&str> = match i.checked_sub(1).map(|p| &msgs[p]) {
                 Some(p) if p.role == Role::Assistant => {
@@ -150,9 +454,6 @@ impl Checker<'_> {
             let mut here: HashSet<&str> = HashSet::new();
             for (j, b) in m.content.iter().enumerate() {
                 match b {
-                    Block::Text(t) if t.text.trim().is_empty() && !lenient => {
-                        self.push(Some(i), Some(j), ViolationKind::EmptyText);
-                    }
                     Block::ToolUse(t) => {
                         if m.role != Role::Assistant {
                             self.push(
@@ -183,7 +484,7 @@ impl Checker<'_> {
                                     role: m.role,
                                 },
                             );
-                        } else if here.contains(id) || answered.contains(id) {
+                        } else if here.contains(id) || self.answered.contains(id) {
                             self.push(
                                 Some(i),
                                 Some(j),
@@ -224,47 +525,70 @@ impl Checker<'_> {
                     other_before = true;
                 }
             }
-            answered.extend(here);
-            if m.role == Role::Assistant && m.has_tool_uses() {
-                let calls: Vec<&str> = m.tool_uses().map(|t| t.id.as_str()).collect();
-                match msgs.get(i + 1) {
-                    None => {
-                        let open = units.exchanges.last().is_some_and(|e| e.open);
-                        if !(options.allow_open_tail && open) {
-                            let ids = calls.iter().map(|s| s.to_string()).collect();
-                            self.push(
-                                Some(i),
-                                None,
-                                ViolationKind::MissingResults {
-                                    ids,
-                                    expected: "(the history ends)",
-                                },
-                            );
-                        }
+            for id in here {
+                self.answered.insert(id);
+            }
+            self.anthropic_ending(i, options);
+        }
+    }
+
+    /// The Anthropic checks of message `i` that depend on whether it is the last one: only the
+    /// final assistant message may be empty ("" or [], a prefill; `content` itself is required,
+    /// a string or an array, on every message), and its calls are answered in the next message
+    /// or, at the end, left open only when allowed.
+    fn anthropic_ending(&mut self, i: usize, options: ValidateOptions) {
+        let conv: &'a Conversation = self.conv;
+        let msgs = &conv.messages;
+        let m = &msgs[i];
+        let last = i + 1 == msgs.len();
+        let lenient = last && m.role == Role::Assistant;
+        let missing = matches!(m.form, ContentForm::Null | ContentForm::Absent);
+        if m.content.is_empty() && (missing || !lenient) {
+            self.push(Some(i), None, ViolationKind::EmptyContent);
+        }
+        for (j, b) in m.content.iter().enumerate() {
+            if matches!(b, Block::Text(t) if t.text.trim().is_empty()) && !lenient {
+                self.push(Some(i), Some(j), ViolationKind::EmptyText);
+            }
+        }
+        if m.role == Role::Assistant && m.has_tool_uses() {
+            let calls: Vec<&str> = m.tool_uses().map(|t| t.id.as_str()).collect();
+            match msgs.get(i + 1) {
+                None => {
+                    if !(options.allow_open_tail && self.open_start().is_some()) {
+                        let ids = calls.iter().map(|s| s.to_string()).collect();
+                        self.push(
+                            Some(i),
+                            None,
+                            ViolationKind::MissingResults {
+                                ids,
+                                expected: "(the history ends)",
+                            },
+                        );
                     }
-                    Some(next) => {
-                        let got: HashSet<&str> = if next.role == Role::User {
-                            next.tool_results()
-                                .map(|r| r.tool_use_id.as_str())
-                                .collect()
-                        } else {
-                            HashSet::new()
-                        };
-                        let missing: Vec<String> = calls
-                            .iter()
-                            .filter(|c| !got.contains(*c))
-                            .map(|s| s.to_string())
-                            .collect();
-                        if !missing.is_empty() {
-                            self.push(
-                                Some(i),
-                                None,
-                                ViolationKind::MissingResults {
-                                    ids: missing,
-                                    expected: "in the next message",
-                                },
-                            );
-                        }
+                }
+                Some(next) => {
+                    let got: HashSet<&str> = if next.role == Role::User {
+                        next.tool_results()
+                            .map(|r| r.tool_use_id.as_str())
+                            .collect()
+                    } else {
+                        HashSet::new()
+                    };
+                    let missing: Vec<String> = calls
+                        .iter()
+                        .filter(|c| !got.contains(*c))
+                        .map(|s| s.to_string())
+                        .collect();
+                    if !missing.is_empty() {
+                        self.push(
+                            Some(i),
+                            None,
+                            ViolationKind::MissingResults {
+                                ids: missing,
+                                expected: "in the next message",
+                            },
+                        );
                     }
                 }
             }
@@ -273,12 +597,11 @@ impl Checker<'_> {
 
     fn chat(&mut self, options: ValidateOptions) {
         use crate::format::openai_chat::{is_legacy_call, is_legacy_result};
-        let msgs = &self.conv.messages;
-        let mut pending: Vec<(String, usize)> = Vec::new();
-        let mut answered: HashSet<String> = HashSet::new();
+        let conv: &'a Conversation = self.conv;
+        let mut pending = std::mem::take(&mut self.pending);
         // The legacy function_call of the previous message: only the next message may answer it.
-        let mut legacy: Option<String> = None;
-        for (i, m) in msgs.iter().enumerate() {
+        let mut legacy = self.legacy.take();
+        for (i, m) in conv.messages.iter().enumerate().skip(self.from) {
             let legacy_open = legacy.take();
             if m.role != Role::Tool && !pending.is_empty() {
                 let ids = pending.drain(..).map(|(id, _)| id).collect();
@@ -319,6 +642,7 @@ impl Checker<'_> {
                 Role::Tool => {
                     for r in m.tool_results() {
                         let id = r.tool_use_id.clone();
+                        let key = r.tool_use_id.as_str();
                         if is_legacy_result(r) {
                             if legacy_open.as_deref() != Some(id.as_str()) {
                                 self.push(
@@ -336,11 +660,11 @@ impl Checker<'_> {
                                     },
                                 );
                             }
-                        } else if answered.contains(&id) {
+                        } else if self.answered.contains(key) {
                             self.push(Some(i), None, ViolationKind::DuplicateResult { id });
                         } else if let Some(pos) = pending.iter().position(|(p, _)| *p == id) {
                             pending.remove(pos);
-                            answered.insert(id);
+                            self.answered.insert(key);
                         } else {
                             self.push(
                                 Some(i),
@@ -356,9 +680,11 @@ impl Checker<'_> {
                 _ => {}
             }
         }
-        if !pending.is_empty() && !options.allow_open_tail {
-            let at = pending[0].1;
-            let ids = pending.into_iter().map(|(id, _)| id).collect();
+        self.legacy = legacy;
+        self.pending = pending;
+        if !self.pending.is_empty() && !options.allow_open_tail {
+            let at = self.pending[0].1;
+            let ids = self.pending.iter().map(|(id, _)| id.clone()).collect();
             self.push(
                 Some(at),
                 None,
@@ -370,20 +696,24 @@ impl Checker<'_> {
         }
     }
 
-    fn responses(&mut self, units: &Units, options: ValidateOptions) {
-        let msgs = &self.conv.messages;
-        let mut calls: HashMap<&str, usize> = HashMap::new();
-        let mut outputs: HashSet<&str> = HashSet::new();
-        for (i, m) in msgs.iter().enumerate() {
+    fn responses(&mut self, options: ValidateOptions) {
+        let conv: &'a Conversation = self.conv;
+        // Calls seen so far, in message order (a result answers an earlier one), and those
+        // without an output yet.
+        let mut calls = Ids::new(self.seed.map(|j| &j.calls));
+        let mut waiting = std::mem::take(&mut self.pending);
+        for (i, m) in conv.messages.iter().enumerate().skip(self.from) {
             for (j, b) in m.content.iter().enumerate() {
                 match b {
                     Block::ToolUse(t) => {
-                        calls.entry(t.id.as_str()).or_insert(i);
+                        if calls.insert(t.id.as_str()) {
+                            waiting.push((t.id.clone(), i));
+                        }
                         self.arguments_json(i, j, &t.id, &t.input);
                     }
                     Block::ToolResult(r) => {
                         let id = r.tool_use_id.as_str();
-                        if !calls.contains_key(id) {
+                        if !calls.contains(id) {
                             self.push(
                                 Some(i),
                                 None,
@@ -392,25 +722,26 @@ impl Checker<'_> {
                                     expected: "earlier in the input",
                                 },
                             );
-                        } else if !outputs.insert(id) {
+                        } else if !self.answered.insert(id) {
                             self.push(
                                 Some(i),
                                 None,
                                 ViolationKind::DuplicateResult { id: id.into() },
                             );
+                        } else if let Some(pos) = waiting.iter().position(|(w, _)| w == id) {
+                            waiting.remove(pos);
                         }
                     }
                     _ => {}
                 }
             }
         }
-        let open_start = units.exchanges.last().filter(|e| e.open).map(|e| e.start);
-        let mut missing: Vec<(&str, usize)> = calls
-            .iter()
-            .filter(|(id, _)| !outputs.contains(*id))
-            .map(|(id, i)| (*id, *i))
-            .collect();
-        missing.sort_by_key(|&(_, i)| i);
+        self.pending = waiting;
+        if self.pending.is_empty() {
+            return;
+        }
+        let open_start = self.open_start();
+        let missing = self.pending.clone();
         for (id, i) in missing {
             let in_open_tail = open_start.is_some_and(|s| i >= s);
             if !(options.allow_open_tail && in_open_tail) {
@@ -418,7 +749,7 @@ impl Checker<'_> {
                     Some(i),
                     None,
                     ViolationKind::MissingResults {
-                        ids: vec![id.into()],
+                        ids: vec![id],
                         expected: "in the input",
                     },
                 );
@@ -429,7 +760,7 @@ impl Checker<'_> {
     /// Inline base64 images, at the top level of a message and inside tool results.
     fn images(&mut self) {
         let mut found = Vec::new();
-        for (i, j, b) in self.conv.blocks() {
+        for (i, j, b) in self.new_blocks() {
             let nested: Vec<&Block> = match b {
                 Block::ToolResult(r) => match &r.content {
                     Some(crate::conversation::ToolResultContent::Blocks(bs)) => bs.iter().collect(),
@@ -452,6 +783,10 @@ impl Checker<'_> {
 
     /// Anthropic server tools and programmatic tool calling (see [`refs`]).
     fn server_tools(&mut self) {
+        if self.seed.is_some() {
+            // A continuation has no server tool blocks (else it is validated whole).
+            return;
+        }
         let mut turn = 0usize;
         let mut uses: HashMap<&str, (usize, usize, usize)> = HashMap::new();
         let mut done: HashSet<&str> = HashSet::new();
@@ -518,11 +853,19 @@ impl Checker<'_> {
 
     /// Anthropic `cache_control` breakpoints (see [`super::cache`]).
     fn breakpoints(&mut self) {
-        let found = super::cache::count(self.conv);
+        let found = match self.seed {
+            None => super::cache::count(self.conv),
+            Some(j) => j.breakpoints + super::cache::sites_from(self.conv, self.from).len(),
+        };
+        self.breakpoints = found;
         if found > super::cache::MAX_BREAKPOINTS {
             self.push(None, None, ViolationKind::TooManyCacheBreakpoints { found });
         }
-        for site in super::cache::on_empty_text(self.conv) {
+        let empty = match self.seed {
+            None => super::cache::on_empty_text(self.conv),
+            Some(_) => super::cache::on_empty_text_from(self.conv, self.from),
+        };
+        for site in empty {
             match site {
                 super::cache::Site::Block { message, block, .. } => {
                     self.push(
@@ -538,6 +881,10 @@ impl Checker<'_> {
 
     /// Responses MCP approvals and computer-use safety checks (see [`refs`]).
     fn approvals(&mut self) {
+        if self.seed.is_some() {
+            // A continuation has no approvals or safety checks (else it is validated whole).
+            return;
+        }
         let mut requests: HashSet<&str> = HashSet::new();
         let mut pending_checks: HashMap<&str, HashSet<&str>> = HashMap::new();
         let mut found = Vec::new();
