@@ -19,6 +19,7 @@ pub use convert::system_text;
 pub mod detect;
 pub mod openai_chat;
 pub mod openai_responses;
+pub mod slices;
 pub mod trajectory;
 
 pub use convert::{Dropped, convert, missing_fields};
