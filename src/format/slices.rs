@@ -267,14 +267,22 @@ impl Scanner<'_> {
     /// Skips a string starting at its opening quote; the cursor ends past the closing quote.
     fn string(&mut self) -> Option<()> {
         self.expect(b'"')?;
+        let start = self.i;
         loop {
             let rest = self.b.get(self.i..)?;
-            let at = memchr::memchr2(b'"', b'\\', rest)?;
-            self.i += at + 1;
-            if rest.get(at) == Some(&b'\\') {
-                // The escaped character (a quote or backslash among them) is not an end.
-                self.i += 1;
-            } else {
+            let at = self.i + memchr::memchr(b'"', rest)?;
+            self.i = at + 1;
+            // Inside a string a backslash only starts an escape, so a quote is escaped when
+            // an odd number of backslashes runs up to it (`\"` yes, `\\"` no). Searching
+            // for quotes alone does not stop at every `\n` of a tool's output.
+            let run = self
+                .b
+                .get(start..at)?
+                .iter()
+                .rev()
+                .take_while(|&&c| c == b'\\')
+                .count();
+            if run % 2 == 0 {
                 return Some(());
             }
         }

@@ -388,7 +388,7 @@ async fn decide(
                 }
                 Cow::Owned(c) => {
                     metrics.proxied(route, if reused { "reused" } else { "compacted" });
-                    let out = to_bytes(&format.write(c));
+                    let out = Bytes::from(format.write_bytes(c));
                     // Only a remembered output no tier had to work on: a repeat would run
                     // the same tiers again (a summary that failed might answer next time).
                     let settled = reused && compacted.report.tiers.is_empty();
@@ -429,10 +429,4 @@ fn counting_note(report: &crate::report::Report) -> String {
         return String::new();
     }
     format!("{}; ", c.describe())
-}
-
-/// `value` as compact JSON (the bytes `Value`'s `Display` gives, written straight into one
-/// buffer).
-fn to_bytes(value: &Value) -> Bytes {
-    serde_json::to_vec(value).map_or_else(|_| Bytes::from(value.to_string()), Bytes::from)
 }
