@@ -311,9 +311,7 @@ pub(crate) fn item_contradiction(item: &Value, i: usize, given: Format) -> Optio
         })
     };
     let key = given.messages_key();
-    let Some(m) = item.as_object() else {
-        return None;
-    };
+    let m = item.as_object()?;
     let at = format!("{key}[{i}]");
     let role = m.get("role").and_then(Value::as_str);
     if given != Format::OpenAiResponses && m.contains_key("type") && role.is_none() {

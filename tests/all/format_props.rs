@@ -50,7 +50,7 @@ fn text() -> impl Strategy<Value = String> {
 /// A JSON string literal for `t`, escaped one of two ways (serde's, or every non-ASCII
 /// character as `\u` escapes), so that equal strings can have different bytes.
 fn quote(t: &str) -> String {
-    if t.len() % 2 == 0 {
+    if t.len().is_multiple_of(2) {
         serde_json::to_string(t).unwrap_or_default()
     } else {
         let mut out = String::from("\"");
@@ -277,7 +277,7 @@ proptest! {
         w in ws(),
     ) {
         let before: Vec<String> = items.iter().take(keep).cloned().collect();
-        let mut after = items.clone();
+        let mut after = items;
         if let Some(i) = change && i < after.len() {
             after[i] = after[i].replacen('{', "{\"x_changed\": 1, ", 1);
         }
