@@ -3,9 +3,12 @@
 //!
 //! ```text
 //! client body -> seen byte for byte?       -> what was sent for it then (replay.rs)
+//!             -> read: the session's last read (reads.rs) + its new items only
+//!                (format::slices), else the whole body through a `Value`
 //!             -> under the trigger?        -> the original bytes, untouched
 //!             -> a remembered prefix fits? -> remembered compacted prefix ++ new messages
 //!             -> else                      -> compact afresh (and remember it)
+//!   -> written straight to bytes (format::emit) when compacted
 //!   -> POST upstream (base URL from the config, the client's headers minus hop-by-hop)
 //!   -> status, headers and body streamed back as they come (SSE included)
 //!      + x-compactor-tokens: BEFORE->AFTER; tier=APPLIED[; status=degraded]
