@@ -385,7 +385,9 @@ async fn main() -> anyhow::Result<()> {
         (thread, started_tx)
     };
     let bodies_note = bodies.clone();
+    let cpu_before = child.id().and_then(cpu_seconds);
     let prox = run(&proxy, clients, half, bodies, "proxy", Some(probe.1)).await;
+    let cpu_after = child.id().and_then(cpu_seconds);
     let health = probe
         .0
         .join()
@@ -455,14 +457,36 @@ async fn main() -> anyhow::Result<()> {
         );
     }
     println!("  peak RSS of compactor serve: {peak_rss}");
+    if let (Some(a), Some(b)) = (cpu_before, cpu_after) {
+        // Grow mode's untimed first bodies (one per client) ran in the phase too.
+        let served = prox.latencies.len() + if grow { clients } else { 0 };
+        println!(
+            "  CPU of compactor serve over the proxy phase: {:.2} s, {:.2} ms per request",
+            b - a,
+            (b - a) * 1000.0 / served.max(1) as f64
+        );
+    }
     for line in metrics.lines().filter(|l| {
         l.starts_with("compactor_proxy_requests_total")
             || l.starts_with("compactor_replay")
             || l.starts_with("compactor_memory")
             || l.starts_with("compactor_token_cache")
+            || l.starts_with("compactor_read_cache")
     }) {
         println!("  {line}");
     }
     anyhow::ensure!(prox.errors == 0, "{} errors through the proxy", prox.errors);
     Ok(())
+}
+
+/// User plus system CPU seconds of process `pid` so far (Linux: fields 14 and 15 of
+/// /proc/PID/stat, in USER_HZ = 100 ticks a second).
+fn cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) is in parentheses and may hold spaces: count after it.
+    let rest = stat.get(stat.rfind(')')? + 1..)?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i)?.parse::<f64>().ok();
+    // After the name, field 3 (state) is index 0, so fields 14 and 15 are 11 and 12.
+    Some((ticks(11)? + ticks(12)?) / 100.0)
 }

@@ -16,6 +16,8 @@ mod compaction;
 mod corpus;
 #[path = "all/fidelity.rs"]
 mod fidelity;
+#[path = "all/format_props.rs"]
+mod format_props;
 #[path = "all/guard_props.rs"]
 mod guard_props;
 #[path = "all/lossless.rs"]

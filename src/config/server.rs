@@ -70,6 +70,12 @@ pub struct ServerSettings {
     /// evicted first). `0`: no replay cache.
     #[serde(default = "defaults::replay_cache_bytes")]
     pub replay_cache_bytes: u64,
+    /// Bound of the proxy's read cache (the last body of each agent session and its
+    /// conversation, so the next turn reads only its new messages; see `server::reads`), in
+    /// bytes of bodies and estimated conversation heap (least recently used evicted first).
+    /// `0`: no read cache.
+    #[serde(default = "defaults::read_cache_bytes")]
+    pub read_cache_bytes: u64,
 }
 
 mod defaults {
@@ -100,6 +106,9 @@ mod defaults {
     pub fn replay_cache_bytes() -> u64 {
         64 * 1024 * 1024
     }
+    pub fn read_cache_bytes() -> u64 {
+        64 * 1024 * 1024
+    }
 }
 
 impl Default for ServerSettings {
@@ -124,6 +133,7 @@ impl Default for ServerSettings {
             token_cache_bytes: defaults::token_cache_bytes(),
             max_header_bytes: defaults::max_header_bytes(),
             replay_cache_bytes: defaults::replay_cache_bytes(),
+            read_cache_bytes: defaults::read_cache_bytes(),
         }
     }
 }

@@ -293,59 +293,73 @@ pub fn contradiction(value: &Value, given: Format) -> Option<Contradiction> {
         }
         _ => return None,
     };
-    for (i, item) in items.iter().enumerate() {
-        let Some(m) = item.as_object() else { continue };
-        let at = format!("{key}[{i}]");
-        let role = m.get("role").and_then(Value::as_str);
-        if given != Format::OpenAiResponses && m.contains_key("type") && role.is_none() {
-            let kind = m.get("type").and_then(Value::as_str).unwrap_or("?");
-            return found(
-                at,
-                format!("an item of type {kind:?} without a role"),
-                Format::OpenAiResponses,
-            );
-        }
-        if given != Format::OpenAiChat {
-            for field in ["tool_calls", "tool_call_id"] {
-                if m.contains_key(field) {
-                    return found(
-                        format!("{at}.{field}"),
-                        format!("a \"{field}\" field"),
-                        Format::OpenAiChat,
-                    );
-                }
-            }
-            if given == Format::Anthropic && matches!(role, Some("tool" | "developer")) {
+    items
+        .iter()
+        .enumerate()
+        .find_map(|(i, item)| item_contradiction(item, i, given))
+}
+
+/// The first element of message item `i` (`item`, one element of the message array) that only
+/// another format than `given` has: the per-item rules of [`contradiction`].
+pub(crate) fn item_contradiction(item: &Value, i: usize, given: Format) -> Option<Contradiction> {
+    let found = |path: String, what: String, looks_like: Format| {
+        Some(Contradiction {
+            path,
+            what,
+            given,
+            looks_like,
+        })
+    };
+    let key = given.messages_key();
+    let m = item.as_object()?;
+    let at = format!("{key}[{i}]");
+    let role = m.get("role").and_then(Value::as_str);
+    if given != Format::OpenAiResponses && m.contains_key("type") && role.is_none() {
+        let kind = m.get("type").and_then(Value::as_str).unwrap_or("?");
+        return found(
+            at,
+            format!("an item of type {kind:?} without a role"),
+            Format::OpenAiResponses,
+        );
+    }
+    if given != Format::OpenAiChat {
+        for field in ["tool_calls", "tool_call_id"] {
+            if m.contains_key(field) {
                 return found(
-                    format!("{at}.role"),
-                    format!("role {:?}", role.unwrap_or_default()),
+                    format!("{at}.{field}"),
+                    format!("a \"{field}\" field"),
                     Format::OpenAiChat,
                 );
             }
         }
-        let Some(Value::Array(blocks)) = m.get("content") else {
+        if given == Format::Anthropic && matches!(role, Some("tool" | "developer")) {
+            return found(
+                format!("{at}.role"),
+                format!("role {:?}", role.unwrap_or_default()),
+                Format::OpenAiChat,
+            );
+        }
+    }
+    let Some(Value::Array(blocks)) = m.get("content") else {
+        return None;
+    };
+    for (j, b) in blocks.iter().enumerate() {
+        let Some(kind) = b.get("type").and_then(Value::as_str) else {
             continue;
         };
-        for (j, b) in blocks.iter().enumerate() {
-            let Some(kind) = b.get("type").and_then(Value::as_str) else {
-                continue;
-            };
-            let looks_like = match kind {
-                "tool_use" | "tool_result" | "thinking" | "redacted_thinking" => Format::Anthropic,
-                "image" | "document" if b.get("source").is_some() => Format::Anthropic,
-                "image_url" => Format::OpenAiChat,
-                "input_text" | "output_text" | "input_image" | "input_file" => {
-                    Format::OpenAiResponses
-                }
-                _ => continue,
-            };
-            if looks_like != given {
-                return found(
-                    format!("{at}.content[{j}]"),
-                    format!("a {kind:?} block"),
-                    looks_like,
-                );
-            }
+        let looks_like = match kind {
+            "tool_use" | "tool_result" | "thinking" | "redacted_thinking" => Format::Anthropic,
+            "image" | "document" if b.get("source").is_some() => Format::Anthropic,
+            "image_url" => Format::OpenAiChat,
+            "input_text" | "output_text" | "input_image" | "input_file" => Format::OpenAiResponses,
+            _ => continue,
+        };
+        if looks_like != given {
+            return found(
+                format!("{at}.content[{j}]"),
+                format!("a {kind:?} block"),
+                looks_like,
+            );
         }
     }
     None

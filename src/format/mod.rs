@@ -17,8 +17,10 @@ pub mod codex;
 mod convert;
 pub use convert::system_text;
 pub mod detect;
+pub mod emit;
 pub mod openai_chat;
 pub mod openai_responses;
+pub mod slices;
 pub mod trajectory;
 
 pub use convert::{Dropped, convert, missing_fields};
@@ -92,6 +94,13 @@ impl Format {
             Format::OpenAiChat => openai_chat::read(body),
             Format::OpenAiResponses => openai_responses::read(body),
         }
+    }
+
+    /// Writes a conversation as compact JSON bytes of a request body of this format: the
+    /// bytes of `serde_json::to_vec(&self.write(conversation))`, without the `Value` tree
+    /// ([`emit`]).
+    pub fn write_bytes(self, conversation: &Conversation) -> Vec<u8> {
+        emit::write_bytes(self, conversation)
     }
 
     /// Writes a conversation as a request body of this format.

@@ -37,6 +37,16 @@ pub fn is_legacy_result(r: &ToolResult) -> bool {
     r.extra.contains_key(LEGACY_FUNCTION)
 }
 
+/// Whether `c` holds a legacy function call or result (read from `function_call` /
+/// `role: "function"`), whose ids [`read`] pairs across the whole message list.
+pub(crate) fn has_legacy(c: &Conversation) -> bool {
+    c.messages.iter().flat_map(|m| &m.content).any(|b| match b {
+        Block::ToolUse(t) => is_legacy_call(t),
+        Block::ToolResult(r) => is_legacy_result(r),
+        _ => false,
+    })
+}
+
 /// Reads an OpenAI Chat request body or a bare array of messages.
 ///
 /// # Errors

@@ -236,6 +236,8 @@ pub(crate) async fn metrics(State(state): State<AppState>) -> impl IntoResponse 
     state
         .metrics()
         .replay_cache(replay.bytes(), replay.max_bytes());
+    let reads = state.reads();
+    state.metrics().read_cache(reads.bytes(), reads.max_bytes());
     if let Some(store) = state.store() {
         let bytes = store.bytes().await.ok();
         state.metrics().store(

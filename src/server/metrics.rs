@@ -32,6 +32,7 @@ pub struct Metrics {
     token_cache_bytes: IntGaugeVec,
     replay_bytes: IntGaugeVec,
     replay_hits: IntCounter,
+    read_bytes: IntGaugeVec,
 }
 
 impl Metrics {
@@ -171,6 +172,14 @@ impl Metrics {
         )?;
         registry.register(Box::new(replay_bytes.clone()))?;
         registry.register(Box::new(replay_hits.clone()))?;
+        let read_bytes = IntGaugeVec::new(
+            Opts::new(
+                "compactor_read_cache_bytes",
+                "Estimated bytes of the proxy's read cache (kind=used: session bodies and their parsed histories), and its bound (kind=max, server.read_cache_bytes).",
+            ),
+            &["kind"],
+        )?;
+        registry.register(Box::new(read_bytes.clone()))?;
         let token_ratio = token_ratio_gauge()?;
         registry.register(Box::new(token_ratio.clone()))?;
         Ok(Metrics {
@@ -194,6 +203,7 @@ impl Metrics {
             token_cache_bytes,
             replay_bytes,
             replay_hits,
+            read_bytes,
         })
     }
 
@@ -284,6 +294,17 @@ impl Metrics {
             .with_label_values(&["used"])
             .set(gauge(bytes));
         self.replay_bytes
+            .with_label_values(&["max"])
+            .set(gauge(max_bytes));
+    }
+
+    /// Sets the read cache's estimated size and bound, in bytes.
+    pub fn read_cache(&self, bytes: u64, max_bytes: u64) {
+        let gauge = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+        self.read_bytes
+            .with_label_values(&["used"])
+            .set(gauge(bytes));
+        self.read_bytes
             .with_label_values(&["max"])
             .set(gauge(max_bytes));
     }

@@ -24,6 +24,7 @@ pub mod metrics;
 mod passthrough;
 pub mod pool;
 mod proxy;
+pub mod reads;
 pub mod replay;
 pub mod store;
 mod upstream;
@@ -80,6 +81,8 @@ struct Inner {
     token_caches: Mutex<HashMap<crate::tokens::Tokenizer, Arc<TokenCache>>>,
     /// What the proxy sent for bodies it has seen byte for byte.
     replay: replay::ReplayCache,
+    /// The last body of each agent session and its conversation.
+    reads: reads::ReadCache,
 }
 
 /// The bytes of one token cache entry as [`crate::tokens::CachedCounter::with_max_bytes`]
@@ -188,6 +191,7 @@ impl AppState {
         presets.insert(settings.preset.clone(), default.clone());
         let pool = Pool::new(settings.server.compaction_workers);
         let settings_replay_bytes = settings.server.replay_cache_bytes;
+        let reads = reads::ReadCache::with_max_bytes(settings.server.read_cache_bytes);
         let limit = Arc::new(Semaphore::new(
             settings
                 .server
@@ -208,6 +212,7 @@ impl AppState {
                 store,
                 token_caches: Mutex::new(token_caches.into_iter().collect()),
                 replay: replay::ReplayCache::with_max_bytes(settings_replay_bytes),
+                reads,
             }),
         })
     }
@@ -270,6 +275,11 @@ impl AppState {
             .token_caches
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The proxy's read cache (`server.read_cache_bytes`).
+    pub fn reads(&self) -> &reads::ReadCache {
+        &self.inner.reads
     }
 
     /// The proxy's replay cache (`server.replay_cache_bytes`).

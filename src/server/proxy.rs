@@ -3,9 +3,12 @@
 //!
 //! ```text
 //! client body -> seen byte for byte?       -> what was sent for it then (replay.rs)
+//!             -> read: the session's last read (reads.rs) + its new items only
+//!                (format::slices), else the whole body through a `Value`
 //!             -> under the trigger?        -> the original bytes, untouched
 //!             -> a remembered prefix fits? -> remembered compacted prefix ++ new messages
 //!             -> else                      -> compact afresh (and remember it)
+//!   -> written straight to bytes (format::emit) when compacted
 //!   -> POST upstream (base URL from the config, the client's headers minus hop-by-hop)
 //!   -> status, headers and body streamed back as they come (SSE included)
 //!      + x-compactor-tokens: BEFORE->AFTER; tier=APPLIED[; status=degraded]
@@ -19,7 +22,9 @@ use super::pool::PoolError;
 use super::replay::{Key, Replayed};
 use super::{AppError, AppState, upstream};
 use crate::compactor::CompactError;
+use crate::conversation::Conversation;
 use crate::format::Format;
+use crate::format::slices::{self, SpanRead};
 use crate::memory::PrefixHashes;
 use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
@@ -206,33 +211,99 @@ async fn outgoing_body(state: &AppState, format: Format, route: &str, body: Byte
             keep: None,
         }
     };
-    let Ok(value) = serde_json::from_slice::<Value>(&body) else {
-        return skipped(body, "not JSON");
+    let reads = state.reads();
+    // The session's last read, taken out of the read cache, and the new items read alone.
+    let spanned = (reads.max_bytes() > 0)
+        .then(|| slices::scan(&body, format))
+        .flatten()
+        .and_then(|spans| {
+            let key = spans.session_key(format, &body);
+            let read = match reads.take(key) {
+                Some((last, read)) => slices::read(format, &body, spans, Some((&last, read))),
+                None => slices::read(format, &body, spans, None),
+            }?;
+            Some((key, read))
+        });
+    let (conversation, kept) = match spanned {
+        Some((key, read)) => (read.conversation, Some((key, read.spans))),
+        None => {
+            let Ok(value) = serde_json::from_slice::<Value>(&body) else {
+                return skipped(body, "not JSON");
+            };
+            if format == Format::OpenAiResponses && previous_response(&value) {
+                return skipped(body, PREVIOUS_RESPONSE);
+            }
+            let Ok(conversation) = format.read(&value) else {
+                return skipped(body, "not a request body of this format");
+            };
+            // The parsed body is not needed past here: freed before the pipeline runs, so the
+            // peak holds one parsed copy of the history, not two.
+            drop(value);
+            (conversation, None)
+        }
     };
     // Responses API: with `previous_response_id` the request carries only the new items and
     // the provider prepends the stored history, which the proxy cannot see or shorten.
     if format == Format::OpenAiResponses
-        && value
+        && conversation
+            .extra
             .get("previous_response_id")
             .is_some_and(|v| !v.is_null())
     {
-        return skipped(body, "previous_response_id: the history is kept upstream");
+        return skipped(body, PREVIOUS_RESPONSE);
     }
-    let Ok(conversation) = format.read(&value) else {
-        return skipped(body, "not a request body of this format");
+    let outgoing = decide(state, format, route, body.clone(), &conversation).await;
+    if let Some((key, spans)) = kept {
+        reads.put(
+            key,
+            body,
+            SpanRead {
+                conversation,
+                spans,
+            },
+        );
+    }
+    outgoing
+}
+
+/// Why a Responses body naming a previous response is forwarded as it came.
+const PREVIOUS_RESPONSE: &str = "previous_response_id: the history is kept upstream";
+
+/// Whether a Responses body names a `previous_response_id`.
+fn previous_response(value: &Value) -> bool {
+    value
+        .get("previous_response_id")
+        .is_some_and(|v| !v.is_null())
+}
+
+/// What to send for `body`, read into `conversation`: the original bytes, a remembered prefix
+/// plus the new messages, or a fresh compaction.
+async fn decide(
+    state: &AppState,
+    format: Format,
+    route: &str,
+    body: Bytes,
+    conversation: &Conversation,
+) -> Outgoing {
+    let metrics = state.metrics();
+    let skipped = |body: Bytes, why: &str| {
+        metrics.proxied(route, "skipped");
+        Outgoing {
+            body,
+            header: (SKIPPED_HEADER, why.to_string()),
+            probe: None,
+            keep: None,
+        }
     };
-    // The parsed body is not needed past here: freed before the pipeline runs, so the peak
-    // holds one parsed copy of the history, not two.
-    drop(value);
     let compactor = state.default_compactor();
     // With a shared store: the longest compaction of this history another replica made,
     // loaded into the local memory first (only over the trigger: under it nothing is read).
     let shared = state
         .store()
-        .filter(|_| compactor.settings().policy.remember && over_trigger(&compactor, &conversation))
+        .filter(|_| compactor.settings().policy.remember && over_trigger(&compactor, conversation))
         .map(|store| {
             let tag = compactor.budget(None).limit as u64;
-            (store, PrefixHashes::of(&conversation, tag))
+            (store, PrefixHashes::of(conversation, tag))
         });
     if let Some((store, hashes)) = &shared {
         let preset = &compactor.settings().preset;
@@ -240,7 +311,7 @@ async fn outgoing_body(state: &AppState, format: Format, route: &str, body: Byte
             .prefetch(compactor.memory(), preset, format, hashes)
             .await;
     }
-    let result = compactor.compact(&conversation, format, None).await;
+    let result = compactor.compact(conversation, format, None).await;
     if let (Some((store, hashes)), Ok(compacted)) = (&shared, &result)
         && let Cow::Owned(output) = &compacted.conversation
     {
@@ -320,7 +391,7 @@ async fn outgoing_body(state: &AppState, format: Format, route: &str, body: Byte
                 }
                 Cow::Owned(c) => {
                     metrics.proxied(route, if reused { "reused" } else { "compacted" });
-                    let out = to_bytes(&format.write(c));
+                    let out = Bytes::from(format.write_bytes(c));
                     // Only a remembered output no tier had to work on: a repeat would run
                     // the same tiers again (a summary that failed might answer next time).
                     let settled = reused && compacted.report.tiers.is_empty();
@@ -361,10 +432,4 @@ fn counting_note(report: &crate::report::Report) -> String {
         return String::new();
     }
     format!("{}; ", c.describe())
-}
-
-/// `value` as compact JSON (the bytes `Value`'s `Display` gives, written straight into one
-/// buffer).
-fn to_bytes(value: &Value) -> Bytes {
-    serde_json::to_vec(value).map_or_else(|_| Bytes::from(value.to_string()), Bytes::from)
 }

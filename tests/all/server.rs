@@ -1786,3 +1786,66 @@ async fn a_body_no_tier_could_shorten_is_not_replayed_but_tried_again() {
         "compactor_replay_hits_total 0"
     );
 }
+
+/// Sends `bodies` in order through a proxy with `read_cache_bytes` and no replay cache; what
+/// the upstream got, the `x-compactor-tokens` headers, and the metrics text at the end.
+async fn send_growing(
+    read_cache_bytes: u64,
+    bodies: &[String],
+) -> (Vec<Bytes>, Vec<String>, String) {
+    let (upstream, seen) = spawn_upstream(Reply::json(200, "{}")).await;
+    let mut s = settings(4000);
+    s.server.anthropic_upstream = upstream.clone();
+    s.server.replay_cache_bytes = 0;
+    s.server.read_cache_bytes = read_cache_bytes;
+    let router = app(state(s));
+    let mut headers = Vec::new();
+    for body in bodies {
+        let (status, h, _) = call(router.clone(), anthropic_request(body.clone())).await;
+        assert_eq!(status, StatusCode::OK);
+        let said = h.get("x-compactor-tokens").or(h.get("x-compactor-skipped"));
+        headers.push(said.unwrap().to_str().unwrap().to_string());
+    }
+    let (_, m) = get_text(router, "/metrics").await;
+    let sent = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|s| s.body.clone())
+        .collect();
+    (sent, headers, m)
+}
+
+#[tokio::test]
+async fn a_growing_history_read_from_the_read_cache_is_sent_as_without_it() {
+    // An agent's turns (each body one exchange longer), one turn with an earlier message
+    // edited, and a body that is not JSON.
+    let mut bodies: Vec<String> = (8..=30)
+        .step_by(2)
+        .map(|k| history(k).to_string())
+        .collect();
+    let mut edited = history(32);
+    edited["messages"][3]["content"] = json!("an earlier message, edited");
+    bodies.push(edited.to_string());
+    bodies.push(history(34).to_string());
+    let (sent, headers, m) = send_growing(64 << 20, &bodies).await;
+    let (sent_off, headers_off, m_off) = send_growing(0, &bodies).await;
+    assert_eq!(headers, headers_off);
+    assert_eq!(sent, sent_off);
+    assert!(
+        headers.iter().any(|h| h.contains("tier=remembered")),
+        "{headers:?}"
+    );
+    let used = |m: &str| -> u64 {
+        metric(m, r#"compactor_read_cache_bytes{kind="used"}"#)
+            .rsplit(' ')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    // One session: its last body (and its history's heap) is held.
+    let last = bodies.last().unwrap().len() as u64;
+    assert!(used(&m) > last, "{} <= {last}", used(&m));
+    assert_eq!(used(&m_off), 0);
+}

@@ -1,0 +1,292 @@
+//! Writing a conversation straight to JSON bytes, without building the `serde_json::Value`
+//! tree of [`Format::write`] first.
+//!
+//! ```text
+//! Conversation -> Serialize wrappers (body, message, block) -> serde_json compact writer
+//!   == serde_json::to_vec(&format.write(conversation)), byte for byte
+//! ```
+//! The wrappers emit the fields in the order the `Value` writers insert them (top level: the
+//! other fields, the system prompt, the messages; an Anthropic message: `role`, `content`,
+//! its other fields; a block: `type`, its modelled fields, its other fields), and every
+//! unmodelled value through `Value`'s own `Serialize`, so numbers (arbitrary precision),
+//! escapes and key order come out as they do from the `Value`. Where the `Value` writer's map
+//! would replace a key in place (an `extra` field named like a modelled one, which a reader
+//! never leaves but a hand-built conversation may hold) the part is written through the
+//! `Value` writer instead. OpenAI messages are written through their `Value` writer one at a
+//! time (only the top level is direct). tests/all/lossless.rs checks the bytes against the
+//! `Value` path on random conversations.
+//!
+//! Why: writing the 170k-token session's 470 KB output through a `Value` tree (cloning every
+//! string into it, then serializing and dropping it) was a fifth of the proxy's CPU on a
+//! growing history (docs/service.md, "Figures: growing histories").
+
+use super::Format;
+use crate::conversation::{
+    Block, ContentForm, Conversation, Message, Object, ToolInput, ToolResultContent,
+};
+use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
+use serde_json::Value;
+
+/// `conversation` as a compact JSON request body of `format`: the same bytes as
+/// `serde_json::to_vec(&format.write(conversation))`.
+pub fn write_bytes(format: Format, conversation: &Conversation) -> Vec<u8> {
+    // About the size of the input's text, so the buffer grows a few times at most.
+    let mut out = Vec::with_capacity(64 * 1024);
+    let body = Body {
+        format,
+        conversation,
+    };
+    // Writing into a Vec fails only where the Value path would too (a map key that is not a
+    // string cannot occur: every key here is a String).
+    if serde_json::to_writer(&mut out, &body).is_err() {
+        return serde_json::to_vec(&format.write(conversation)).unwrap_or_default();
+    }
+    out
+}
+
+struct Body<'a> {
+    format: Format,
+    conversation: &'a Conversation,
+}
+
+impl Serialize for Body<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let c = self.conversation;
+        let items = Items {
+            format: self.format,
+            messages: &c.messages,
+        };
+        if c.bare {
+            return items.serialize(s);
+        }
+        let messages_key = self.format.messages_key();
+        let system_key = match self.format {
+            Format::OpenAiResponses => "instructions",
+            _ => "system",
+        };
+        // `join_body` inserts the system prompt and the messages after the other fields; a
+        // field of the same name among them would be replaced in place.
+        if c.extra.contains_key(messages_key)
+            || (c.system.is_some() && c.extra.contains_key(system_key))
+        {
+            return self.format.write(c).serialize(s);
+        }
+        let mut map = s.serialize_map(None)?;
+        for (k, v) in &c.extra {
+            map.serialize_entry(k, v)?;
+        }
+        if let Some(system) = &c.system {
+            map.serialize_entry(system_key, system)?;
+        }
+        map.serialize_entry(messages_key, &items)?;
+        map.end()
+    }
+}
+
+/// The message array.
+struct Items<'a> {
+    format: Format,
+    messages: &'a [Message],
+}
+
+impl Serialize for Items<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut seq = s.serialize_seq(None)?;
+        match self.format {
+            Format::Anthropic => {
+                for m in self.messages {
+                    seq.serialize_element(&AnthropicMessage(m))?;
+                }
+            }
+            Format::OpenAiChat => {
+                for m in self.messages {
+                    seq.serialize_element(&super::openai_chat::write_message(m))?;
+                }
+            }
+            Format::OpenAiResponses => {
+                let mut items = Vec::new();
+                for m in self.messages {
+                    super::openai_responses::write_message(m, &mut items);
+                    for item in items.drain(..) {
+                        seq.serialize_element(&item)?;
+                    }
+                }
+            }
+        }
+        seq.end()
+    }
+}
+
+/// Whether `extra` holds one of `keys` (the `Value` writer would replace it in place).
+fn clashes(extra: &Object, keys: &[&str]) -> bool {
+    !extra.is_empty() && keys.iter().any(|k| extra.contains_key(*k))
+}
+
+/// An Anthropic message as `anthropic::write_message` writes it.
+struct AnthropicMessage<'a>(&'a Message);
+
+impl Serialize for AnthropicMessage<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let m = self.0;
+        if clashes(&m.extra, &["role", "content"]) {
+            return super::anthropic::write_message(m).serialize(s);
+        }
+        let mut map = s.serialize_map(None)?;
+        map.serialize_entry("role", m.role.as_str())?;
+        match (m.form, m.content.as_slice()) {
+            (ContentForm::String, [Block::Text(t)]) if t.extra.is_empty() => {
+                map.serialize_entry("content", &t.text)?;
+            }
+            (ContentForm::Null, []) => map.serialize_entry("content", &Value::Null)?,
+            (ContentForm::Absent, []) => {}
+            (_, blocks) => map.serialize_entry("content", &AnthropicBlocks(blocks))?,
+        }
+        for (k, v) in &m.extra {
+            map.serialize_entry(k, v)?;
+        }
+        map.end()
+    }
+}
+
+struct AnthropicBlocks<'a>(&'a [Block]);
+
+impl Serialize for AnthropicBlocks<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut seq = s.serialize_seq(None)?;
+        for b in self.0 {
+            seq.serialize_element(&AnthropicBlock(b))?;
+        }
+        seq.end()
+    }
+}
+
+/// An Anthropic content block as `anthropic::write_block` writes it.
+struct AnthropicBlock<'a>(&'a Block);
+
+impl Serialize for AnthropicBlock<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let whole = |s: S| super::anthropic::write_block(self.0).serialize(s);
+        match self.0 {
+            Block::Text(t) => {
+                if clashes(&t.extra, &["type", "text"]) {
+                    return whole(s);
+                }
+                let mut map = s.serialize_map(None)?;
+                map.serialize_entry("type", "text")?;
+                map.serialize_entry("text", &t.text)?;
+                for (k, v) in &t.extra {
+                    map.serialize_entry(k, v)?;
+                }
+                map.end()
+            }
+            Block::ToolUse(t) => {
+                // Only JSON input is written as it is held; string arguments go through
+                // `ToolInput::to_value` like the Value writer.
+                let ToolInput::Json(input) = &t.input else {
+                    return whole(s);
+                };
+                if clashes(&t.extra, &["type", "id", "name", "input"]) {
+                    return whole(s);
+                }
+                let mut map = s.serialize_map(None)?;
+                map.serialize_entry("type", "tool_use")?;
+                map.serialize_entry("id", &t.id)?;
+                map.serialize_entry("name", &t.name)?;
+                map.serialize_entry("input", input)?;
+                for (k, v) in &t.extra {
+                    map.serialize_entry(k, v)?;
+                }
+                map.end()
+            }
+            Block::ToolResult(r) => {
+                if clashes(&r.extra, &["type", "tool_use_id", "content", "is_error"]) {
+                    return whole(s);
+                }
+                let mut map = s.serialize_map(None)?;
+                map.serialize_entry("type", "tool_result")?;
+                map.serialize_entry("tool_use_id", &r.tool_use_id)?;
+                match &r.content {
+                    None => {}
+                    Some(ToolResultContent::Text(text)) => map.serialize_entry("content", text)?,
+                    Some(ToolResultContent::Blocks(bs)) => {
+                        map.serialize_entry("content", &AnthropicBlocks(bs))?;
+                    }
+                }
+                if let Some(e) = r.is_error {
+                    map.serialize_entry("is_error", &e)?;
+                }
+                for (k, v) in &r.extra {
+                    map.serialize_entry(k, v)?;
+                }
+                map.end()
+            }
+            Block::Thinking(v) | Block::Image(v) | Block::Document(v) | Block::Other(v) => {
+                v.serialize(s)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_bytes_are_those_of_the_value_writer() {
+        let body: Value = serde_json::from_str(
+            r#"{"model": "m", "n": 1e400, "z": -0, "f": 1.0, "big": 12345678901234567890123,
+            "system": [{"type": "text", "text": "s\u0001\"", "cache_control": {"type": "ephemeral"}}],
+            "messages": [
+                {"role": "user", "content": "plain \u00e9 é \n"},
+                {"role": "assistant", "content": [
+                    {"type": "thinking", "thinking": "t", "signature": "sig"},
+                    {"type": "tool_use", "id": "t1", "name": "Read", "input": {"p": -1.50e-7}, "caller": "x"}]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": [{"type": "text", "text": "ok"}], "is_error": false}]},
+                {"role": "assistant", "content": null, "id": "msg_1"},
+                {"role": "user"}
+            ]}"#,
+        )
+        .unwrap();
+        for format in [
+            Format::Anthropic,
+            Format::OpenAiChat,
+            Format::OpenAiResponses,
+        ] {
+            let Ok(c) = format.read(&body) else { continue };
+            assert_eq!(
+                String::from_utf8(write_bytes(format, &c)).unwrap(),
+                serde_json::to_string(&format.write(&c)).unwrap(),
+                "{format}"
+            );
+        }
+        let c = Format::Anthropic.read(&body).unwrap();
+        assert_eq!(
+            serde_json::from_slice::<Value>(&write_bytes(Format::Anthropic, &c)).unwrap(),
+            body
+        );
+    }
+
+    #[test]
+    fn a_field_named_like_a_modelled_one_is_written_as_the_value_writer_does() {
+        let mut c = Format::Anthropic
+            .read(&json!({"messages": [{"role": "user", "content": [{"type": "text", "text": "a"}]}]}))
+            .unwrap();
+        c.messages[0]
+            .extra
+            .insert("role".into(), json!("assistant"));
+        c.extra.insert("messages".into(), json!([]));
+        if let Block::Text(t) = &mut c.messages[0].content[0] {
+            t.extra.insert("type".into(), json!("other"));
+        }
+        assert_eq!(
+            write_bytes(Format::Anthropic, &c),
+            serde_json::to_vec(&Format::Anthropic.write(&c)).unwrap()
+        );
+        c.extra.clear();
+        assert_eq!(
+            write_bytes(Format::Anthropic, &c),
+            serde_json::to_vec(&Format::Anthropic.write(&c)).unwrap()
+        );
+    }
+}

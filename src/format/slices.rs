@@ -1,0 +1,461 @@
+//! Reading a request body by the byte spans of its message items, so that the next body of a
+//! growing history is read in proportion to what changed.
+//!
+//! ```text
+//! body bytes -> scan: top-level keys, the message array, one span per item (no parse)
+//!   previous read of the same session (same bytes around the array, same first items)?
+//!     -> its conversation, cut after the last item whose bytes are the same
+//!   else -> the top level parsed as R1 ++ "[]" ++ R2 (the array emptied)
+//!   -> each item not reused: parsed alone, checked (detect::item_contradiction), read
+//! anything unusual (a duplicate message key, nesting past 120, a legacy OpenAI function call,
+//! an error) -> None: the caller reads the whole body the ordinary way (Format::read), which
+//! gives the same conversation or the exact error.
+//! ```
+//!
+//! The result is the conversation [`Format::read`] gives for `serde_json::from_slice` of the
+//! same bytes (tests/all/lossless.rs checks it on random bodies with unknown fields, odd
+//! numbers and unknown block types): every item is read by the format's own item reader from
+//! its own `Value`, and the top level by the same `split_body`. Why a span read is the same as
+//! the whole parse: JSON is a context-free grammar, so a body `R1 [e0, e1, ...] R2` is valid
+//! when `R1 [] R2` is valid, each `ei` is a valid value on its own and the separators are
+//! whitespace and commas; its top-level fields are those of `R1 [] R2` and its array's items
+//! are the `ei`. An item is reused only when its bytes are the same as the previous body's
+//! item at the same index (compared byte for byte, not by hash), and the previous body's were
+//! read this way. serde_json's nesting limit (128) is kept by refusing bodies nested deeper
+//! than [`MAX_DEPTH`].
+
+use super::{Format, detect};
+use crate::conversation::Conversation;
+use serde_json::Value;
+use std::ops::Range;
+
+/// Deepest nesting the scanner accepts (serde_json refuses past 128 levels; an item parsed on
+/// its own is two levels shallower than in the body, so a margin keeps both answers the same).
+pub const MAX_DEPTH: usize = 120;
+
+/// Where the parts of a request body lie, in byte offsets of the body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Spans {
+    /// The message array, from its `[` to its `]` inclusive.
+    array: Range<usize>,
+    /// Each message item (`messages[i]` / `input[i]`), without surrounding whitespace.
+    items: Vec<Range<usize>>,
+}
+
+impl Spans {
+    /// The number of message items.
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    /// Whether the message array is empty.
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    /// A 128-bit key naming the session of `body` (scanned into `self`) in `format`: a hash of
+    /// the bytes around the message array (model, system, tools, metadata, ...) and of the
+    /// first two items. The next body of the same agent session has the same key; whether its
+    /// items are the same is then checked byte for byte ([`read`]).
+    pub fn session_key(&self, format: Format, body: &[u8]) -> u128 {
+        let mut h = xxhash_rust::xxh3::Xxh3::new();
+        let part = |h: &mut xxhash_rust::xxh3::Xxh3, bytes: &[u8]| {
+            h.update(&(bytes.len() as u64).to_le_bytes());
+            h.update(bytes);
+        };
+        part(&mut h, format.as_str().as_bytes());
+        part(&mut h, body.get(..self.array.start).unwrap_or_default());
+        part(&mut h, body.get(self.array.end..).unwrap_or_default());
+        for item in self.items.iter().take(2) {
+            part(&mut h, body.get(item.clone()).unwrap_or_default());
+        }
+        h.digest128()
+    }
+}
+
+/// A body read by its spans: the conversation and where its items lie in the body.
+#[derive(Debug, Clone)]
+pub struct SpanRead {
+    /// What [`Format::read`] gives for the body.
+    pub conversation: Conversation,
+    /// The body's spans.
+    pub spans: Spans,
+}
+
+/// The spans of `body`, a request body of `format` (an object with its message array, or a
+/// bare array of messages). `None` when the body is not plainly such a body: not an object or
+/// array, no message array, the message key twice at the top level, nested deeper than
+/// [`MAX_DEPTH`], or not JSON where the scanner looks (every byte it does not look at is
+/// checked by serde_json in [`read`]).
+pub fn scan(body: &[u8], format: Format) -> Option<Spans> {
+    let key = format.messages_key();
+    let mut s = Scanner { b: body, i: 0 };
+    s.ws();
+    let spans = match s.peek()? {
+        b'[' => {
+            let start = s.i;
+            let items = s.array_items()?;
+            Spans {
+                array: start..s.i,
+                items,
+            }
+        }
+        b'{' => {
+            s.i += 1;
+            s.depth_check(1)?;
+            let mut found = None;
+            s.ws();
+            if s.peek()? == b'}' {
+                return None;
+            }
+            loop {
+                s.ws();
+                let name = s.key()?;
+                s.ws();
+                s.expect(b':')?;
+                s.ws();
+                if name == key {
+                    if found.is_some() || s.peek()? != b'[' {
+                        return None;
+                    }
+                    let start = s.i;
+                    let items = s.array_items()?;
+                    found = Some(Spans {
+                        array: start..s.i,
+                        items,
+                    });
+                } else {
+                    s.value(1)?;
+                }
+                s.ws();
+                match s.next()? {
+                    b',' => continue,
+                    b'}' => break,
+                    _ => return None,
+                }
+            }
+            found?
+        }
+        _ => return None,
+    };
+    s.ws();
+    (s.i == body.len()).then_some(spans)
+}
+
+/// Reads `body` (scanned into `spans`) as `format`, reusing the conversation of `previous`
+/// (the same session's last body and its read) for the items whose bytes did not change.
+/// `None` when the span read cannot tell (see the module docs): read the whole body with
+/// [`Format::read`] instead, which gives the same conversation or the error.
+pub fn read(
+    format: Format,
+    body: &[u8],
+    spans: Spans,
+    previous: Option<(&[u8], SpanRead)>,
+) -> Option<SpanRead> {
+    let around = |b: &[u8], s: &Spans| {
+        (
+            b.get(..s.array.start).unwrap_or_default().to_vec(),
+            b.get(s.array.end..).unwrap_or_default().to_vec(),
+        )
+    };
+    let reused = previous.and_then(|(prev_body, prev)| {
+        let same_around = body.get(..spans.array.start) == prev_body.get(..prev.spans.array.start)
+            && body.get(spans.array.end..) == prev_body.get(prev.spans.array.end..);
+        same_around.then(|| {
+            let kept = spans
+                .items
+                .iter()
+                .zip(&prev.spans.items)
+                .take_while(|(a, b)| body.get((*a).clone()) == prev_body.get((*b).clone()))
+                .count();
+            let mut conversation = prev.conversation;
+            conversation.messages.truncate(kept);
+            conversation
+        })
+    });
+    let mut conversation = match reused {
+        Some(c) => c,
+        None => {
+            let (r1, r2) = around(body, &spans);
+            let mut top = r1;
+            top.extend_from_slice(b"[]");
+            top.extend_from_slice(&r2);
+            let value: Value = serde_json::from_slice(&top).ok()?;
+            let (system, _, extra, bare) =
+                super::split_body(&value, format.messages_key(), system_key(format)).ok()?;
+            Conversation {
+                system,
+                messages: Vec::with_capacity(spans.items.len()),
+                extra,
+                bare,
+            }
+        }
+    };
+    let key = format.messages_key();
+    for (i, item) in spans
+        .items
+        .iter()
+        .enumerate()
+        .skip(conversation.messages.len())
+    {
+        let value: Value = serde_json::from_slice(body.get(item.clone())?).ok()?;
+        if detect::item_contradiction(&value, i, format).is_some() {
+            return None;
+        }
+        let path = format!("{key}[{i}]");
+        let message = match format {
+            Format::Anthropic => super::anthropic::read_message(&value, &path),
+            Format::OpenAiChat => super::openai_chat::read_message(&value, &path),
+            Format::OpenAiResponses => super::openai_responses::read_item(&value, &path),
+        }
+        .ok()?;
+        conversation.messages.push(message);
+    }
+    // OpenAI Chat pairs legacy `function` messages across the whole list: left to the
+    // whole-body read.
+    if format == Format::OpenAiChat && super::openai_chat::has_legacy(&conversation) {
+        return None;
+    }
+    Some(SpanRead {
+        conversation,
+        spans,
+    })
+}
+
+/// The top-level key of the system prompt in `format`, as the format's reader takes it.
+fn system_key(format: Format) -> Option<&'static str> {
+    match format {
+        Format::Anthropic => Some("system"),
+        Format::OpenAiChat => None,
+        Format::OpenAiResponses => Some("instructions"),
+    }
+}
+
+/// A byte cursor over JSON that finds where values end without parsing them (right for valid
+/// JSON; what it passes over unchecked is checked by serde_json afterwards).
+struct Scanner<'a> {
+    b: &'a [u8],
+    i: usize,
+}
+
+impl Scanner<'_> {
+    fn peek(&self) -> Option<u8> {
+        self.b.get(self.i).copied()
+    }
+
+    fn next(&mut self) -> Option<u8> {
+        let c = self.peek()?;
+        self.i += 1;
+        Some(c)
+    }
+
+    fn expect(&mut self, c: u8) -> Option<()> {
+        (self.next()? == c).then_some(())
+    }
+
+    fn depth_check(&self, depth: usize) -> Option<()> {
+        (depth <= MAX_DEPTH).then_some(())
+    }
+
+    /// Skips JSON whitespace (space, tab, newline, carriage return: RFC 8259 section 2).
+    fn ws(&mut self) {
+        while matches!(self.peek(), Some(b' ' | b'\t' | b'\n' | b'\r')) {
+            self.i += 1;
+        }
+    }
+
+    /// Skips a string starting at its opening quote; the cursor ends past the closing quote.
+    fn string(&mut self) -> Option<()> {
+        self.expect(b'"')?;
+        let start = self.i;
+        loop {
+            let rest = self.b.get(self.i..)?;
+            let at = self.i + memchr::memchr(b'"', rest)?;
+            self.i = at + 1;
+            // Inside a string a backslash only starts an escape, so a quote is escaped when
+            // an odd number of backslashes runs up to it (`\"` yes, `\\"` no). Searching
+            // for quotes alone does not stop at every `\n` of a tool's output.
+            let run = self
+                .b
+                .get(start..at)?
+                .iter()
+                .rev()
+                .take_while(|&&c| c == b'\\')
+                .count();
+            if run % 2 == 0 {
+                return Some(());
+            }
+        }
+    }
+
+    /// An object key: the decoded string (escapes resolved by serde_json when there are any).
+    fn key(&mut self) -> Option<String> {
+        let start = self.i;
+        self.string()?;
+        let raw = self.b.get(start..self.i)?;
+        let inner = raw.get(1..raw.len() - 1)?;
+        if inner.contains(&b'\\') {
+            serde_json::from_slice(raw).ok()
+        } else {
+            std::str::from_utf8(inner).ok().map(str::to_string)
+        }
+    }
+
+    /// Skips one value at nesting `depth` (of its container).
+    fn value(&mut self, depth: usize) -> Option<()> {
+        match self.peek()? {
+            b'"' => self.string(),
+            b'{' | b'[' => {
+                let mut level = 0usize;
+                loop {
+                    match self.peek()? {
+                        b'"' => {
+                            self.string()?;
+                            continue;
+                        }
+                        b'{' | b'[' => {
+                            level += 1;
+                            self.depth_check(depth + level)?;
+                        }
+                        b'}' | b']' => {
+                            level = level.checked_sub(1)?;
+                            if level == 0 {
+                                self.i += 1;
+                                return Some(());
+                            }
+                        }
+                        _ => {}
+                    }
+                    self.i += 1;
+                }
+            }
+            _ => {
+                let start = self.i;
+                while let Some(c) = self.peek() {
+                    if matches!(c, b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r') {
+                        break;
+                    }
+                    self.i += 1;
+                }
+                (self.i > start).then_some(())
+            }
+        }
+    }
+
+    /// The items of the array starting at the cursor (`[`); the cursor ends past its `]`.
+    fn array_items(&mut self) -> Option<Vec<Range<usize>>> {
+        self.expect(b'[')?;
+        let mut items = Vec::new();
+        self.ws();
+        if self.peek()? == b']' {
+            self.i += 1;
+            return Some(items);
+        }
+        loop {
+            self.ws();
+            let start = self.i;
+            // Items sit at depth 2 in a request object (1 in a bare array); counted as 2.
+            self.value(2)?;
+            items.push(start..self.i);
+            self.ws();
+            match self.next()? {
+                b',' => continue,
+                b']' => return Some(items),
+                _ => return None,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn whole(format: Format, body: &[u8]) -> Conversation {
+        let value: Value = serde_json::from_slice(body).unwrap();
+        format.read(&value).unwrap()
+    }
+
+    #[test]
+    fn items_are_found_around_strings_with_brackets_quotes_and_escapes() {
+        let body =
+            br#" {"model" : "m\"]}", "messages": [ {"role":"user","content":"a ] } \\\" ["} ,
+            {"role":"assistant","content":[{"type":"text","text":"\\"}]}], "n": -1.5e3 } "#;
+        let spans = scan(body, Format::Anthropic).unwrap();
+        assert_eq!(spans.len(), 2);
+        let read = read(Format::Anthropic, body, spans, None).unwrap();
+        assert_eq!(read.conversation, whole(Format::Anthropic, body));
+        assert_eq!(read.conversation.messages[1].plain_text(), "\\");
+    }
+
+    #[test]
+    fn a_grown_body_reuses_the_unchanged_items_and_reads_the_rest() {
+        let one = json!({"model": "m", "messages": [
+            {"role": "user", "content": "first"},
+            {"role": "assistant", "content": "second"},
+        ]})
+        .to_string();
+        let two = json!({"model": "m", "messages": [
+            {"role": "user", "content": "first"},
+            {"role": "assistant", "content": "second, edited"},
+            {"role": "user", "content": "third"},
+        ]})
+        .to_string();
+        let s1 = scan(one.as_bytes(), Format::Anthropic).unwrap();
+        let s2 = scan(two.as_bytes(), Format::Anthropic).unwrap();
+        assert_ne!(
+            s1.session_key(Format::Anthropic, one.as_bytes()),
+            s2.session_key(Format::Anthropic, two.as_bytes()),
+            "the second item changed, so the key does"
+        );
+        let r1 = read(Format::Anthropic, one.as_bytes(), s1, None).unwrap();
+        let r2 = read(
+            Format::Anthropic,
+            two.as_bytes(),
+            s2,
+            Some((one.as_bytes(), r1)),
+        )
+        .unwrap();
+        assert_eq!(r2.conversation, whole(Format::Anthropic, two.as_bytes()));
+    }
+
+    #[test]
+    fn unusual_bodies_are_left_to_the_whole_read() {
+        for body in [
+            &br#"{"messages": [], "messages": []}"#[..],
+            br#"{"messages": {}}"#,
+            br#"{"model": "m"}"#,
+            br#"{"messages": [{"role": "user", "content": "x"},]}"#,
+            br#"{"messages": [{"role": "user", "content": "x"}] } x"#,
+            br#""messages""#,
+            b"",
+        ] {
+            assert_eq!(
+                scan(body, Format::Anthropic),
+                None,
+                "{}",
+                String::from_utf8_lossy(body)
+            );
+        }
+        let deep = format!(
+            r#"{{"messages": [{{"role": "user", "content": "x", "d": {}{}}}]}}"#,
+            "[".repeat(130),
+            "]".repeat(130)
+        );
+        assert_eq!(scan(deep.as_bytes(), Format::Anthropic), None);
+    }
+
+    #[test]
+    fn an_item_of_another_format_or_a_bad_item_is_left_to_the_whole_read() {
+        let body = br#"{"messages": [{"role": "user", "content": [{"type": "input_text", "text": "x"}]}]}"#;
+        let spans = scan(body, Format::Anthropic).unwrap();
+        assert!(read(Format::Anthropic, body, spans, None).is_none());
+        let body = br#"{"messages": [{"role": "robot", "content": "x"}]}"#;
+        let spans = scan(body, Format::Anthropic).unwrap();
+        assert!(read(Format::Anthropic, body, spans, None).is_none());
+        let body = br#"{"messages": [{"role": "user", "content": "x"}], "tools": [}}"#;
+        let spans = scan(body, Format::Anthropic).unwrap();
+        assert!(read(Format::Anthropic, body, spans, None).is_none());
+    }
+}
