@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import math
+import pathlib
 import pickle
+import tomllib
 
 import pytest
 
@@ -13,6 +16,12 @@ PAIR = [
     {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls"}}]},
     {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "a.rs"}]},
 ]
+
+
+def shipped_rule(pattern: str) -> dict:
+    """The `[tokens.models]` rule of the built-in configuration (config/compactor.toml)."""
+    path = pathlib.Path(__file__).resolve().parents[2] / "config" / "compactor.toml"
+    return tomllib.loads(path.read_text())["tokens"]["models"][pattern]
 
 
 def long_session(turns: int) -> list[dict]:
@@ -51,8 +60,14 @@ def test_a_request_dict_comes_back_as_a_dict_with_its_other_fields():
     assert result.body["system"] == "be brief" and result.body["metadata"] == {"user_id": "u"}
     assert compactor.validate(result.body) == []
     # The budget is in the model's tokens (claude-*: calibrated); `count` gives o200k tokens,
-    # the report's counted_after is the same figure.
-    assert compactor.count(result.body)["total"] == result.report["counted_after"]
+    # the report's counted_after is that figure plus the rule's per-call framing,
+    # ceil(tool_call / ratio) counted tokens per tool_use block (config/compactor.toml).
+    rule = shipped_rule("claude-*")
+    framing = math.ceil(rule.get("tool_call", 0) / rule["ratio"])
+    calls = sum(1 for m in result.body["messages"] if isinstance(m["content"], list)
+                for b in m["content"] if b.get("type") == "tool_use")
+    assert calls > 0
+    assert compactor.count(result.body)["total"] + calls * framing == result.report["counted_after"]
     assert result.tokens_after <= 3_000
     assert body["messages"] == long_session(12), "the input is never mutated"
 
