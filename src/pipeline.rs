@@ -260,19 +260,16 @@ pub(crate) async fn compact<'a>(
     {
         // Still under the trigger after the new messages: the remembered prefix is the output.
         if let Some(hashes) = &hashes {
-            let continuation = Continuation {
-                basis: run.basis.clone(),
-                input_tokens: tokens_before,
-                output_tokens: best.tokens,
-                input: input_junction.unwrap_or_else(|| Junction::of(input, format)),
-                output: continued.unwrap_or_else(|| Junction::of(&conversation, format)),
-            };
-            compactor.memory().remember_continuable(
+            let input = input_junction.unwrap_or_else(|| Junction::of(input, format));
+            let output = continued.unwrap_or_else(|| Junction::of(&conversation, format));
+            remember_output(
+                compactor,
                 hashes,
+                &run,
+                tokens_before,
+                &best,
                 &conversation,
-                best.degraded.as_deref(),
-                &best.records,
-                continuation,
+                (input, output),
             );
         }
         finish(
@@ -317,7 +314,7 @@ pub(crate) async fn compact<'a>(
         ));
     }
     report.timings.total_ms = ms(started);
-    let conversation = match best.conversation {
+    let conversation = match best.conversation.take() {
         Some(c) => {
             if let Some(hashes) = &hashes {
                 // The output junction of the continuation when no tier replaced it.
@@ -326,19 +323,14 @@ pub(crate) async fn compact<'a>(
                     .unwrap_or_else(|| Junction::of(&c, format));
                 let input = input_junction
                     .unwrap_or_else(|| Junction::of_laid_out(input, format, run.layout()));
-                let continuation = Continuation {
-                    basis: run.basis.clone(),
-                    input_tokens: tokens_before,
-                    output_tokens: best.tokens,
-                    input,
-                    output,
-                };
-                compactor.memory().remember_continuable(
+                remember_output(
+                    compactor,
                     hashes,
+                    &run,
+                    tokens_before,
+                    &best,
                     &c,
-                    best.degraded.as_deref(),
-                    &best.records,
-                    continuation,
+                    (input, output),
                 );
             }
             Cow::Owned(c)
@@ -350,6 +342,34 @@ pub(crate) async fn compact<'a>(
         conversation,
         report,
     })
+}
+
+/// Remembers `output` (the best output, of `best.tokens` counted tokens) as the compaction of
+/// the input hashed in `hashes` (`input_tokens` counted tokens), with the junctions (input's,
+/// output's) a continuation of it starts from.
+fn remember_output(
+    compactor: &dyn Host,
+    hashes: &PrefixHashes,
+    run: &Run<'_>,
+    input_tokens: usize,
+    best: &Best,
+    output: &Conversation,
+    (input_junction, output_junction): (Junction, Junction),
+) {
+    let continuation = Continuation {
+        basis: run.basis.clone(),
+        input_tokens,
+        output_tokens: best.tokens,
+        input: input_junction,
+        output: output_junction,
+    };
+    compactor.memory().remember_continuable(
+        hashes,
+        output,
+        best.degraded.as_deref(),
+        &best.records,
+        continuation,
+    );
 }
 
 /// The report before anything is done: the input's figures.

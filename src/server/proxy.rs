@@ -18,6 +18,7 @@
 //! upstream gives its own answer; `x-compactor-skipped` says why. So is a Responses body that
 //! names a `previous_response_id`: its history lives on the provider's side, out of reach.
 
+use super::metrics::Metrics;
 use super::pool::PoolError;
 use super::replay::{Key, Replayed};
 use super::{AppError, AppState, upstream};
@@ -198,19 +199,21 @@ async fn compact_in_pool(state: &AppState, format: Format, route: &str, body: By
     }
 }
 
+/// The body sent as it came, with the reason in the skipped header (counted in the metrics).
+fn skipped(metrics: &Metrics, route: &str, body: Bytes, why: &str) -> Outgoing {
+    metrics.proxied(route, "skipped");
+    Outgoing {
+        body,
+        header: (SKIPPED_HEADER, why.to_string()),
+        probe: None,
+        keep: None,
+    }
+}
+
 /// Decides what to send: the original bytes, a remembered prefix plus the new messages, or a
 /// fresh compaction.
 async fn outgoing_body(state: &AppState, format: Format, route: &str, body: Bytes) -> Outgoing {
     let metrics = state.metrics();
-    let skipped = |body: Bytes, why: &str| {
-        metrics.proxied(route, "skipped");
-        Outgoing {
-            body,
-            header: (SKIPPED_HEADER, why.to_string()),
-            probe: None,
-            keep: None,
-        }
-    };
     let reads = state.reads();
     // The session's last read, taken out of the read cache, and the new items read alone.
     let spanned = (reads.max_bytes() > 0)
@@ -228,13 +231,13 @@ async fn outgoing_body(state: &AppState, format: Format, route: &str, body: Byte
         Some((key, read)) => (read.conversation, Some((key, read.spans))),
         None => {
             let Ok(value) = serde_json::from_slice::<Value>(&body) else {
-                return skipped(body, "not JSON");
+                return skipped(metrics, route, body, "not JSON");
             };
             if format == Format::OpenAiResponses && previous_response(&value) {
-                return skipped(body, PREVIOUS_RESPONSE);
+                return skipped(metrics, route, body, PREVIOUS_RESPONSE);
             }
             let Ok(conversation) = format.read(&value) else {
-                return skipped(body, "not a request body of this format");
+                return skipped(metrics, route, body, "not a request body of this format");
             };
             // The parsed body is not needed past here: freed before the pipeline runs, so the
             // peak holds one parsed copy of the history, not two.
@@ -250,7 +253,7 @@ async fn outgoing_body(state: &AppState, format: Format, route: &str, body: Byte
             .get("previous_response_id")
             .is_some_and(|v| !v.is_null())
     {
-        return skipped(body, PREVIOUS_RESPONSE);
+        return skipped(metrics, route, body, PREVIOUS_RESPONSE);
     }
     let outgoing = decide(state, format, route, body.clone(), &conversation).await;
     if let Some((key, spans)) = kept {
@@ -286,15 +289,6 @@ async fn decide(
     conversation: &Conversation,
 ) -> Outgoing {
     let metrics = state.metrics();
-    let skipped = |body: Bytes, why: &str| {
-        metrics.proxied(route, "skipped");
-        Outgoing {
-            body,
-            header: (SKIPPED_HEADER, why.to_string()),
-            probe: None,
-            keep: None,
-        }
-    };
     let compactor = state.default_compactor();
     // With a shared store: the longest compaction of this history another replica made,
     // loaded into the local memory first (only over the trigger: under it nothing is read).
@@ -327,7 +321,7 @@ async fn decide(
                 .map(ToString::to_string)
                 .unwrap_or_default();
             tracing::info!(violations = violations.len(), first = %first, "proxy: invalid history forwarded as is");
-            skipped(body, "invalid history")
+            skipped(metrics, route, body, "invalid history")
         }
         Ok(compacted) => {
             metrics.record(&compacted.report);
