@@ -55,8 +55,7 @@ pub fn cut_middle_known(
     let head_chars = keep_chars * 3 / 5;
     let tail_chars = keep_chars - head_chars;
     let head_end = snap_back_to_line(text, byte_at_char(text, head_chars));
-    let tail_start =
-        snap_forward_to_line(text, byte_at_char(text, chars.saturating_sub(tail_chars)));
+    let tail_start = snap_forward_to_line(text, byte_at_char_from_end(text, tail_chars));
     let tail_start = keep_closing_lines(text, head_end, tail_start);
     if tail_start <= head_end {
         return None;
@@ -112,21 +111,47 @@ fn byte_at_char(text: &str, n: usize) -> usize {
     text.char_indices().nth(n).map_or(text.len(), |(b, _)| b)
 }
 
-/// Moves a cut back to just after a line break if one lies in the last fifth before it.
+/// Byte offset of the character `n` characters before the end (`text.len()` for 0, 0 when
+/// the text is shorter): `byte_at_char(text, chars - n)` without walking the head.
+fn byte_at_char_from_end(text: &str, n: usize) -> usize {
+    match n.checked_sub(1) {
+        None => text.len(),
+        Some(k) => text.char_indices().rev().nth(k).map_or(0, |(b, _)| b),
+    }
+}
+
+/// Moves a cut back to just after a line break if one lies in the last fifth before it. Only
+/// that fifth is searched (a line break is one byte, never inside a UTF-8 sequence).
 fn snap_back_to_line(text: &str, at: usize) -> usize {
-    let window = at / 5;
-    match text.get(..at).and_then(|t| t.rfind('\n')) {
-        Some(nl) if at - nl <= window.max(1) => nl + 1,
-        _ => at,
+    if !text.is_char_boundary(at) {
+        return at;
+    }
+    let from = at.saturating_sub((at / 5).max(1));
+    match text
+        .as_bytes()
+        .get(from..at)
+        .and_then(|w| memchr::memrchr(b'\n', w))
+    {
+        Some(off) => from + off + 1,
+        None => at,
     }
 }
 
 /// Moves a cut forward to just after a line break if one lies in the next fifth after it.
+/// Only that fifth is searched.
 fn snap_forward_to_line(text: &str, at: usize) -> usize {
-    let window = (text.len() - at) / 5;
-    match text.get(at..).and_then(|t| t.find('\n')) {
-        Some(off) if off <= window.max(1) => at + off + 1,
-        _ => at,
+    if !text.is_char_boundary(at) {
+        return at;
+    }
+    let window = ((text.len() - at) / 5).max(1);
+    let to = text.len().min(at + window + 1);
+    match text
+        .as_bytes()
+        .get(at..to)
+        .and_then(|w| memchr::memchr(b'\n', w))
+    {
+        Some(off) => at + off + 1,
+        None => at,
     }
 }
 
@@ -186,6 +211,34 @@ mod tests {
             out.ends_with("test result: FAILED. 3 passed; 1 failed\n"),
             "{out}"
         );
+    }
+
+    proptest::proptest! {
+        /// The bounded searches give what the plain ones give: the char at `chars - n`, and a
+        /// line break within a fifth of the cut searched over the whole text.
+        #[test]
+        fn bounded_searches_agree_with_whole_text_searches(
+            text in "[ab\né€]{0,80}",
+            n in 0usize..90,
+            at_char in 0usize..90,
+        ) {
+            let chars = text.chars().count();
+            proptest::prop_assert_eq!(
+                byte_at_char_from_end(&text, n),
+                byte_at_char(&text, chars.saturating_sub(n))
+            );
+            let at = byte_at_char(&text, at_char);
+            let back = match text.get(..at).and_then(|t| t.rfind('\n')) {
+                Some(nl) if at - nl <= (at / 5).max(1) => nl + 1,
+                _ => at,
+            };
+            proptest::prop_assert_eq!(snap_back_to_line(&text, at), back);
+            let forward = match text.get(at..).and_then(|t| t.find('\n')) {
+                Some(off) if off <= ((text.len() - at) / 5).max(1) => at + off + 1,
+                _ => at,
+            };
+            proptest::prop_assert_eq!(snap_forward_to_line(&text, at), forward);
+        }
     }
 
     #[test]

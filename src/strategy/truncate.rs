@@ -424,11 +424,7 @@ fn drop_oldest(
     // The real marker of cut `k` and the output's count with it (`exact` or estimated).
     let build = |k: usize, exact: bool| -> (Marker, usize) {
         let room = budget.target.saturating_sub(base(k)).min(most.max(32));
-        let marker_of = |shed: bool| {
-            let mut state = SessionState::of(&facts, pinned..k);
-            if shed {
-                state = state.shedding_settled();
-            }
+        let marker_of = |state: &SessionState| {
             let (text, failures, estimate) =
                 state.marker_sized(k - pinned, raw.span(pinned..k), room, counter);
             let m = Marker { text, failures };
@@ -439,10 +435,12 @@ fn drop_oldest(
             };
             (m, total)
         };
-        let (marker, total) = marker_of(false);
+        // The state is read from the facts once; the lean one is the same state shedding.
+        let state = SessionState::of(&facts, pinned..k);
+        let (marker, total) = marker_of(&state);
         if total > budget.limit {
             // Over the hard limit: the outcomes of settled rounds go before anything else.
-            let lean = marker_of(true);
+            let lean = marker_of(&state.shedding_settled());
             if lean.1 < total {
                 return lean;
             }
