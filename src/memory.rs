@@ -7,6 +7,7 @@
 //! the candidate, and it is compacted again only once it crosses the trigger (hysteresis).
 
 use crate::conversation::{Block, Conversation, Message, ToolInput, ToolResultContent};
+use crate::format::Format;
 use crate::guard::{FailureRecord, Junction};
 use crate::tokens::{ModelTokens, hash_str, hash_value};
 use moka::sync::Cache;
@@ -68,6 +69,33 @@ enum Output {
     Taken,
 }
 
+/// The JSON a writer made of an output's message array, kept with the output (by the service,
+/// [`Memory::attach_written`]) so that a continuation of it writes only its new messages
+/// ([`crate::format::emit::write_bytes_reusing`]).
+#[derive(Clone)]
+pub struct Written {
+    /// The wire format the bytes are of.
+    pub format: Format,
+    /// The output's messages the items are of (all of them when attached).
+    pub messages: usize,
+    /// The items, comma-separated, without the array's brackets.
+    pub items: Arc<dyn AsRef<[u8]> + Send + Sync>,
+    /// Bytes the items keep allocated (a slice of a larger buffer keeps all of it), for the
+    /// memory's byte bound.
+    pub held_bytes: usize,
+}
+
+impl std::fmt::Debug for Written {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Written")
+            .field("format", &self.format)
+            .field("messages", &self.messages)
+            .field("items", &(*self.items).as_ref().len())
+            .field("held_bytes", &self.held_bytes)
+            .finish()
+    }
+}
+
 /// A memory entry: the output and what [`Remembered`] says of it. The output is in a `Mutex`
 /// so that taking it out moves it, whatever references the cache's own bookkeeping (its
 /// pending write log) still hold to the entry.
@@ -77,6 +105,8 @@ struct Entry {
     degraded: Option<String>,
     failures: Vec<FailureRecord>,
     continuation: Option<Arc<Continuation>>,
+    /// The output's written items, when the service attached them.
+    written: Option<Arc<Written>>,
 }
 
 impl Entry {
@@ -91,7 +121,8 @@ impl Entry {
             Output::Whole(c) => estimated_bytes(c),
             Output::Prefix(..) | Output::Taken => 64,
         };
-        output + records + continuation
+        let written = self.written.as_ref().map_or(0, |w| w.held_bytes);
+        output + records + continuation + written
     }
 
     fn new(output: Output, degraded: Option<String>, failures: Vec<FailureRecord>) -> Entry {
@@ -100,6 +131,7 @@ impl Entry {
             degraded,
             failures,
             continuation: None,
+            written: None,
         }
     }
 
@@ -150,6 +182,8 @@ pub struct Taken {
     /// a later output (copied, the entry stays). A taken entry that is not continued goes
     /// back with [`Memory::put_back`].
     pub removed: bool,
+    /// The written items of the whole output, when attached ([`Memory::attach_written`]).
+    pub written: Option<Arc<Written>>,
 }
 
 /// The predecessor of a continuation, remembered again as a view of the continuation's first
@@ -364,6 +398,7 @@ impl Memory {
                         len,
                         remembered,
                         removed: false,
+                        written: None,
                     });
                 }
                 drop(entry);
@@ -383,6 +418,7 @@ impl Memory {
                         continuation: entry.continuation.clone(),
                     },
                     removed: true,
+                    written: entry.written.clone(),
                 })
             })
     }
@@ -463,6 +499,46 @@ impl Memory {
                 }),
             );
         }
+    }
+
+    /// Keeps `written` (the JSON items of `output`'s messages) with the output remembered
+    /// for the whole conversation hashed in `hashes`, when that is `output` itself (the same
+    /// allocation: nothing else's bytes are ever attached to it). The entry is inserted again
+    /// so that its weight counts the bytes.
+    pub fn attach_written(
+        &self,
+        hashes: &PrefixHashes,
+        output: &Arc<Conversation>,
+        written: Written,
+    ) {
+        let n = hashes.messages();
+        let Some(key) = hashes.key(n) else {
+            return;
+        };
+        let Some(entry) = self.entries.get(&(n, key)) else {
+            return;
+        };
+        let moved = {
+            let mut held = entry.lock();
+            match &*held {
+                Output::Whole(c)
+                    if Arc::ptr_eq(c, output) && written.messages == c.messages.len() =>
+                {
+                    std::mem::replace(&mut *held, Output::Taken)
+                }
+                _ => return,
+            }
+        };
+        self.entries.insert(
+            (n, key),
+            Arc::new(Entry {
+                output: Mutex::new(moved),
+                degraded: entry.degraded.clone(),
+                failures: entry.failures.clone(),
+                continuation: entry.continuation.clone(),
+                written: Some(Arc::new(written)),
+            }),
+        );
     }
 
     /// [`Memory::remember`] with what a continuation of it needs ([`Continuation`]).
@@ -682,7 +758,6 @@ fn hash_block(h: &mut Xxh3, b: &Block) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::format::Format;
     use serde_json::json;
 
     /// A conversation of `n` user/assistant turns whose texts are `size` bytes each, tagged by

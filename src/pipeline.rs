@@ -61,6 +61,10 @@ pub struct SharedCompacted {
     pub conversation: Option<Arc<Conversation>>,
     /// What happened.
     pub report: Report,
+    /// When the output continues a remembered output whose message items were written and
+    /// attached ([`Memory::attach_written`]): those items, of the output's first
+    /// `written.messages` messages.
+    pub written: Option<Arc<crate::memory::Written>>,
 }
 
 impl SharedCompacted {
@@ -280,6 +284,7 @@ pub(crate) async fn compact_shared(
         return Ok(SharedCompacted {
             conversation: None,
             report,
+            written: None,
         });
     }
     report
@@ -298,7 +303,10 @@ pub(crate) async fn compact_shared(
     let mut continued: Option<Junction> = None;
     // The remembered compaction a taken continuation continues.
     let mut predecessor: Option<Predecessor> = None;
-    if let Some(recalled) = recalled {
+    // The remembered output's written items, for a continuation taken.
+    let mut written = None;
+    if let Some(mut recalled) = recalled {
+        let items = recalled.written.take();
         match continue_from(
             &run,
             recalled,
@@ -307,7 +315,10 @@ pub(crate) async fn compact_shared(
             &mut continued,
             &mut report,
         ) {
-            Ok(p) => predecessor = Some(p),
+            Ok(p) => {
+                predecessor = Some(p);
+                written = items;
+            }
             Err(recalled) => {
                 if let Some(h) = hashes {
                     recalled.put_back(compactor.memory(), h);
@@ -347,6 +358,7 @@ pub(crate) async fn compact_shared(
         return Ok(SharedCompacted {
             conversation: Some(conversation),
             report,
+            written: written.take(),
         });
     }
     // Continued but over the trigger: the remembered compaction it continues goes back (a
@@ -430,6 +442,7 @@ pub(crate) async fn compact_shared(
     Ok(SharedCompacted {
         conversation,
         report,
+        written: None,
     })
 }
 

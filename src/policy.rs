@@ -103,6 +103,9 @@ pub struct Recalled {
     /// Whether it was taken out of the memory ([`Memory::take`]): it goes back
     /// ([`Recalled::put_back`]) or is remembered again as the continuation's predecessor.
     pub removed: bool,
+    /// The written items of the remembered output (its `output_messages` messages), when the
+    /// service attached them ([`Memory::attach_written`]).
+    pub written: Option<std::sync::Arc<crate::memory::Written>>,
 }
 
 impl Recalled {
@@ -161,5 +164,6 @@ pub fn recall(memory: &Memory, hashes: &PrefixHashes, input: &Conversation) -> O
         failures: remembered.failures,
         continuation: remembered.continuation,
         removed: taken.removed,
+        written: taken.written.filter(|w| w.messages == output_messages),
     })
 }

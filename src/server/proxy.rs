@@ -25,9 +25,10 @@ use super::replay::{Key, Replayed};
 use super::{AppError, AppState, upstream};
 use crate::compactor::CompactError;
 use crate::conversation::Conversation;
+use crate::format;
 use crate::format::Format;
 use crate::format::slices::{self, SpanRead};
-use crate::memory::PrefixHashes;
+use crate::memory::{PrefixHashes, Written};
 use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
 use axum::http::{HeaderMap, Method, Uri};
@@ -35,6 +36,7 @@ use axum::response::Response;
 use bytes::Bytes;
 use serde_json::Value;
 use std::borrow::Cow;
+use std::sync::Arc;
 
 /// The response header that says what the proxy did.
 pub const TOKENS_HEADER: &str = "x-compactor-tokens";
@@ -407,7 +409,24 @@ async fn decide(
                 }
                 Some(c) => {
                     metrics.proxied(route, if reused { "reused" } else { "compacted" });
-                    let out = Bytes::from(format.write_bytes(c));
+                    // A continuation of an output written before: only its new messages are
+                    // written, the rest copied from last time's bytes.
+                    let prefix = compacted
+                        .written
+                        .as_ref()
+                        .filter(|w| w.format == format)
+                        .map(|w| ((*w.items).as_ref(), w.messages));
+                    let (out, span) = format::emit::write_bytes_reusing(format, c, prefix);
+                    let out = Bytes::from(out);
+                    if let (Some(span), Some(h)) = (span, hashes) {
+                        let written = Written {
+                            format,
+                            messages: c.messages.len(),
+                            held_bytes: out.len(),
+                            items: Arc::new(out.slice(span)),
+                        };
+                        compactor.memory().attach_written(h, c, written);
+                    }
                     // Only a remembered output no tier had to work on: a repeat would run
                     // the same tiers again (a summary that failed might answer next time).
                     let settled = reused && compacted.report.tiers.is_empty();
