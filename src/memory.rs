@@ -107,6 +107,8 @@ struct Entry {
     continuation: Option<Arc<Continuation>>,
     /// The output's written items, when the service attached them.
     written: Option<Arc<Written>>,
+    /// The sum of [`message_bytes`] over the output's messages (a whole output; 0 else).
+    messages_bytes: usize,
 }
 
 impl Entry {
@@ -118,7 +120,7 @@ impl Entry {
             .as_ref()
             .map_or(0, |c| c.estimated_bytes());
         let output = match &*self.lock() {
-            Output::Whole(c) => estimated_bytes(c),
+            Output::Whole(c) => estimated_bytes_with(c, self.messages_bytes),
             Output::Prefix(..) | Output::Taken => 64,
         };
         let written = self.written.as_ref().map_or(0, |w| w.held_bytes);
@@ -126,12 +128,17 @@ impl Entry {
     }
 
     fn new(output: Output, degraded: Option<String>, failures: Vec<FailureRecord>) -> Entry {
+        let messages_bytes = match &output {
+            Output::Whole(c) => c.messages.iter().map(message_bytes).sum(),
+            Output::Prefix(..) | Output::Taken => 0,
+        };
         Entry {
             output: Mutex::new(output),
             degraded,
             failures,
             continuation: None,
             written: None,
+            messages_bytes,
         }
     }
 
@@ -184,6 +191,8 @@ pub struct Taken {
     pub removed: bool,
     /// The written items of the whole output, when attached ([`Memory::attach_written`]).
     pub written: Option<Arc<Written>>,
+    /// The sum of [`message_bytes`] over the output's messages, when it left the memory.
+    pub messages_bytes: Option<usize>,
 }
 
 /// The predecessor of a continuation, remembered again as a view of the continuation's first
@@ -200,6 +209,9 @@ pub struct Predecessor {
     pub failures: Vec<FailureRecord>,
     /// What a continuation of it needs.
     pub continuation: Option<Arc<Continuation>>,
+    /// The sum of [`message_bytes`] over its output's messages, when known: the
+    /// continuation's is then that plus its new messages' (not a pass over the whole).
+    pub messages_bytes: Option<usize>,
 }
 
 /// What a continuation of a remembered compaction (the remembered input prefix followed by
@@ -399,6 +411,7 @@ impl Memory {
                         remembered,
                         removed: false,
                         written: None,
+                        messages_bytes: None,
                     });
                 }
                 drop(entry);
@@ -419,6 +432,7 @@ impl Memory {
                     },
                     removed: true,
                     written: entry.written.clone(),
+                    messages_bytes: Some(entry.messages_bytes),
                 })
             })
     }
@@ -471,15 +485,23 @@ impl Memory {
         let Some(key) = hashes.key(hashes.messages()) else {
             return;
         };
+        let messages_bytes = match predecessor.as_ref().and_then(|p| {
+            let known = p.messages_bytes?;
+            let new = output.messages.get(p.messages..)?;
+            Some(known + new.iter().map(message_bytes).sum::<usize>())
+        }) {
+            Some(n) => n,
+            None => output.messages.iter().map(message_bytes).sum(),
+        };
         self.entries.insert(
             (hashes.messages(), key),
             Arc::new(Entry {
+                output: Mutex::new(Output::Whole(output.clone())),
+                degraded: degraded.map(str::to_string),
+                failures: failures.to_vec(),
                 continuation: Some(Arc::new(continuation)),
-                ..Entry::new(
-                    Output::Whole(output.clone()),
-                    degraded.map(str::to_string),
-                    failures.to_vec(),
-                )
+                written: None,
+                messages_bytes,
             }),
         );
         if let Some(p) = predecessor
@@ -537,6 +559,7 @@ impl Memory {
                 failures: entry.failures.clone(),
                 continuation: entry.continuation.clone(),
                 written: Some(Arc::new(written)),
+                messages_bytes: entry.messages_bytes,
             }),
         );
     }
@@ -616,15 +639,29 @@ impl Memory {
 /// (and 64 bytes per block) came to about half of what the service's resident set grew by
 /// (docs/service.md, "Load check").
 pub fn estimated_bytes(c: &Conversation) -> usize {
-    let mut n = std::mem::size_of::<Conversation>() + c.system.as_ref().map_or(0, value_heap);
-    n += object_heap(&c.extra);
-    n += ALLOC_BYTES + c.messages.capacity() * std::mem::size_of::<Message>();
-    for m in &c.messages {
-        n += object_heap(&m.extra);
-        n += ALLOC_BYTES + m.content.capacity() * std::mem::size_of::<Block>();
-        n += m.content.iter().map(block_bytes).sum::<usize>();
-    }
-    n
+    estimated_bytes_with(c, c.messages.iter().map(message_bytes).sum())
+}
+
+/// [`estimated_bytes`] of `c` when the sum of [`message_bytes`] over its messages is known
+/// (`messages_bytes`): the rest is its top level (system prompt, other fields, the message
+/// vector), so a caller that keeps the sum across a growing history estimates each turn in
+/// proportion to its new messages.
+pub fn estimated_bytes_with(c: &Conversation, messages_bytes: usize) -> usize {
+    std::mem::size_of::<Conversation>()
+        + c.system.as_ref().map_or(0, value_heap)
+        + object_heap(&c.extra)
+        + ALLOC_BYTES
+        + c.messages.capacity() * std::mem::size_of::<Message>()
+        + messages_bytes
+}
+
+/// The heap bytes below one message (its fields' and blocks'; not its own `size_of`, which
+/// the conversation's message vector counts), as [`estimated_bytes`] counts them.
+pub fn message_bytes(m: &Message) -> usize {
+    object_heap(&m.extra)
+        + ALLOC_BYTES
+        + m.content.capacity() * std::mem::size_of::<Block>()
+        + m.content.iter().map(block_bytes).sum::<usize>()
 }
 
 /// The bookkeeping an allocator adds to one heap allocation, on average (a header and the
@@ -884,6 +921,7 @@ mod tests {
             degraded: Some("why".into()),
             failures: vec![],
             continuation: None,
+            messages_bytes: taken.messages_bytes,
         };
         memory.remember_shared(
             &next_hashes,
@@ -892,6 +930,12 @@ mod tests {
             &[],
             continuation(&next),
             Some(predecessor),
+        );
+        // The continuation's weight, summed from its predecessor's and its new messages',
+        // is the whole estimate (and the view's 64 bytes).
+        assert_eq!(
+            memory.bytes() as usize,
+            estimated_bytes(&out) + continuation(&next).estimated_bytes() + 64
         );
         let (len, view) = memory.recall(&hashes).expect("the view");
         assert_eq!(len, 6);

@@ -106,6 +106,9 @@ pub struct Recalled {
     /// The written items of the remembered output (its `output_messages` messages), when the
     /// service attached them ([`Memory::attach_written`]).
     pub written: Option<std::sync::Arc<crate::memory::Written>>,
+    /// The sum of [`crate::memory::message_bytes`] over the remembered output's messages,
+    /// when known.
+    pub messages_bytes: Option<usize>,
 }
 
 impl Recalled {
@@ -117,6 +120,7 @@ impl Recalled {
             degraded: self.degraded.clone(),
             failures: self.failures.clone(),
             continuation: self.continuation.clone(),
+            messages_bytes: self.messages_bytes,
         }
     }
 
@@ -165,5 +169,6 @@ pub fn recall(memory: &Memory, hashes: &PrefixHashes, input: &Conversation) -> O
         continuation: remembered.continuation,
         removed: taken.removed,
         written: taken.written.filter(|w| w.messages == output_messages),
+        messages_bytes: taken.messages_bytes,
     })
 }

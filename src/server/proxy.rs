@@ -224,14 +224,17 @@ async fn outgoing_body(state: &AppState, format: Format, route: &str, body: Byte
         .flatten()
         .and_then(|spans| {
             let key = spans.session_key(format, &body);
-            let (read, hashes) = match reads.take(key) {
+            let (read, hashes, sums) = match reads.take(key) {
                 Some(last) => (
                     slices::read(format, &body, spans, Some((&last.body, last.read))),
                     last.hashes,
+                    last.sums,
                 ),
-                None => (slices::read(format, &body, spans, None), None),
+                None => (slices::read(format, &body, spans, None), None, Vec::new()),
             };
-            Some((key, read?, hashes))
+            let read = read?;
+            let sums = Last::sums(sums, &read.conversation, read.reused);
+            Some((key, read, hashes, sums))
         });
     let compactor = state.default_compactor();
     // The memory's keys: last turn's hashes extended for the new messages (the first
@@ -239,12 +242,12 @@ async fn outgoing_body(state: &AppState, format: Format, route: &str, body: Byte
     let tag = compactor.budget(None).limit as u64;
     let remember = compactor.settings().policy.remember;
     let (conversation, kept) = match spanned {
-        Some((key, read, last)) => {
+        Some((key, read, last, sums)) => {
             let hashes = remember.then(|| match last {
                 Some(h) => h.extended(&read.conversation, read.reused, tag),
                 None => PrefixHashes::of(&read.conversation, tag),
             });
-            (read.conversation, Some((key, read.spans, hashes)))
+            (read.conversation, Some((key, read.spans, hashes, sums)))
         }
         None => {
             let Ok(value) = serde_json::from_slice::<Value>(&body) else {
@@ -272,15 +275,23 @@ async fn outgoing_body(state: &AppState, format: Format, route: &str, body: Byte
     {
         return skipped(metrics, route, body, PREVIOUS_RESPONSE);
     }
-    let hashes = kept.as_ref().and_then(|(_, _, h)| h.as_ref());
+    let hashes = kept.as_ref().and_then(|(_, _, h, _)| h.as_ref());
     let outgoing = decide(state, format, route, body.clone(), &conversation, hashes).await;
-    if let Some((key, spans, hashes)) = kept {
+    if let Some((key, spans, hashes, sums)) = kept {
         let read = SpanRead {
             conversation,
             spans,
             reused: 0,
         };
-        reads.put(key, Last { body, read, hashes });
+        reads.put(
+            key,
+            Last {
+                body,
+                read,
+                hashes,
+                sums,
+            },
+        );
     }
     outgoing
 }

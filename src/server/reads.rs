@@ -39,6 +39,36 @@ pub(crate) struct Last {
     pub read: SpanRead,
     /// The prefix hashes of `read.conversation`, when made.
     pub hashes: Option<PrefixHashes>,
+    /// `sums[k]`: the sum of [`crate::memory::message_bytes`] over the first `k` messages
+    /// of `read.conversation` (one more than its messages), so the entry's weight is
+    /// extended for the next body's new messages, not estimated whole again.
+    pub sums: Vec<usize>,
+}
+
+impl Last {
+    /// `sums` (of an earlier read whose first `kept` messages are `conversation`'s) extended
+    /// for `conversation`'s later messages; summed whole when `sums` covers fewer.
+    pub fn sums(
+        mut sums: Vec<usize>,
+        conversation: &crate::conversation::Conversation,
+        kept: usize,
+    ) -> Vec<usize> {
+        let kept = kept.min(conversation.messages.len());
+        if sums.len() <= kept {
+            sums.clear();
+        }
+        sums.truncate(kept + 1);
+        if sums.is_empty() {
+            sums.push(0);
+        }
+        let from = sums.len() - 1;
+        let mut total = sums.last().copied().unwrap_or_default();
+        for m in conversation.messages.get(from..).unwrap_or_default() {
+            total += crate::memory::message_bytes(m);
+            sums.push(total);
+        }
+        sums
+    }
 }
 
 /// A session's last read. In a `Mutex<Option<_>>` so that taking it out of the cache moves it,
@@ -109,11 +139,13 @@ impl ReadCache {
     }
 }
 
-/// An entry's weight: the body's bytes, the conversation's heap estimate, the spans, the
-/// hashes (8 bytes a message) and [`ENTRY_OVERHEAD`].
+/// An entry's weight: the body's bytes, the conversation's heap estimate (from its message
+/// sums), the spans, the hashes and sums (8 bytes a message each) and [`ENTRY_OVERHEAD`].
 fn weight(last: &Last) -> usize {
+    let messages = last.sums.last().copied().unwrap_or_default();
     last.body.len()
-        + crate::memory::estimated_bytes(&last.read.conversation)
+        + crate::memory::estimated_bytes_with(&last.read.conversation, messages)
+        + last.sums.len() * std::mem::size_of::<usize>()
         + last.read.spans.len() * std::mem::size_of::<std::ops::Range<usize>>()
         + last.hashes.as_ref().map_or(0, |h| 8 * (h.messages() + 1))
         + ENTRY_OVERHEAD
@@ -129,10 +161,12 @@ mod tests {
         let key = spans.session_key(Format::Anthropic, body.as_bytes());
         let read = slices::read(Format::Anthropic, body.as_bytes(), spans, None).unwrap();
         let hashes = Some(PrefixHashes::of(&read.conversation, 1));
+        let sums = Last::sums(Vec::new(), &read.conversation, 0);
         let last = Last {
             body: Bytes::from(body.to_string()),
             read,
             hashes,
+            sums,
         };
         (key, last)
     }
@@ -168,6 +202,27 @@ mod tests {
         let bytes = cache.bytes();
         assert!(bytes <= 64 * 1024, "{bytes}");
         assert!(bytes > 32 * 1024, "{bytes}");
+    }
+
+    #[test]
+    fn extended_sums_are_the_sums_of_the_whole() {
+        let (_, a) = read(
+            r#"{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]}"#,
+        );
+        let (_, b) = read(
+            r#"{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": [{"type": "text", "text": "other"}]}, {"role": "user", "content": "more"}]}"#,
+        );
+        let whole = Last::sums(Vec::new(), &b.read.conversation, 0);
+        assert_eq!(whole.len(), 4);
+        assert_eq!(
+            whole[3] + crate::memory::estimated_bytes_with(&b.read.conversation, 0),
+            crate::memory::estimated_bytes(&b.read.conversation)
+        );
+        for kept in 0..=3 {
+            let prefix = kept.min(1);
+            let extended = Last::sums(a.sums.clone(), &b.read.conversation, prefix);
+            assert_eq!(extended, whole, "{kept}");
+        }
     }
 
     #[test]
