@@ -24,7 +24,7 @@ use crate::format::Format;
 use crate::guard::{
     self, FailureRecord, Junction, Layout, MessageTokens, ValidateOptions, Violation,
 };
-use crate::memory::{Continuation, Memory, Predecessor, PrefixHashes, Remembered};
+use crate::memory::{Continuation, Memory, Predecessor, PrefixHashes};
 use crate::policy::{self, Targets};
 use crate::report::{Report, Status, TierRun, Timings, violation_lines};
 use crate::strategy::{Context, Strategy};
@@ -361,28 +361,11 @@ pub(crate) async fn compact_shared(
             written: written.take(),
         });
     }
-    // Continued but over the trigger: the remembered compaction it continues goes back (a
-    // copy of the continuation's first messages, once, before the tiers replace it).
-    if let (Some(p), Some(h), Some(c)) = (predecessor.take(), hashes, &best.conversation)
-        && let Some(output) = c.messages.get(..p.messages)
-    {
-        let output = Conversation {
-            system: c.system.clone(),
-            messages: output.to_vec(),
-            extra: c.extra.clone(),
-            bare: c.bare,
-        };
-        compactor.memory().put_back(
-            h,
-            p.len,
-            Remembered {
-                output,
-                degraded: p.degraded,
-                failures: p.failures,
-                continuation: p.continuation,
-            },
-        );
-    }
+    // Continued but over the trigger: the tiers compact the continuation afresh and what
+    // they make is remembered for the whole input; the compaction it continued (taken out of
+    // the memory) is not put back: the history has grown past it and its prefix is no longer
+    // what is sent (keeping it held a stale whole output per crossing, docs/service.md).
+    drop(predecessor);
     if let Some(c) = &best.conversation
         && best.layout.is_none()
     {
