@@ -345,12 +345,12 @@ impl Memory {
     /// A memory holding at most `max_bytes` of remembered outputs (estimated bytes).
     pub fn with_max_bytes(max_bytes: u64) -> Memory {
         Memory {
-            // Least recently used first: a growing history looks each entry up once, then
-            // replaces it by its continuation, so how often a key was seen (TinyLFU's
-            // admission, moka's default) says nothing of whether it is needed next.
+            // moka's default policy (TinyLFU: least recently used, with an admission test).
+            // Plain LRU was tried: with more sessions than fit, agents' turns come round
+            // robin and LRU evicts every entry before its session's next turn (128 clients:
+            // 12% of the turns continued, against 84% with TinyLFU, which keeps a subset).
             entries: Cache::builder()
                 .max_capacity(max_bytes)
-                .eviction_policy(moka::policy::EvictionPolicy::lru())
                 .weigher(|_, v: &Arc<Entry>| u32::try_from(v.weight()).unwrap_or(u32::MAX))
                 .build(),
             max_bytes,
