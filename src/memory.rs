@@ -348,7 +348,7 @@ impl Memory {
             // moka's default policy (TinyLFU: least recently used, with an admission test).
             // Plain LRU was tried: with more sessions than fit, agents' turns come round
             // robin and LRU evicts every entry before its session's next turn (128 clients:
-            // 12% of the turns continued, against 84% with TinyLFU, which keeps a subset).
+            // 12% of the turns continued, against 67% with TinyLFU, which keeps a subset).
             entries: Cache::builder()
                 .max_capacity(max_bytes)
                 .weigher(|_, v: &Arc<Entry>| u32::try_from(v.weight()).unwrap_or(u32::MAX))

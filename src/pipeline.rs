@@ -321,7 +321,7 @@ pub(crate) async fn compact_shared(
             }
             Err(recalled) => {
                 if let Some(h) = hashes {
-                    recalled.put_back(compactor.memory(), h);
+                    (*recalled).put_back(compactor.memory(), h);
                 }
             }
         }
@@ -497,7 +497,7 @@ fn continue_from(
     best: &mut Best,
     continued: &mut Option<Junction>,
     report: &mut Report,
-) -> Result<Predecessor, policy::Recalled> {
+) -> Result<Predecessor, Box<policy::Recalled>> {
     let len = recalled.len;
     let conversation = &recalled.conversation;
     let t0 = Instant::now();
@@ -537,7 +537,7 @@ fn continue_from(
     report.timings.guard_ms += ms(t0);
     if !violations.is_empty() || !run.targets.takes(tokens, best.tokens) {
         *continued = None;
-        return Err(recalled);
+        return Err(Box::new(recalled));
     }
     let predecessor = recalled.predecessor();
     report.notes.push(format!(

@@ -371,7 +371,7 @@ mod tests {
         ]);
         let bodies = [
             json!({"model": "m", "system": "s", "tools": [{"name": "Read"}], "messages": messages}),
-            messages.clone(),
+            messages,
         ];
         for body in &bodies {
             for format in [
