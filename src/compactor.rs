@@ -8,7 +8,7 @@ use crate::conversation::Conversation;
 use crate::format::Format;
 use crate::memory::Memory;
 use crate::pipeline::Host;
-pub use crate::pipeline::{CompactError, Compacted};
+pub use crate::pipeline::{CompactError, Compacted, SharedCompacted};
 use crate::registry::{Built, Registry};
 use crate::strategy::{Budget, Strategy};
 use crate::tokens::{Calibration, ModelTokens, Observation, TokenCounter, Tokenizer};
@@ -200,6 +200,28 @@ impl Compactor {
         instructions: Option<&str>,
     ) -> Result<Compacted<'a>, CompactError> {
         crate::pipeline::compact(self, input, format, budget, instructions).await
+    }
+
+    /// [`Compactor::compact_with`] with the output shared with the compaction memory rather
+    /// than copied out of it ([`SharedCompacted`]: a caller that writes the output and lets it
+    /// go makes the next turn's continuation copy nothing of the remembered history), and
+    /// with the input's prefix hashes when the caller has them (`hashes`: made by
+    /// [`PrefixHashes::of`](crate::memory::PrefixHashes::of) or
+    /// [`PrefixHashes::extended`](crate::memory::PrefixHashes::extended) under the budget's
+    /// limit as tag, [`Compactor::budget`]; otherwise, or when they do not cover every
+    /// message of `input`, the input is hashed here).
+    ///
+    /// # Errors
+    /// As [`Compactor::compact`].
+    pub async fn compact_shared(
+        &self,
+        input: &Conversation,
+        format: Format,
+        budget: Option<usize>,
+        instructions: Option<&str>,
+        hashes: Option<&crate::memory::PrefixHashes>,
+    ) -> Result<SharedCompacted, CompactError> {
+        crate::pipeline::compact_shared(self, input, format, budget, instructions, hashes).await
     }
 
     /// The tiers, in the order they run.

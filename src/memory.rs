@@ -7,11 +7,12 @@
 //! the candidate, and it is compacted again only once it crosses the trigger (hysteresis).
 
 use crate::conversation::{Block, Conversation, Message, ToolInput, ToolResultContent};
+use crate::format::Format;
 use crate::guard::{FailureRecord, Junction};
 use crate::tokens::{ModelTokens, hash_str, hash_value};
 use moka::sync::Cache;
 use std::hash::Hasher;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 use xxhash_rust::xxh3::Xxh3;
 
 /// The default bound of one pipeline's memory, in bytes of remembered output (64 MiB).
@@ -21,12 +22,21 @@ pub const DEFAULT_MEMORY_BYTES: u64 = 64 * 1024 * 1024;
 /// weigher counts each output's size), safe to share between tasks.
 ///
 /// Key: `(messages of the input, hash of the context and those messages)`; value: the
-/// compacted output with its typed failure records ([`Remembered`]). The weight of an entry is
-/// an estimate of the heap bytes its output holds ([`estimated_bytes`]: struct sizes, string
-/// bytes and a per-allocation overhead).
+/// compacted output with its typed failure records. The weight of an entry is an estimate of
+/// the heap bytes its output holds ([`estimated_bytes`]: struct sizes, string bytes and a
+/// per-allocation overhead).
+///
+/// An output is held behind an `Arc`, shared with the caller that made it
+/// ([`Memory::remember_shared`]), so remembering it copies nothing. A continuation takes its
+/// predecessor out ([`Memory::take`]: moved, not copied, when nothing else holds it) and
+/// leaves in its place a view of its own output's first messages, which is the predecessor's
+/// output exactly (a continuation appends the new messages to it). A view lives as long as
+/// the output it looks into stays remembered: one turn back from the newest continuation of a
+/// history is always recalled (an agent that edits or retries its last turn), a view of a
+/// view's own successor that was taken in turn is gone (a miss: compacted afresh).
 #[derive(Clone)]
 pub struct Memory {
-    entries: Cache<(usize, u64), Arc<Remembered>>,
+    entries: Cache<(usize, u64), Arc<Entry>>,
     max_bytes: u64,
 }
 
@@ -45,6 +55,163 @@ pub struct Remembered {
     /// not known, e.g. an entry read back from the shared store; a continuation of it is then
     /// counted and checked whole, once).
     pub continuation: Option<Arc<Continuation>>,
+}
+
+/// A remembered output as the memory holds it.
+#[derive(Debug)]
+enum Output {
+    /// The output itself, shared with whoever made it.
+    Whole(Arc<Conversation>),
+    /// The first `messages` messages of a later output (the continuation that took this
+    /// entry's place), with that output's system prompt and fields; gone with it.
+    Prefix(Weak<Conversation>, usize),
+    /// Taken out by [`Memory::take`] (the entry has left the memory).
+    Taken,
+}
+
+/// The JSON a writer made of an output's message array, kept with the output (by the service,
+/// [`Memory::attach_written`]) so that a continuation of it writes only its new messages
+/// ([`crate::format::emit::write_bytes_reusing`]).
+#[derive(Clone)]
+pub struct Written {
+    /// The wire format the bytes are of.
+    pub format: Format,
+    /// The output's messages the items are of (all of them when attached).
+    pub messages: usize,
+    /// The items, comma-separated, without the array's brackets.
+    pub items: Arc<dyn AsRef<[u8]> + Send + Sync>,
+    /// Bytes the items keep allocated (a slice of a larger buffer keeps all of it), for the
+    /// memory's byte bound.
+    pub held_bytes: usize,
+}
+
+impl std::fmt::Debug for Written {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Written")
+            .field("format", &self.format)
+            .field("messages", &self.messages)
+            .field("items", &(*self.items).as_ref().len())
+            .field("held_bytes", &self.held_bytes)
+            .finish()
+    }
+}
+
+/// A memory entry: the output and what [`Remembered`] says of it. The output is in a `Mutex`
+/// so that taking it out moves it, whatever references the cache's own bookkeeping (its
+/// pending write log) still hold to the entry.
+#[derive(Debug)]
+struct Entry {
+    output: Mutex<Output>,
+    degraded: Option<String>,
+    failures: Vec<FailureRecord>,
+    continuation: Option<Arc<Continuation>>,
+    /// The output's written items, when the service attached them.
+    written: Option<Arc<Written>>,
+    /// The sum of [`message_bytes`] over the output's messages (a whole output; 0 else).
+    messages_bytes: usize,
+}
+
+impl Entry {
+    /// The estimated heap bytes of the entry (a view: its records only).
+    fn weight(&self) -> usize {
+        let records: usize = self.failures.iter().map(|f| f.id.len() + 32).sum();
+        let continuation = self
+            .continuation
+            .as_ref()
+            .map_or(0, |c| c.estimated_bytes());
+        let output = match &*self.lock() {
+            Output::Whole(c) => estimated_bytes_with(c, self.messages_bytes),
+            Output::Prefix(..) | Output::Taken => 64,
+        };
+        let written = self.written.as_ref().map_or(0, |w| w.held_bytes);
+        output + records + continuation + written
+    }
+
+    fn new(output: Output, degraded: Option<String>, failures: Vec<FailureRecord>) -> Entry {
+        let messages_bytes = match &output {
+            Output::Whole(c) => c.messages.iter().map(message_bytes).sum(),
+            Output::Prefix(..) | Output::Taken => 0,
+        };
+        Entry {
+            output: Mutex::new(output),
+            degraded,
+            failures,
+            continuation: None,
+            written: None,
+            messages_bytes,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Output> {
+        self.output.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether it is a view of a later output.
+    fn is_view(&self) -> bool {
+        matches!(&*self.lock(), Output::Prefix(..))
+    }
+
+    /// The entry as a [`Remembered`] (its output copied), `None` for a view whose output is
+    /// gone.
+    fn copied(&self) -> Option<Remembered> {
+        let output = match &*self.lock() {
+            Output::Whole(c) => Conversation::clone(c),
+            Output::Prefix(of, messages) => first_messages(&*of.upgrade()?, *messages)?,
+            Output::Taken => return None,
+        };
+        Some(Remembered {
+            output,
+            degraded: self.degraded.clone(),
+            failures: self.failures.clone(),
+            continuation: self.continuation.clone(),
+        })
+    }
+}
+
+/// The system prompt, fields and first `messages` messages of `c` (`None` past its end).
+fn first_messages(c: &Conversation, messages: usize) -> Option<Conversation> {
+    Some(Conversation {
+        system: c.system.clone(),
+        messages: c.messages.get(..messages)?.to_vec(),
+        extra: c.extra.clone(),
+        bare: c.bare,
+    })
+}
+
+/// A compaction taken out of the memory by [`Memory::take`].
+#[derive(Debug)]
+pub struct Taken {
+    /// Input messages it covers (the prefix of the conversation looked up).
+    pub len: usize,
+    /// The compaction.
+    pub remembered: Remembered,
+    /// Whether its entry left the memory (a whole output, moved out); `false` for a view of
+    /// a later output (copied, the entry stays). A taken entry that is not continued goes
+    /// back with [`Memory::put_back`].
+    pub removed: bool,
+    /// The written items of the whole output, when attached ([`Memory::attach_written`]).
+    pub written: Option<Arc<Written>>,
+    /// The sum of [`message_bytes`] over the output's messages, when it left the memory.
+    pub messages_bytes: Option<usize>,
+}
+
+/// The predecessor of a continuation, remembered again as a view of the continuation's first
+/// messages ([`Memory::remember_shared`]).
+#[derive(Debug, Clone)]
+pub struct Predecessor {
+    /// Input messages it covers.
+    pub len: usize,
+    /// Messages of its output (the continuation's first ones).
+    pub messages: usize,
+    /// Why its output is degraded, when it is.
+    pub degraded: Option<String>,
+    /// Its failure records.
+    pub failures: Vec<FailureRecord>,
+    /// What a continuation of it needs.
+    pub continuation: Option<Arc<Continuation>>,
+    /// The sum of [`message_bytes`] over its output's messages, when known: the
+    /// continuation's is then that plus its new messages' (not a pass over the whole).
+    pub messages_bytes: Option<usize>,
 }
 
 /// What a continuation of a remembered compaction (the remembered input prefix followed by
@@ -91,29 +258,62 @@ impl Default for Memory {
 }
 
 /// Hashes of every prefix of a conversation: `prefix[k]` covers the context and messages `..k`.
+///
+/// `prefix[0]` is the xxh3 of the context tag, the system prompt and the other top-level
+/// fields; `prefix[k + 1]` is the xxh3 of `prefix[k]` and the xxh3 digest of message `k`
+/// alone. So the hashes of a conversation that keeps the first `j` messages of another are
+/// that one's first `j + 1` followed by one digest per new message
+/// ([`PrefixHashes::extended`]), in proportion to the new messages.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PrefixHashes {
+    tag: u64,
     prefix: Vec<u64>,
 }
 
 impl PrefixHashes {
     /// Hashes `c` under a context tag (e.g. the budget), one pass over the content.
     pub fn of(c: &Conversation, tag: u64) -> PrefixHashes {
-        let mut h = Xxh3::new();
-        h.write_u64(tag);
-        if let Some(s) = &c.system {
-            hash_value(&mut h, s);
-        }
-        for (k, v) in &c.extra {
-            hash_str(&mut h, k);
-            hash_value(&mut h, v);
-        }
         let mut prefix = Vec::with_capacity(c.messages.len() + 1);
-        prefix.push(h.finish());
-        for m in &c.messages {
-            hash_message(&mut h, m);
-            prefix.push(h.finish());
+        prefix.push(context_hash(c, tag));
+        let mut hashes = PrefixHashes { tag, prefix };
+        hashes.push_messages(&c.messages);
+        hashes
+    }
+
+    /// The hashes of `c` when its first `kept` messages are those (equal, e.g. read from the
+    /// same bytes) of the conversation hashed in `self`: `self`'s first `kept + 1` hashes
+    /// and the new messages' own. Hashes `c` whole ([`PrefixHashes::of`]) when the tag or
+    /// the context (system prompt, other fields: hashed again, a short pass) differs, or when
+    /// `self` covers fewer than `kept` messages.
+    pub fn extended(mut self, c: &Conversation, kept: usize, tag: u64) -> PrefixHashes {
+        let kept = kept.min(c.messages.len());
+        if self.tag != tag
+            || kept >= self.prefix.len()
+            || self.prefix.first() != Some(&context_hash(c, tag))
+        {
+            return PrefixHashes::of(c, tag);
         }
-        PrefixHashes { prefix }
+        self.prefix.truncate(kept + 1);
+        self.push_messages(&c.messages[kept..]);
+        self
+    }
+
+    fn push_messages(&mut self, messages: &[Message]) {
+        self.prefix.reserve(messages.len());
+        for m in messages {
+            let mut one = Xxh3::new();
+            hash_message(&mut one, m);
+            let last = self.prefix.last().copied().unwrap_or_default();
+            let mut link = Xxh3::new();
+            link.write_u64(last);
+            link.write_u64(one.finish());
+            self.prefix.push(link.finish());
+        }
+    }
+
+    /// The context tag the hashes were made under.
+    pub fn tag(&self) -> u64 {
+        self.tag
     }
 
     /// The number of messages covered (the longest prefix).
@@ -127,18 +327,31 @@ impl PrefixHashes {
     }
 }
 
+/// The hash of the tag, the system prompt and the other top-level fields of `c`.
+fn context_hash(c: &Conversation, tag: u64) -> u64 {
+    let mut h = Xxh3::new();
+    h.write_u64(tag);
+    if let Some(s) = &c.system {
+        hash_value(&mut h, s);
+    }
+    for (k, v) in &c.extra {
+        hash_str(&mut h, k);
+        hash_value(&mut h, v);
+    }
+    h.finish()
+}
+
 impl Memory {
     /// A memory holding at most `max_bytes` of remembered outputs (estimated bytes).
     pub fn with_max_bytes(max_bytes: u64) -> Memory {
         Memory {
+            // moka's default policy (TinyLFU: least recently used, with an admission test).
+            // Plain LRU was tried: with more sessions than fit, agents' turns come round
+            // robin and LRU evicts every entry before its session's next turn (128 clients:
+            // 12% of the turns continued, against 67% with TinyLFU, which keeps a subset).
             entries: Cache::builder()
                 .max_capacity(max_bytes)
-                .weigher(|_, v: &Arc<Remembered>| {
-                    let records: usize = v.failures.iter().map(|f| f.id.len() + 32).sum();
-                    let continuation = v.continuation.as_ref().map_or(0, |c| c.estimated_bytes());
-                    u32::try_from(estimated_bytes(&v.output) + records + continuation)
-                        .unwrap_or(u32::MAX)
-                })
+                .weigher(|_, v: &Arc<Entry>| u32::try_from(v.weight()).unwrap_or(u32::MAX))
                 .build(),
             max_bytes,
         }
@@ -169,7 +382,7 @@ impl Memory {
     /// The remembered compaction whose input is the longest prefix of the conversation hashed
     /// in `hashes`, with that prefix's length. Probes the prefixes from the longest down, so a
     /// hit `k` messages short of the whole costs `k + 1` look-ups (a miss one per message).
-    /// The output is cloned; the continuation state is shared.
+    /// The output is copied and stays remembered; the continuation state is shared.
     pub fn recall(&self, hashes: &PrefixHashes) -> Option<(usize, Remembered)> {
         hashes
             .prefix
@@ -177,10 +390,74 @@ impl Memory {
             .enumerate()
             .rev()
             .find_map(|(len, key)| {
-                self.entries
-                    .get(&(len, *key))
-                    .map(|e| (len, Remembered::clone(&e)))
+                let entry = self.entries.get(&(len, *key))?;
+                entry.copied().map(|r| (len, r))
             })
+    }
+
+    /// [`Memory::recall`], but a whole output is taken out of the memory: moved when nothing
+    /// else holds it (the caller that made it let it go), copied otherwise. A view of a later
+    /// output is copied and stays. The caller puts back what it does not continue
+    /// ([`Memory::put_back`]) or remembers its continuation with it as the predecessor
+    /// ([`Memory::remember_shared`]).
+    pub fn take(&self, hashes: &PrefixHashes) -> Option<Taken> {
+        hashes
+            .prefix
+            .iter()
+            .enumerate()
+            .rev()
+            .find_map(|(len, key)| {
+                let entry = self.entries.get(&(len, *key))?;
+                if entry.is_view() {
+                    let remembered = entry.copied()?;
+                    return Some(Taken {
+                        len,
+                        remembered,
+                        removed: false,
+                        written: None,
+                        messages_bytes: None,
+                    });
+                }
+                drop(entry);
+                let entry = self.entries.remove(&(len, *key))?;
+                let output = std::mem::replace(&mut *entry.lock(), Output::Taken);
+                let output = match output {
+                    Output::Whole(c) => Arc::try_unwrap(c).unwrap_or_else(|c| (*c).clone()),
+                    Output::Prefix(of, n) => first_messages(&*of.upgrade()?, n)?,
+                    Output::Taken => return None,
+                };
+                Some(Taken {
+                    len,
+                    remembered: Remembered {
+                        output,
+                        degraded: entry.degraded.clone(),
+                        failures: entry.failures.clone(),
+                        continuation: entry.continuation.clone(),
+                    },
+                    removed: true,
+                    written: entry.written.clone(),
+                    messages_bytes: Some(entry.messages_bytes),
+                })
+            })
+    }
+
+    /// Puts a compaction taken by [`Memory::take`] back under its key (the first `len`
+    /// messages hashed in `hashes`).
+    pub fn put_back(&self, hashes: &PrefixHashes, len: usize, remembered: Remembered) {
+        let Some(key) = hashes.key(len) else {
+            return;
+        };
+        self.entries.insert(
+            (len, key),
+            Arc::new(Entry {
+                continuation: remembered.continuation,
+                ..Entry::new(
+                    Output::Whole(Arc::new(remembered.output)),
+                    remembered.degraded,
+                    remembered.failures,
+                )
+            }),
+        );
     }
 
     /// Remembers `output` as the compaction of the whole conversation hashed in `hashes`, with
@@ -196,6 +473,101 @@ impl Memory {
         self.remember_prefix(hashes, hashes.messages(), output, degraded, failures);
     }
 
+    /// Remembers `output` (shared, not copied) as the compaction of the whole conversation
+    /// hashed in `hashes`, with what a continuation of it needs ([`Continuation`]). With a
+    /// `predecessor` (the compaction `output` continues, taken by [`Memory::take`]), that one
+    /// is remembered again as a view of `output`'s first `predecessor.messages` messages.
+    pub fn remember_shared(
+        &self,
+        hashes: &PrefixHashes,
+        output: &Arc<Conversation>,
+        degraded: Option<&str>,
+        failures: &[FailureRecord],
+        continuation: Continuation,
+        predecessor: Option<Predecessor>,
+    ) {
+        let Some(key) = hashes.key(hashes.messages()) else {
+            return;
+        };
+        let messages_bytes = match predecessor.as_ref().and_then(|p| {
+            let known = p.messages_bytes?;
+            let new = output.messages.get(p.messages..)?;
+            Some(known + new.iter().map(message_bytes).sum::<usize>())
+        }) {
+            Some(n) => n,
+            None => output.messages.iter().map(message_bytes).sum(),
+        };
+        self.entries.insert(
+            (hashes.messages(), key),
+            Arc::new(Entry {
+                output: Mutex::new(Output::Whole(output.clone())),
+                degraded: degraded.map(str::to_string),
+                failures: failures.to_vec(),
+                continuation: Some(Arc::new(continuation)),
+                written: None,
+                messages_bytes,
+            }),
+        );
+        if let Some(p) = predecessor
+            && p.len < hashes.messages()
+            && p.messages <= output.messages.len()
+            && let Some(key) = hashes.key(p.len)
+        {
+            self.entries.insert(
+                (p.len, key),
+                Arc::new(Entry {
+                    continuation: p.continuation,
+                    ..Entry::new(
+                        Output::Prefix(Arc::downgrade(output), p.messages),
+                        p.degraded,
+                        p.failures,
+                    )
+                }),
+            );
+        }
+    }
+
+    /// Keeps `written` (the JSON items of `output`'s messages) with the output remembered
+    /// for the whole conversation hashed in `hashes`, when that is `output` itself (the same
+    /// allocation: nothing else's bytes are ever attached to it). The entry is inserted again
+    /// so that its weight counts the bytes.
+    pub fn attach_written(
+        &self,
+        hashes: &PrefixHashes,
+        output: &Arc<Conversation>,
+        written: Written,
+    ) {
+        let n = hashes.messages();
+        let Some(key) = hashes.key(n) else {
+            return;
+        };
+        let Some(entry) = self.entries.get(&(n, key)) else {
+            return;
+        };
+        let moved = {
+            let mut held = entry.lock();
+            match &*held {
+                Output::Whole(c)
+                    if Arc::ptr_eq(c, output) && written.messages == c.messages.len() =>
+                {
+                    std::mem::replace(&mut *held, Output::Taken)
+                }
+                _ => return,
+            }
+        };
+        self.entries.insert(
+            (n, key),
+            Arc::new(Entry {
+                output: Mutex::new(moved),
+                degraded: entry.degraded.clone(),
+                failures: entry.failures.clone(),
+                continuation: entry.continuation.clone(),
+                written: Some(Arc::new(written)),
+                messages_bytes: entry.messages_bytes,
+            }),
+        );
+    }
+
     /// [`Memory::remember`] with what a continuation of it needs ([`Continuation`]).
     pub fn remember_continuable(
         &self,
@@ -205,18 +577,8 @@ impl Memory {
         failures: &[FailureRecord],
         continuation: Continuation,
     ) {
-        let Some(key) = hashes.key(hashes.messages()) else {
-            return;
-        };
-        self.entries.insert(
-            (hashes.messages(), key),
-            Arc::new(Remembered {
-                output: output.clone(),
-                degraded: degraded.map(str::to_string),
-                failures: failures.to_vec(),
-                continuation: Some(Arc::new(continuation)),
-            }),
-        );
+        let output = Arc::new(output.clone());
+        self.remember_shared(hashes, &output, degraded, failures, continuation, None);
     }
 }
 
@@ -225,9 +587,15 @@ impl Memory {
 impl Memory {
     /// The length of the longest remembered prefix of the conversation hashed in `hashes`.
     pub fn longest(&self, hashes: &PrefixHashes) -> Option<usize> {
-        (0..hashes.prefix.len())
-            .rev()
-            .find(|&len| self.entries.contains_key(&(len, hashes.prefix[len])))
+        (0..hashes.prefix.len()).rev().find(|&len| {
+            self.entries
+                .get(&(len, hashes.prefix[len]))
+                .is_some_and(|e| match &*e.lock() {
+                    Output::Whole(_) => true,
+                    Output::Prefix(of, _) => of.strong_count() > 0,
+                    Output::Taken => false,
+                })
+        })
     }
 
     /// Why the output remembered for the first `len` messages is degraded: `None` when
@@ -252,12 +620,11 @@ impl Memory {
         };
         self.entries.insert(
             (len, key),
-            Arc::new(Remembered {
-                output: output.clone(),
-                degraded: degraded.map(str::to_string),
-                failures: failures.to_vec(),
-                continuation: None,
-            }),
+            Arc::new(Entry::new(
+                Output::Whole(Arc::new(output.clone())),
+                degraded.map(str::to_string),
+                failures.to_vec(),
+            )),
         );
     }
 
@@ -276,15 +643,29 @@ impl Memory {
 /// (and 64 bytes per block) came to about half of what the service's resident set grew by
 /// (docs/service.md, "Load check").
 pub fn estimated_bytes(c: &Conversation) -> usize {
-    let mut n = std::mem::size_of::<Conversation>() + c.system.as_ref().map_or(0, value_heap);
-    n += object_heap(&c.extra);
-    n += ALLOC_BYTES + c.messages.capacity() * std::mem::size_of::<Message>();
-    for m in &c.messages {
-        n += object_heap(&m.extra);
-        n += ALLOC_BYTES + m.content.capacity() * std::mem::size_of::<Block>();
-        n += m.content.iter().map(block_bytes).sum::<usize>();
-    }
-    n
+    estimated_bytes_with(c, c.messages.iter().map(message_bytes).sum())
+}
+
+/// [`estimated_bytes`] of `c` when the sum of [`message_bytes`] over its messages is known
+/// (`messages_bytes`): the rest is its top level (system prompt, other fields, the message
+/// vector), so a caller that keeps the sum across a growing history estimates each turn in
+/// proportion to its new messages.
+pub fn estimated_bytes_with(c: &Conversation, messages_bytes: usize) -> usize {
+    std::mem::size_of::<Conversation>()
+        + c.system.as_ref().map_or(0, value_heap)
+        + object_heap(&c.extra)
+        + ALLOC_BYTES
+        + c.messages.capacity() * std::mem::size_of::<Message>()
+        + messages_bytes
+}
+
+/// The heap bytes below one message (its fields' and blocks'; not its own `size_of`, which
+/// the conversation's message vector counts), as [`estimated_bytes`] counts them.
+pub fn message_bytes(m: &Message) -> usize {
+    object_heap(&m.extra)
+        + ALLOC_BYTES
+        + m.content.capacity() * std::mem::size_of::<Block>()
+        + m.content.iter().map(block_bytes).sum::<usize>()
 }
 
 /// The bookkeeping an allocator adds to one heap allocation, on average (a header and the
@@ -418,7 +799,6 @@ fn hash_block(h: &mut Xxh3, b: &Block) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::format::Format;
     use serde_json::json;
 
     /// A conversation of `n` user/assistant turns whose texts are `size` bytes each, tagged by
@@ -483,5 +863,99 @@ mod tests {
         );
         // Another context tag (another budget) recalls nothing.
         assert!(memory.recall(&PrefixHashes::of(&long, 4)).is_none());
+    }
+    /// `c` with its first `kept` messages and then `new` more (tagged `tag`).
+    fn grown(c: &Conversation, kept: usize, new: usize, tag: usize) -> Conversation {
+        let mut g = c.clone();
+        g.messages.truncate(kept);
+        g.messages.extend(conversation(tag, new, 5).messages);
+        g
+    }
+
+    proptest::proptest! {
+        /// Extending the hashes of a conversation for one that keeps its first `kept`
+        /// messages gives the hashes of the whole, for any split, tag and context.
+        #[test]
+        fn extended_hashes_are_the_hashes_of_the_whole(
+            n in 0usize..12, kept in 0usize..14, new in 0usize..6, tag in 0u64..3,
+            same_tag: bool, same_system: bool,
+        ) {
+            let first = conversation(1, n, 8);
+            let mut next = grown(&first, kept, new, 2);
+            if !same_system {
+                next.system = Some(json!("another system prompt"));
+            }
+            let other_tag = if same_tag { tag } else { tag + 1 };
+            let got = PrefixHashes::of(&first, tag).extended(&next, kept, other_tag);
+            proptest::prop_assert_eq!(got, PrefixHashes::of(&next, other_tag));
+        }
+    }
+
+    #[test]
+    fn a_taken_output_is_moved_and_its_continuation_leaves_a_view() {
+        let memory = Memory::default();
+        let first = conversation(3, 6, 10);
+        let hashes = PrefixHashes::of(&first, 1);
+        let output = Arc::new(conversation(4, 2, 10));
+        let continuation = |c: &Conversation| Continuation {
+            basis: ModelTokens::counter(crate::tokens::Tokenizer::O200kBase),
+            input_tokens: 1,
+            output_tokens: 1,
+            input: Junction::of(c, Format::Anthropic),
+            output: Junction::of(c, Format::Anthropic),
+        };
+        memory.remember_shared(&hashes, &output, None, &[], continuation(&first), None);
+        let address = Arc::as_ptr(&output);
+        drop(output);
+        let next = grown(&first, 6, 2, 5);
+        let next_hashes = PrefixHashes::of(&next, 1);
+        let taken = memory.take(&next_hashes).expect("remembered");
+        assert_eq!((taken.len, taken.removed), (6, true));
+        // Moved out: the same messages, not a copy of them.
+        assert_eq!(taken.remembered.output, conversation(4, 2, 10));
+        assert!(memory.recall(&hashes).is_none(), "it left the memory");
+        // Its continuation: the output plus the new messages, remembered with a view of its
+        // first two messages in the predecessor's place.
+        let mut out = taken.remembered.output;
+        out.messages.extend_from_slice(&next.messages[6..]);
+        let out = Arc::new(out);
+        let predecessor = Predecessor {
+            len: 6,
+            messages: 2,
+            degraded: Some("why".into()),
+            failures: vec![],
+            continuation: None,
+            messages_bytes: taken.messages_bytes,
+        };
+        memory.remember_shared(
+            &next_hashes,
+            &out,
+            None,
+            &[],
+            continuation(&next),
+            Some(predecessor),
+        );
+        // The continuation's weight, summed from its predecessor's and its new messages',
+        // is the whole estimate (and the view's 64 bytes).
+        assert_eq!(
+            memory.bytes() as usize,
+            estimated_bytes(&out) + continuation(&next).estimated_bytes() + 64
+        );
+        let (len, view) = memory.recall(&hashes).expect("the view");
+        assert_eq!(len, 6);
+        assert_eq!(view.output, conversation(4, 2, 10));
+        assert_eq!(view.degraded.as_deref(), Some("why"));
+        let (len, whole) = memory.recall(&next_hashes).expect("the continuation");
+        assert_eq!((len, &whole.output), (8, &*out));
+        assert_ne!(address, Arc::as_ptr(&out));
+        // Taking the continuation (nothing else holds it) moves it; the view is then gone.
+        drop(out);
+        let again = memory.take(&next_hashes).expect("remembered");
+        assert_eq!((again.len, again.removed), (8, true));
+        assert!(memory.recall(&hashes).is_none());
+        assert_eq!(memory.longest(&next_hashes), None);
+        // Put back, it is there again.
+        memory.put_back(&next_hashes, 8, again.remembered);
+        assert_eq!(memory.longest(&next_hashes), Some(8));
     }
 }

@@ -24,13 +24,13 @@ use crate::format::Format;
 use crate::guard::{
     self, FailureRecord, Junction, Layout, MessageTokens, ValidateOptions, Violation,
 };
-use crate::memory::{Continuation, Memory, PrefixHashes};
+use crate::memory::{Continuation, Memory, Predecessor, PrefixHashes};
 use crate::policy::{self, Targets};
 use crate::report::{Report, Status, TierRun, Timings, violation_lines};
 use crate::strategy::{Context, Strategy};
 use crate::tokens::{ModelTokens, TokenCounter, Tokenizer};
 use std::borrow::Cow;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 /// Errors of [`Compactor::compact`](crate::Compactor::compact).
@@ -50,6 +50,34 @@ pub struct Compacted<'a> {
     pub conversation: Cow<'a, Conversation>,
     /// What happened.
     pub report: Report,
+}
+
+/// A compaction result whose output is shared with the compaction memory (no copy is made to
+/// remember it): the service writes the output's bytes from it and lets it go, so that the
+/// next turn of the history takes it out of the memory without copying it either.
+#[derive(Debug)]
+pub struct SharedCompacted {
+    /// The output: `None` when nothing changed (the input is the output).
+    pub conversation: Option<Arc<Conversation>>,
+    /// What happened.
+    pub report: Report,
+    /// When the output continues a remembered output whose message items were written and
+    /// attached ([`Memory::attach_written`]): those items, of the output's first
+    /// `written.messages` messages.
+    pub written: Option<Arc<crate::memory::Written>>,
+}
+
+impl SharedCompacted {
+    /// As a [`Compacted`] of `input`: the output copied when the memory shares it.
+    pub fn into_compacted(self, input: &Conversation) -> Compacted<'_> {
+        Compacted {
+            conversation: match self.conversation {
+                None => Cow::Borrowed(input),
+                Some(c) => Cow::Owned(Arc::try_unwrap(c).unwrap_or_else(|c| (*c).clone())),
+            },
+            report: self.report,
+        }
+    }
 }
 
 /// What the pipeline needs of its owner, [`crate::Compactor`] (which implements it; the
@@ -143,6 +171,22 @@ pub(crate) async fn compact<'a>(
     budget: Option<usize>,
     instructions: Option<&str>,
 ) -> Result<Compacted<'a>, CompactError> {
+    let shared = compact_shared(compactor, input, format, budget, instructions, None).await?;
+    Ok(shared.into_compacted(input))
+}
+
+/// The steps above, the output shared with the memory. `given`: the input's prefix hashes
+/// when the caller has them (the proxy extends last turn's, [`PrefixHashes::extended`]);
+/// used when made under this budget's tag and covering every input message, else the input
+/// is hashed here.
+pub(crate) async fn compact_shared(
+    compactor: &dyn Host,
+    input: &Conversation,
+    format: Format,
+    budget: Option<usize>,
+    instructions: Option<&str>,
+    given: Option<&PrefixHashes>,
+) -> Result<SharedCompacted, CompactError> {
     let started = Instant::now();
     let basis = compactor.model_tokens(input.extra.get("model").and_then(|m| m.as_str()));
     // The model's per-call framing (`[tokens.models] tool_call`) joins every tool_use block's
@@ -153,10 +197,14 @@ pub(crate) async fn compact<'a>(
     let remember = compactor.settings().policy.remember;
     // Hysteresis: the remembered compaction of the longest remembered prefix, looked up first
     // so that the input's validation and count start from that prefix's junction.
-    let hashes = remember.then(|| PrefixHashes::of(input, targets.model.limit as u64));
-    let recalled = hashes
-        .as_ref()
-        .and_then(|h| policy::recall(compactor.memory(), h, input));
+    let tag = targets.model.limit as u64;
+    let hashes: Option<Cow<'_, PrefixHashes>> = remember.then(|| match given {
+        Some(h) if h.tag() == tag && h.messages() == input.messages.len() => Cow::Borrowed(h),
+        _ => Cow::Owned(PrefixHashes::of(input, tag)),
+    });
+    let hashes = hashes.as_deref();
+    // Taken out of the memory: every way out below puts it back or remembers it again.
+    let recalled = hashes.and_then(|h| policy::recall(compactor.memory(), h, input));
     let known = recalled.as_ref().and_then(|r| {
         r.continuation
             .clone()
@@ -176,6 +224,9 @@ pub(crate) async fn compact<'a>(
     // A fault every output repairs (surplus cache_control) does not refuse the input.
     invalid.retain(|v| !v.kind.is_repairable());
     if !invalid.is_empty() {
+        if let (Some(r), Some(h)) = (recalled, hashes) {
+            r.put_back(compactor.memory(), h);
+        }
         return Err(CompactError::InvalidInput(invalid));
     }
     let layout = OnceLock::new();
@@ -227,9 +278,13 @@ pub(crate) async fn compact<'a>(
             report.tokens_before, targets.model_trigger
         ));
         report.timings.total_ms = ms(started);
-        return Ok(Compacted {
-            conversation: Cow::Borrowed(input),
+        if let (Some(r), Some(h)) = (recalled, hashes) {
+            r.put_back(compactor.memory(), h);
+        }
+        return Ok(SharedCompacted {
+            conversation: None,
             report,
+            written: None,
         });
     }
     report
@@ -246,20 +301,38 @@ pub(crate) async fn compact<'a>(
     };
     // The output junction of a continuation that was taken.
     let mut continued: Option<Junction> = None;
-    if let Some(recalled) = recalled
-        && continue_from(
+    // The remembered compaction a taken continuation continues.
+    let mut predecessor: Option<Predecessor> = None;
+    // The remembered output's written items, for a continuation taken.
+    let mut written = None;
+    if let Some(mut recalled) = recalled {
+        let items = recalled.written.take();
+        match continue_from(
             &run,
             recalled,
             known.as_ref().map(|(_, c)| c.as_ref()),
             &mut best,
             &mut continued,
             &mut report,
-        )
+        ) {
+            Ok(p) => {
+                predecessor = Some(p);
+                written = items;
+            }
+            Err(recalled) => {
+                if let Some(h) = hashes {
+                    (*recalled).put_back(compactor.memory(), h);
+                }
+            }
+        }
+    }
+    if predecessor.is_some()
         && targets.untouched(best.tokens)
         && let Some(conversation) = best.conversation.take()
     {
         // Still under the trigger after the new messages: the remembered prefix is the output.
-        if let Some(hashes) = &hashes {
+        let conversation = Arc::new(conversation);
+        if let Some(hashes) = hashes {
             let input = input_junction.unwrap_or_else(|| Junction::of(input, format));
             let output = continued.unwrap_or_else(|| Junction::of(&conversation, format));
             remember_output(
@@ -270,6 +343,7 @@ pub(crate) async fn compact<'a>(
                 &best,
                 &conversation,
                 (input, output),
+                predecessor,
             );
         }
         finish(
@@ -281,11 +355,17 @@ pub(crate) async fn compact<'a>(
         );
         report.messages_after = conversation.messages.len();
         report.timings.total_ms = ms(started);
-        return Ok(Compacted {
-            conversation: Cow::Owned(conversation),
+        return Ok(SharedCompacted {
+            conversation: Some(conversation),
             report,
+            written: written.take(),
         });
     }
+    // Continued but over the trigger: the tiers compact the continuation afresh and what
+    // they make is remembered for the whole input; the compaction it continued (taken out of
+    // the memory) is not put back: the history has grown past it and its prefix is no longer
+    // what is sent (keeping it held a stale whole output per crossing, docs/service.md).
+    drop(predecessor);
     if let Some(c) = &best.conversation
         && best.layout.is_none()
     {
@@ -316,7 +396,8 @@ pub(crate) async fn compact<'a>(
     report.timings.total_ms = ms(started);
     let conversation = match best.conversation.take() {
         Some(c) => {
-            if let Some(hashes) = &hashes {
+            let c = Arc::new(c);
+            if let Some(hashes) = hashes {
                 // The output junction of the continuation when no tier replaced it.
                 let output = continued
                     .filter(|_| report.tiers.iter().all(|t| !t.accepted))
@@ -331,30 +412,37 @@ pub(crate) async fn compact<'a>(
                     &best,
                     &c,
                     (input, output),
+                    None,
                 );
             }
-            Cow::Owned(c)
+            Some(c)
         }
-        None => Cow::Borrowed(input),
+        None => None,
     };
-    report.messages_after = conversation.messages.len();
-    Ok(Compacted {
+    report.messages_after = conversation
+        .as_ref()
+        .map_or(input.messages.len(), |c| c.messages.len());
+    Ok(SharedCompacted {
         conversation,
         report,
+        written: None,
     })
 }
 
 /// Remembers `output` (the best output, of `best.tokens` counted tokens) as the compaction of
 /// the input hashed in `hashes` (`input_tokens` counted tokens), with the junctions (input's,
-/// output's) a continuation of it starts from.
+/// output's) a continuation of it starts from, and the compaction it continues (remembered
+/// again as a view of its first messages).
+#[allow(clippy::too_many_arguments)]
 fn remember_output(
     compactor: &dyn Host,
     hashes: &PrefixHashes,
     run: &Run<'_>,
     input_tokens: usize,
     best: &Best,
-    output: &Conversation,
+    output: &Arc<Conversation>,
     (input_junction, output_junction): (Junction, Junction),
+    predecessor: Option<Predecessor>,
 ) {
     let continuation = Continuation {
         basis: run.basis.clone(),
@@ -363,12 +451,13 @@ fn remember_output(
         input: input_junction,
         output: output_junction,
     };
-    compactor.memory().remember_continuable(
+    compactor.memory().remember_shared(
         hashes,
         output,
         best.degraded.as_deref(),
         &best.records,
         continuation,
+        predecessor,
     );
 }
 
@@ -397,7 +486,7 @@ fn first_report(compactor: &dyn Host, run: &Run<'_>, tokens: usize) -> Report {
 }
 
 /// Takes the remembered compaction when the guard accepts it and it is smaller than the input;
-/// returns whether it was taken. With what continuing needs (`known`, of the same counting
+/// returns what it continues when taken, and gives it back when not. With what continuing needs (`known`, of the same counting
 /// basis) only the junction and the new messages are validated, checked and counted
 /// ([`guard::validate_continuation`], [`guard::check_continuation`]), and `continued` is set to
 /// the output's new junction; else the continuation is validated, checked and counted whole.
@@ -408,7 +497,7 @@ fn continue_from(
     best: &mut Best,
     continued: &mut Option<Junction>,
     report: &mut Report,
-) -> bool {
+) -> Result<Predecessor, Box<policy::Recalled>> {
     let len = recalled.len;
     let conversation = &recalled.conversation;
     let t0 = Instant::now();
@@ -448,8 +537,9 @@ fn continue_from(
     report.timings.guard_ms += ms(t0);
     if !violations.is_empty() || !run.targets.takes(tokens, best.tokens) {
         *continued = None;
-        return false;
+        return Err(Box::new(recalled));
     }
+    let predecessor = recalled.predecessor();
     report.notes.push(format!(
         "continued from the remembered compaction of the first {len} messages ({} new)",
         run.input.messages.len() - len
@@ -469,7 +559,7 @@ fn continue_from(
     // Its messages are counted by the first tier that runs on it.
     best.per = None;
     best.conversation = Some(recalled.conversation);
-    true
+    Ok(predecessor)
 }
 
 /// Runs one tier on the best output so far (or the input) and takes its output when the guard

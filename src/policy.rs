@@ -13,7 +13,7 @@
 
 use crate::config::BudgetSettings;
 use crate::conversation::Conversation;
-use crate::memory::{Memory, PrefixHashes};
+use crate::memory::{Memory, Predecessor, PrefixHashes, Remembered};
 use crate::report::Status;
 use crate::strategy::Budget;
 use crate::tokens::ModelTokens;
@@ -90,6 +90,8 @@ impl Targets {
 pub struct Recalled {
     /// Input messages the remembered compaction covers.
     pub len: usize,
+    /// Messages of the remembered output (the first ones of `conversation`).
+    pub output_messages: usize,
     /// The remembered output followed by `input.messages[len..]`.
     pub conversation: Conversation,
     /// Why the remembered output was degraded (made by a fallback), when it was.
@@ -98,21 +100,75 @@ pub struct Recalled {
     pub failures: Vec<crate::guard::FailureRecord>,
     /// What continuing needs (counts and the guard's junctions), when remembered.
     pub continuation: Option<std::sync::Arc<crate::memory::Continuation>>,
+    /// Whether it was taken out of the memory ([`Memory::take`]): it goes back
+    /// ([`Recalled::put_back`]) or is remembered again as the continuation's predecessor.
+    pub removed: bool,
+    /// The written items of the remembered output (its `output_messages` messages), when the
+    /// service attached them ([`Memory::attach_written`]).
+    pub written: Option<std::sync::Arc<crate::memory::Written>>,
+    /// The sum of [`crate::memory::message_bytes`] over the remembered output's messages,
+    /// when known.
+    pub messages_bytes: Option<usize>,
+}
+
+impl Recalled {
+    /// What the memory remembers of it again as the predecessor of its continuation.
+    pub fn predecessor(&self) -> Predecessor {
+        Predecessor {
+            len: self.len,
+            messages: self.output_messages,
+            degraded: self.degraded.clone(),
+            failures: self.failures.clone(),
+            continuation: self.continuation.clone(),
+            messages_bytes: self.messages_bytes,
+        }
+    }
+
+    /// Puts the remembered compaction back into `memory` when it was taken out (its new
+    /// messages cut off again); nothing when it stayed there.
+    pub fn put_back(mut self, memory: &Memory, hashes: &PrefixHashes) {
+        if !self.removed {
+            return;
+        }
+        self.conversation.messages.truncate(self.output_messages);
+        memory.put_back(
+            hashes,
+            self.len,
+            Remembered {
+                output: self.conversation,
+                degraded: self.degraded,
+                failures: self.failures,
+                continuation: self.continuation,
+            },
+        );
+    }
 }
 
 /// Hysteresis: the remembered compaction of the longest remembered prefix of `input`, extended
-/// with the new messages. The caller verifies it (guard) before using it.
+/// with the new messages; taken out of the memory ([`Memory::take`], moved rather than
+/// copied). The caller verifies it (guard) before using it, and puts it back or remembers it
+/// as the predecessor of what it made.
 pub fn recall(memory: &Memory, hashes: &PrefixHashes, input: &Conversation) -> Option<Recalled> {
-    let (len, remembered) = memory.recall(hashes)?;
+    let taken = memory.take(hashes)?;
+    let remembered = taken.remembered;
+    let Some(new) = input.messages.get(taken.len..) else {
+        if taken.removed {
+            memory.put_back(hashes, taken.len, remembered);
+        }
+        return None;
+    };
     let mut conversation = remembered.output;
-    conversation
-        .messages
-        .extend_from_slice(input.messages.get(len..)?);
+    let output_messages = conversation.messages.len();
+    conversation.messages.extend_from_slice(new);
     Some(Recalled {
-        len,
+        len: taken.len,
+        output_messages,
         conversation,
         degraded: remembered.degraded,
         failures: remembered.failures,
         continuation: remembered.continuation,
+        removed: taken.removed,
+        written: taken.written.filter(|w| w.messages == output_messages),
+        messages_bytes: taken.messages_bytes,
     })
 }

@@ -35,6 +35,7 @@ pub fn write_bytes(format: Format, conversation: &Conversation) -> Vec<u8> {
     let body = Body {
         format,
         conversation,
+        messages: &conversation.messages,
     };
     // Writing into a Vec fails only where the Value path would too (a map key that is not a
     // string cannot occur: every key here is a String).
@@ -44,9 +45,75 @@ pub fn write_bytes(format: Format, conversation: &Conversation) -> Vec<u8> {
     out
 }
 
+/// Where a request body's message array lies in the bytes [`write_bytes_reusing`] wrote: its
+/// items (comma-separated, without the brackets), in byte offsets of the body.
+pub type ItemsSpan = std::ops::Range<usize>;
+
+/// `conversation` as [`write_bytes`] writes it (the same bytes), with where its message
+/// array's items lie in them (`None` when the body is written through the `Value` path: a
+/// field of the conversation's other fields named like the messages or system key). With
+/// `prefix`, the items its first `prefix.1` messages were written to before (by this function
+/// and `format`, e.g. last turn's output of which this conversation is a continuation), those
+/// bytes are copied rather than written again and only the later messages are written. The
+/// caller vouches that the prefix bytes are of those same messages.
+pub fn write_bytes_reusing(
+    format: Format,
+    conversation: &Conversation,
+    prefix: Option<(&[u8], usize)>,
+) -> (Vec<u8>, Option<ItemsSpan>) {
+    let c = conversation;
+    let system_key = match format {
+        Format::OpenAiResponses => "instructions",
+        _ => "system",
+    };
+    let direct = c.bare
+        || !(c.extra.contains_key(format.messages_key())
+            || (c.system.is_some() && c.extra.contains_key(system_key)));
+    let (reused, from) = match prefix {
+        Some((bytes, n)) if n <= c.messages.len() => (bytes, n),
+        _ => (&[][..], 0),
+    };
+    // The body with no messages ends with `[]` (and `}` for an object); the items go between.
+    let mut head = Vec::with_capacity(16 * 1024);
+    let empty = Body {
+        format,
+        conversation: c,
+        messages: &[],
+    };
+    let close: &[u8] = if c.bare { b"]" } else { b"]}" };
+    let mut items = Vec::with_capacity(64 * 1024);
+    let new = Items {
+        format,
+        messages: c.messages.get(from..).unwrap_or_default(),
+    };
+    let written = direct
+        && serde_json::to_writer(&mut head, &empty).is_ok()
+        && head.ends_with(if c.bare { b"[]" } else { b"[]}" })
+        && serde_json::to_writer(&mut items, &new).is_ok()
+        && items.len() >= 2;
+    if !written {
+        return (write_bytes(format, c), None);
+    }
+    head.truncate(head.len() - close.len());
+    let new_items = &items[1..items.len() - 1];
+    let mut out = head;
+    out.reserve(reused.len() + new_items.len() + 3);
+    let start = out.len();
+    out.extend_from_slice(reused);
+    if !reused.is_empty() && !new_items.is_empty() {
+        out.push(b',');
+    }
+    out.extend_from_slice(new_items);
+    let end = out.len();
+    out.extend_from_slice(close);
+    (out, Some(start..end))
+}
+
 struct Body<'a> {
     format: Format,
     conversation: &'a Conversation,
+    /// The messages written (the conversation's, or none for the head alone).
+    messages: &'a [Message],
 }
 
 impl Serialize for Body<'_> {
@@ -54,7 +121,7 @@ impl Serialize for Body<'_> {
         let c = self.conversation;
         let items = Items {
             format: self.format,
-            messages: &c.messages,
+            messages: self.messages,
         };
         if c.bare {
             return items.serialize(s);
@@ -288,5 +355,70 @@ mod tests {
             write_bytes(Format::Anthropic, &c),
             serde_json::to_vec(&Format::Anthropic.write(&c)).unwrap()
         );
+    }
+    /// Written with the items of a first part of the messages reused, the bytes are those of
+    /// the whole written at once, at every split, in each format, bare or not.
+    #[test]
+    fn reused_items_give_the_bytes_of_the_whole() {
+        let messages = json!([
+            {"role": "user", "content": "fix it é"},
+            {"role": "assistant", "content": [
+                {"type": "text", "text": "reading"},
+                {"type": "tool_use", "id": "t1", "name": "Read", "input": {"p": "a\\\"b"}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "x\ny"}]},
+            {"role": "assistant", "content": "done"},
+            {"role": "user", "content": "thanks"}
+        ]);
+        let bodies = [
+            json!({"model": "m", "system": "s", "tools": [{"name": "Read"}], "messages": messages}),
+            messages,
+        ];
+        for body in &bodies {
+            for format in [
+                Format::Anthropic,
+                Format::OpenAiChat,
+                Format::OpenAiResponses,
+            ] {
+                let Ok(c) = format.read(body) else { continue };
+                let whole = write_bytes(format, &c);
+                let (once, span) = write_bytes_reusing(format, &c, None);
+                assert_eq!(once, whole, "{format}");
+                let span = span.expect("written directly");
+                assert_eq!(
+                    &whole[span.start - 1..=span.end],
+                    &write_items(format, &c)[..]
+                );
+                for k in 0..=c.messages.len() {
+                    let first = Conversation {
+                        messages: c.messages[..k].to_vec(),
+                        ..c.clone()
+                    };
+                    let (bytes, span) = write_bytes_reusing(format, &first, None);
+                    let items = &bytes[span.expect("direct")];
+                    let (again, span) = write_bytes_reusing(format, &c, Some((items, k)));
+                    assert_eq!(
+                        String::from_utf8(again.clone()),
+                        String::from_utf8(whole.clone()),
+                        "{format} {k}"
+                    );
+                    assert!(span.is_some());
+                }
+            }
+        }
+        // A clashing field: the Value path, and no span.
+        let mut c = Format::Anthropic.read(&bodies[0]).unwrap();
+        c.extra.insert("messages".into(), json!([]));
+        let (bytes, span) = write_bytes_reusing(Format::Anthropic, &c, None);
+        assert_eq!(bytes, write_bytes(Format::Anthropic, &c));
+        assert!(span.is_none());
+    }
+
+    /// The message array of `c` alone, written.
+    fn write_items(format: Format, c: &Conversation) -> Vec<u8> {
+        serde_json::to_vec(&Items {
+            format,
+            messages: &c.messages,
+        })
+        .unwrap()
     }
 }

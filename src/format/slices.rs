@@ -80,6 +80,9 @@ pub struct SpanRead {
     pub conversation: Conversation,
     /// The body's spans.
     pub spans: Spans,
+    /// How many of the first messages were taken from the previous read (their items' bytes
+    /// are the same as the previous body's); `0` when read without one.
+    pub reused: usize,
 }
 
 /// The spans of `body`, a request body of `format` (an object with its message array, or a
@@ -192,6 +195,7 @@ pub fn read(
         }
     };
     let key = format.messages_key();
+    let reused = conversation.messages.len();
     for (i, item) in spans
         .items
         .iter()
@@ -219,6 +223,7 @@ pub fn read(
     Some(SpanRead {
         conversation,
         spans,
+        reused,
     })
 }
 

@@ -20,13 +20,15 @@
 
 use super::metrics::Metrics;
 use super::pool::PoolError;
+use super::reads::Last;
 use super::replay::{Key, Replayed};
 use super::{AppError, AppState, upstream};
 use crate::compactor::CompactError;
 use crate::conversation::Conversation;
+use crate::format;
 use crate::format::Format;
 use crate::format::slices::{self, SpanRead};
-use crate::memory::PrefixHashes;
+use crate::memory::{PrefixHashes, Written};
 use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
 use axum::http::{HeaderMap, Method, Uri};
@@ -34,6 +36,7 @@ use axum::response::Response;
 use bytes::Bytes;
 use serde_json::Value;
 use std::borrow::Cow;
+use std::sync::Arc;
 
 /// The response header that says what the proxy did.
 pub const TOKENS_HEADER: &str = "x-compactor-tokens";
@@ -221,14 +224,31 @@ async fn outgoing_body(state: &AppState, format: Format, route: &str, body: Byte
         .flatten()
         .and_then(|spans| {
             let key = spans.session_key(format, &body);
-            let read = match reads.take(key) {
-                Some((last, read)) => slices::read(format, &body, spans, Some((&last, read))),
-                None => slices::read(format, &body, spans, None),
-            }?;
-            Some((key, read))
+            let (read, hashes, sums) = match reads.take(key) {
+                Some(last) => (
+                    slices::read(format, &body, spans, Some((&last.body, last.read))),
+                    last.hashes,
+                    last.sums,
+                ),
+                None => (slices::read(format, &body, spans, None), None, Vec::new()),
+            };
+            let read = read?;
+            let sums = Last::sums(sums, &read.conversation, read.reused);
+            Some((key, read, hashes, sums))
         });
+    let compactor = state.default_compactor();
+    // The memory's keys: last turn's hashes extended for the new messages (the first
+    // `reused` messages are read from the same bytes as last turn's).
+    let tag = compactor.budget(None).limit as u64;
+    let remember = compactor.settings().policy.remember;
     let (conversation, kept) = match spanned {
-        Some((key, read)) => (read.conversation, Some((key, read.spans))),
+        Some((key, read, last, sums)) => {
+            let hashes = remember.then(|| match last {
+                Some(h) => h.extended(&read.conversation, read.reused, tag),
+                None => PrefixHashes::of(&read.conversation, tag),
+            });
+            (read.conversation, Some((key, read.spans, hashes, sums)))
+        }
         None => {
             let Ok(value) = serde_json::from_slice::<Value>(&body) else {
                 return skipped(metrics, route, body, "not JSON");
@@ -255,14 +275,21 @@ async fn outgoing_body(state: &AppState, format: Format, route: &str, body: Byte
     {
         return skipped(metrics, route, body, PREVIOUS_RESPONSE);
     }
-    let outgoing = decide(state, format, route, body.clone(), &conversation).await;
-    if let Some((key, spans)) = kept {
+    let hashes = kept.as_ref().and_then(|(_, _, h, _)| h.as_ref());
+    let outgoing = decide(state, format, route, body.clone(), &conversation, hashes).await;
+    if let Some((key, spans, hashes, sums)) = kept {
+        let read = SpanRead {
+            conversation,
+            spans,
+            reused: 0,
+        };
         reads.put(
             key,
-            body,
-            SpanRead {
-                conversation,
-                spans,
+            Last {
+                body,
+                read,
+                hashes,
+                sums,
             },
         );
     }
@@ -280,13 +307,15 @@ fn previous_response(value: &Value) -> bool {
 }
 
 /// What to send for `body`, read into `conversation`: the original bytes, a remembered prefix
-/// plus the new messages, or a fresh compaction.
+/// plus the new messages, or a fresh compaction. `hashes`: the conversation's prefix hashes
+/// when the read cache made them.
 async fn decide(
     state: &AppState,
     format: Format,
     route: &str,
     body: Bytes,
     conversation: &Conversation,
+    hashes: Option<&PrefixHashes>,
 ) -> Outgoing {
     let metrics = state.metrics();
     let compactor = state.default_compactor();
@@ -297,7 +326,11 @@ async fn decide(
         .filter(|_| compactor.settings().policy.remember && over_trigger(&compactor, conversation))
         .map(|store| {
             let tag = compactor.budget(None).limit as u64;
-            (store, PrefixHashes::of(conversation, tag))
+            let hashes = match hashes {
+                Some(h) if h.tag() == tag => Cow::Borrowed(h),
+                _ => Cow::Owned(PrefixHashes::of(conversation, tag)),
+            };
+            (store, hashes)
         });
     if let Some((store, hashes)) = &shared {
         let preset = &compactor.settings().preset;
@@ -305,9 +338,11 @@ async fn decide(
             .prefetch(compactor.memory(), preset, format, hashes)
             .await;
     }
-    let result = compactor.compact(conversation, format, None).await;
+    let result = compactor
+        .compact_shared(conversation, format, None, None, hashes)
+        .await;
     if let (Some((store, hashes)), Ok(compacted)) = (&shared, &result)
-        && let Cow::Owned(output) = &compacted.conversation
+        && let Some(output) = &compacted.conversation
     {
         let preset = &compactor.settings().preset;
         store
@@ -370,7 +405,7 @@ async fn decide(
                 basis: compacted.report.counting.clone(),
             };
             match &compacted.conversation {
-                Cow::Borrowed(_) => {
+                None => {
                     metrics.proxied(route, "passthrough");
                     // Under the trigger; not an input every tier failed to shorten (a
                     // repeat would run them again).
@@ -383,9 +418,26 @@ async fn decide(
                         keep,
                     }
                 }
-                Cow::Owned(c) => {
+                Some(c) => {
                     metrics.proxied(route, if reused { "reused" } else { "compacted" });
-                    let out = Bytes::from(format.write_bytes(c));
+                    // A continuation of an output written before: only its new messages are
+                    // written, the rest copied from last time's bytes.
+                    let prefix = compacted
+                        .written
+                        .as_ref()
+                        .filter(|w| w.format == format)
+                        .map(|w| ((*w.items).as_ref(), w.messages));
+                    let (out, span) = format::emit::write_bytes_reusing(format, c, prefix);
+                    let out = Bytes::from(out);
+                    if let (Some(span), Some(h)) = (span, hashes) {
+                        let written = Written {
+                            format,
+                            messages: c.messages.len(),
+                            held_bytes: out.len(),
+                            items: Arc::new(out.slice(span)),
+                        };
+                        compactor.memory().attach_written(h, c, written);
+                    }
                     // Only a remembered output no tier had to work on: a repeat would run
                     // the same tiers again (a summary that failed might answer next time).
                     let settled = reused && compacted.report.tiers.is_empty();

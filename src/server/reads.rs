@@ -7,7 +7,8 @@
 //!   take the entry (it leaves the cache: one request holds it, nothing is copied)
 //!   -> format::slices::read: the entry's conversation cut after the last unchanged item
 //!      (compared byte for byte with the entry's body) + the new items read
-//!   -> the pipeline -> the body and its conversation put back under the key
+//!   -> prefix hashes: the entry's, extended for the new messages (memory::PrefixHashes)
+//!   -> the pipeline -> the body, its conversation and hashes put back under the key
 //! ```
 //! An agent never sends the same body twice (the replay cache answers those) but sends its
 //! history again with one exchange more: without this cache every turn parses the whole
@@ -19,6 +20,7 @@
 //! ([`crate::memory::estimated_bytes`]) plus 1 KiB. `0` turns it off.
 
 use crate::format::slices::SpanRead;
+use crate::memory::PrefixHashes;
 use bytes::Bytes;
 use moka::sync::Cache;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -26,9 +28,52 @@ use std::sync::{Arc, Mutex, PoisonError};
 /// Bytes counted for an entry besides its body and conversation (key, spans, bookkeeping).
 const ENTRY_OVERHEAD: usize = 1024;
 
-/// A session's last body and its read. In a `Mutex<Option<_>>` so that taking it out of the
-/// cache moves it, whatever references the cache's own bookkeeping still holds.
-type Slot = Arc<Mutex<Option<(Bytes, SpanRead)>>>;
+/// A session's last body, its read and the read's prefix hashes (the compaction memory's keys,
+/// when the memory is on), so the next body's hashes are extended for its new messages only
+/// ([`PrefixHashes::extended`]).
+#[derive(Debug)]
+pub(crate) struct Last {
+    /// The body as it came.
+    pub body: Bytes,
+    /// Its read.
+    pub read: SpanRead,
+    /// The prefix hashes of `read.conversation`, when made.
+    pub hashes: Option<PrefixHashes>,
+    /// `sums[k]`: the sum of [`crate::memory::message_bytes`] over the first `k` messages
+    /// of `read.conversation` (one more than its messages), so the entry's weight is
+    /// extended for the next body's new messages, not estimated whole again.
+    pub sums: Vec<usize>,
+}
+
+impl Last {
+    /// `sums` (of an earlier read whose first `kept` messages are `conversation`'s) extended
+    /// for `conversation`'s later messages; summed whole when `sums` covers fewer.
+    pub fn sums(
+        mut sums: Vec<usize>,
+        conversation: &crate::conversation::Conversation,
+        kept: usize,
+    ) -> Vec<usize> {
+        let kept = kept.min(conversation.messages.len());
+        if sums.len() <= kept {
+            sums.clear();
+        }
+        sums.truncate(kept + 1);
+        if sums.is_empty() {
+            sums.push(0);
+        }
+        let from = sums.len() - 1;
+        let mut total = sums.last().copied().unwrap_or_default();
+        for m in conversation.messages.get(from..).unwrap_or_default() {
+            total += crate::memory::message_bytes(m);
+            sums.push(total);
+        }
+        sums
+    }
+}
+
+/// A session's last read. In a `Mutex<Option<_>>` so that taking it out of the cache moves it,
+/// whatever references the cache's own bookkeeping still holds.
+type Slot = Arc<Mutex<Option<Last>>>;
 
 /// A byte-bounded cache of the last read of each session. Cheap to clone.
 #[derive(Clone)]
@@ -58,7 +103,7 @@ impl ReadCache {
                         .lock()
                         .unwrap_or_else(PoisonError::into_inner)
                         .as_ref()
-                        .map_or(ENTRY_OVERHEAD, |(body, read)| weight(body, read));
+                        .map_or(ENTRY_OVERHEAD, weight);
                     u32::try_from(w).unwrap_or(u32::MAX)
                 })
                 .build(),
@@ -79,26 +124,30 @@ impl ReadCache {
 
     /// Takes the entry of session `key` out of the cache (`None`: none, or another request
     /// of the session holds it).
-    pub(crate) fn take(&self, key: u128) -> Option<(Bytes, SpanRead)> {
+    pub(crate) fn take(&self, key: u128) -> Option<Last> {
         let slot = self.entries.remove(&key)?;
         let mut guard = slot.lock().unwrap_or_else(PoisonError::into_inner);
         guard.take()
     }
 
-    /// Keeps `body` and its `read` as session `key`'s last (nothing when it alone is over
-    /// the whole bound).
-    pub(crate) fn put(&self, key: u128, body: Bytes, read: SpanRead) {
-        if self.max_bytes > 0 && weight(&body, &read) as u64 <= self.max_bytes {
-            self.entries
-                .insert(key, Arc::new(Mutex::new(Some((body, read)))));
+    /// Keeps `last` as session `key`'s last read (nothing when it alone is over the whole
+    /// bound).
+    pub(crate) fn put(&self, key: u128, last: Last) {
+        if self.max_bytes > 0 && weight(&last) as u64 <= self.max_bytes {
+            self.entries.insert(key, Arc::new(Mutex::new(Some(last))));
         }
     }
 }
 
-fn weight(body: &Bytes, read: &SpanRead) -> usize {
-    body.len()
-        + crate::memory::estimated_bytes(&read.conversation)
-        + read.spans.len() * std::mem::size_of::<std::ops::Range<usize>>()
+/// An entry's weight: the body's bytes, the conversation's heap estimate (from its message
+/// sums), the spans, the hashes and sums (8 bytes a message each) and [`ENTRY_OVERHEAD`].
+fn weight(last: &Last) -> usize {
+    let messages = last.sums.last().copied().unwrap_or_default();
+    last.body.len()
+        + crate::memory::estimated_bytes_with(&last.read.conversation, messages)
+        + last.sums.len() * std::mem::size_of::<usize>()
+        + last.read.spans.len() * std::mem::size_of::<std::ops::Range<usize>>()
+        + last.hashes.as_ref().map_or(0, |h| 8 * (h.messages() + 1))
         + ENTRY_OVERHEAD
 }
 
@@ -107,21 +156,36 @@ mod tests {
     use super::*;
     use crate::format::{Format, slices};
 
-    fn read(body: &str) -> (u128, Bytes, SpanRead) {
+    fn read(body: &str) -> (u128, Last) {
         let spans = slices::scan(body.as_bytes(), Format::Anthropic).unwrap();
         let key = spans.session_key(Format::Anthropic, body.as_bytes());
         let read = slices::read(Format::Anthropic, body.as_bytes(), spans, None).unwrap();
-        (key, Bytes::from(body.to_string()), read)
+        let hashes = Some(PrefixHashes::of(&read.conversation, 1));
+        let sums = Last::sums(Vec::new(), &read.conversation, 0);
+        let last = Last {
+            body: Bytes::from(body.to_string()),
+            read,
+            hashes,
+            sums,
+        };
+        (key, last)
     }
 
     #[test]
     fn an_entry_is_taken_once() {
         let cache = ReadCache::with_max_bytes(1 << 20);
-        let (key, body, r) = read(r#"{"messages": [{"role": "user", "content": "hi"}]}"#);
-        let conversation = r.conversation.clone();
-        cache.put(key, body.clone(), r);
-        let (b, taken) = cache.take(key).unwrap();
-        assert_eq!((b, taken.conversation), (body, conversation));
+        let (key, last) = read(r#"{"messages": [{"role": "user", "content": "hi"}]}"#);
+        let (body, conversation, hashes) = (
+            last.body.clone(),
+            last.read.conversation.clone(),
+            last.hashes.clone(),
+        );
+        cache.put(key, last);
+        let taken = cache.take(key).unwrap();
+        assert_eq!(
+            (taken.body, taken.read.conversation, taken.hashes),
+            (body, conversation, hashes)
+        );
         assert!(cache.take(key).is_none());
     }
 
@@ -130,10 +194,10 @@ mod tests {
         let cache = ReadCache::with_max_bytes(64 * 1024);
         for i in 0..200 {
             let text = format!("{i}: {}", "x".repeat(2000));
-            let (key, body, r) = read(&format!(
+            let (key, last) = read(&format!(
                 r#"{{"messages": [{{"role": "user", "content": "{text}"}}]}}"#
             ));
-            cache.put(key, body, r);
+            cache.put(key, last);
         }
         let bytes = cache.bytes();
         assert!(bytes <= 64 * 1024, "{bytes}");
@@ -141,10 +205,31 @@ mod tests {
     }
 
     #[test]
+    fn extended_sums_are_the_sums_of_the_whole() {
+        let (_, a) = read(
+            r#"{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]}"#,
+        );
+        let (_, b) = read(
+            r#"{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": [{"type": "text", "text": "other"}]}, {"role": "user", "content": "more"}]}"#,
+        );
+        let whole = Last::sums(Vec::new(), &b.read.conversation, 0);
+        assert_eq!(whole.len(), 4);
+        assert_eq!(
+            whole[3] + crate::memory::estimated_bytes_with(&b.read.conversation, 0),
+            crate::memory::estimated_bytes(&b.read.conversation)
+        );
+        for kept in 0..=3 {
+            let prefix = kept.min(1);
+            let extended = Last::sums(a.sums.clone(), &b.read.conversation, prefix);
+            assert_eq!(extended, whole, "{kept}");
+        }
+    }
+
+    #[test]
     fn a_zero_bound_keeps_nothing() {
         let cache = ReadCache::with_max_bytes(0);
-        let (key, body, r) = read(r#"{"messages": []}"#);
-        cache.put(key, body, r);
+        let (key, last) = read(r#"{"messages": []}"#);
+        cache.put(key, last);
         assert!(cache.take(key).is_none());
     }
 }

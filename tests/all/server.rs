@@ -1817,6 +1817,36 @@ async fn send_growing(
 }
 
 #[tokio::test]
+async fn continued_turns_in_a_row_are_written_as_without_the_read_cache() {
+    // A compacted history, then short exchanges that keep it under the trigger: each turn
+    // continues the last one's output, and with the read cache on its continued prefix is
+    // copied from the last body's written items rather than written again.
+    let mut body = history(12);
+    let mut bodies = vec![body.to_string()];
+    for i in 0..5 {
+        let messages = body["messages"].as_array_mut().unwrap();
+        messages.push(json!({"role": "assistant", "content": format!("ok {i} \u{e9} \"q\"")}));
+        messages.push(json!({"role": "user", "content": format!("next {i}\n")}));
+        bodies.push(body.to_string());
+    }
+    let (sent, headers, _) = send_growing(64 << 20, &bodies).await;
+    let (sent_off, headers_off, _) = send_growing(0, &bodies).await;
+    assert_eq!(headers, headers_off);
+    assert_eq!(sent, sent_off);
+    let reused = headers
+        .iter()
+        .filter(|h| h.contains("prefix=reused"))
+        .count();
+    assert!(reused >= 3, "{headers:?}");
+    assert!(
+        headers
+            .windows(2)
+            .any(|w| w.iter().all(|h| h.contains("prefix=reused"))),
+        "{headers:?}"
+    );
+}
+
+#[tokio::test]
 async fn a_growing_history_read_from_the_read_cache_is_sent_as_without_it() {
     // An agent's turns (each body one exchange longer), one turn with an earlier message
     // edited, and a body that is not JSON.
