@@ -350,7 +350,9 @@ impl SessionState {
     }
 
     /// The lines that fit in `max_tokens` (counted with `counter`'s cache, one count per
-    /// line), by the priorities of the module docs. The user's words and failures are kept even
+    /// line; a path, command or other line that cannot fit by
+    /// [`TokenCounter::count_at_least`] is left out uncounted), by the priorities of the module
+    /// docs. The user's words and failures are kept even
     /// past the limit (a long request shortened around its constraints first).
     pub fn render(&self, max_tokens: usize, counter: &dyn TokenCounter) -> Rendered {
         let cost = |l: &str| counter.count_text_cached(l) + 1;
@@ -452,6 +454,11 @@ impl SessionState {
             let mut kept: Vec<&str> = Vec::new();
             let mut line_cost = cost(&format!("[{}] ", action.word()));
             for p in &paths {
+                // A path that cannot fit by its floor is not counted.
+                if used + line_cost + counter.count_at_least(p) + 1 > max_tokens {
+                    omitted += 1;
+                    continue;
+                }
                 let c = counter.count_text_cached(p) + 1;
                 if used + line_cost + c <= max_tokens {
                     kept.push(p);
@@ -469,6 +476,12 @@ impl SessionState {
         let pick = |lines: &[String], used: &mut usize, omitted: &mut usize| -> Vec<String> {
             let mut keep = vec![false; lines.len()];
             for (i, l) in lines.iter().enumerate().rev() {
+                // Once the room is small most lines cannot fit by their floor
+                // (`count_at_least`): those are left out without tokenizing them.
+                if *used + counter.count_at_least(l) + 1 > max_tokens {
+                    *omitted += 1;
+                    continue;
+                }
                 let c = cost(l);
                 if *used + c <= max_tokens {
                     keep[i] = true;

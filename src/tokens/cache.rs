@@ -123,6 +123,10 @@ impl<C: TokenCounter> TokenCounter for CachedCounter<C> {
         self.inner.count_text(text)
     }
 
+    fn count_at_least(&self, text: &str) -> usize {
+        self.inner.count_at_least(text)
+    }
+
     fn prefix_within<'t>(&self, text: &'t str, max_tokens: usize) -> &'t str {
         self.inner.prefix_within(text, max_tokens)
     }
