@@ -40,6 +40,14 @@ use std::collections::HashMap;
 /// own markers by them and merges their state forward.
 pub const MARKER_PREFIX: &str = "[compactor: earlier conversation compacted]";
 
+/// Characters a session state keeps of a command or a call's argument (on one line, see
+/// [`CallFact::command_line`]).
+pub const ARG_CHARS: usize = 120;
+
+/// Characters a session state keeps of an assistant reply (on one line, see
+/// [`ReplyFact::line`]).
+pub const REPLY_CHARS: usize = 160;
+
 /// Tool input keys that name a file.
 const PATH_KEYS: &[&str] = &["file_path", "path", "notebook_path"];
 
@@ -77,6 +85,8 @@ impl FileAction {
 pub struct FileTouch {
     /// The path as the call wrote it.
     pub path: String,
+    /// The path as a digest shows it: [`PathStyle::show`] with [`Facts::style`].
+    pub shown: String,
     /// What was done.
     pub action: FileAction,
     /// The call id.
@@ -96,6 +106,14 @@ pub struct CallFact {
     pub command: Option<String>,
     /// The most telling argument otherwise (path, pattern, url, query, description), unclipped.
     pub argument: Option<String>,
+    /// `command` on one line, clipped to [`ARG_CHARS`] characters
+    /// ([`crate::render::one_line_clipped`]): what a digest writes, made once per history.
+    /// A shorter clip of it is [`crate::render::clip`] of this (the same as clipping the
+    /// command itself).
+    pub command_line: Option<String>,
+    /// `argument` as a digest writes it: shown by [`Facts::style`] ([`PathStyle::show`]), on
+    /// one line, clipped to [`ARG_CHARS`] characters.
+    pub argument_line: Option<String>,
     /// The outcome of its result; `None` when the history holds no result for it.
     pub outcome: Option<Outcome>,
     /// Index of the message holding the call.
@@ -154,6 +172,9 @@ pub struct ReplyFact {
     pub message: usize,
     /// The text.
     pub text: String,
+    /// The text on one line, clipped to [`REPLY_CHARS`] characters
+    /// ([`crate::render::one_line_clipped`]); a shorter clip is [`crate::render::clip`] of it.
+    pub line: String,
 }
 
 /// Every fact of a history, in message order within each list.
@@ -171,6 +192,8 @@ pub struct Facts {
     pub failures: Vec<FailureFact>,
     /// Assistant text.
     pub replies: Vec<ReplyFact>,
+    /// How the history's paths are shown ([`PathStyle::of`] the paths of `touches`).
+    pub style: PathStyle,
 }
 
 /// The command text of a call: input `command` or `cmd`, a string, or an argv array
@@ -342,9 +365,11 @@ impl Facts {
                         }
                     }
                     Block::Text(t) if m.role == Role::Assistant && !t.text.trim().is_empty() => {
+                        let text = t.text.trim().to_string();
                         f.replies.push(ReplyFact {
                             message: i,
-                            text: t.text.trim().to_string(),
+                            line: crate::render::one_line_clipped(&text, REPLY_CHARS),
+                            text,
                         });
                     }
                     Block::ToolUse(t) => {
@@ -367,6 +392,8 @@ impl Facts {
                             for (path, action) in touches_of(t, &input, command.as_deref(), &text) {
                                 f.touches.push(FileTouch {
                                     path,
+                                    // Shown once the style of every path is known (below).
+                                    shown: String::new(),
                                     action,
                                     id: t.id.clone(),
                                     message: i,
@@ -394,6 +421,10 @@ impl Facts {
                             } else {
                                 None
                             },
+                            command_line: command
+                                .as_deref()
+                                .map(|c| crate::render::one_line_clipped(c, ARG_CHARS)),
+                            argument_line: None,
                             command,
                             outcome,
                             message: i,
@@ -403,6 +434,17 @@ impl Facts {
                     _ => {}
                 }
             }
+        }
+        // How paths are shown depends on every path of the history.
+        f.style = PathStyle::of(f.touches.iter().map(|t| t.path.as_str()));
+        for t in &mut f.touches {
+            t.shown = f.style.show(&t.path);
+        }
+        for c in &mut f.calls {
+            c.argument_line = c
+                .argument
+                .as_deref()
+                .map(|a| crate::render::one_line_clipped(&f.style.show(a), ARG_CHARS));
         }
         // Fixes: walking back, the latest success of each call key seen so far is the first
         // success after the failure at hand.

@@ -21,17 +21,16 @@
 //! (5) other calls and replies, newest first, with a count of what was left out. Calls are
 //! written as `tool, argument`, never as `Name(args)` a model could imitate.
 
-use super::{Facts, MARKER_PREFIX};
-use super::{FailureFact, FileAction, PathStyle, SummaryKind, around_constraints};
+use super::{ARG_CHARS, Facts, MARKER_PREFIX};
+use super::{FailureFact, FileAction, SummaryKind, around_constraints};
 use crate::conversation::Outcome;
-use crate::render::one_line_clipped;
+use crate::render::{clip, one_line_clipped};
 use crate::tokens::TokenCounter;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::ops::Range;
 
-/// Characters kept of a command or argument, of a reply, of a `[then]` line.
-const ARG_CHARS: usize = 120;
-const REPLY_CHARS: usize = 160;
+/// Characters kept of a command or argument in a `[then]` line, and of that line.
+const THEN_ARG_CHARS: usize = 60;
 const THEN_CHARS: usize = 200;
 
 /// The section titles, in the order the marker writes them.
@@ -119,7 +118,6 @@ impl SessionState {
             }
             st.summaries.push((s.kind, s.text.clone()));
         }
-        let style = PathStyle::of(facts.touches.iter().map(|t| t.path.as_str()));
         // The facts are in message order: each kind's facts in `range` are one slice, found by
         // binary search (a state costs in proportion to its range, not to the whole history).
         let users = in_range(&facts.user, &range, |u| u.message);
@@ -134,7 +132,7 @@ impl SessionState {
             let then = if round.is_empty() {
                 in_range(replies, &(u.message + 1..end), |r| r.message)
                     .first()
-                    .map(|r| format!("answered: {}", one_line_clipped(&r.text, ARG_CHARS)))
+                    .map(|r| format!("answered: {}", clip(&r.line, ARG_CHARS)))
                     .unwrap_or_else(|| "continued in the messages below".into())
             } else {
                 let failed = round
@@ -143,16 +141,16 @@ impl SessionState {
                     .count();
                 let mut parts: Vec<String> = round
                     .iter()
-                    .map(|c| match (&c.command, &c.argument) {
+                    .map(|c| match (&c.command_line, &c.argument_line) {
                         (Some(cmd), _) => format!(
                             "ran {}: {}",
-                            one_line_clipped(cmd, 60),
+                            clip(cmd, THEN_ARG_CHARS),
                             outcome_word(c.outcome)
                         ),
                         (None, Some(a)) => format!(
                             "{} {}: {}",
                             c.tool,
-                            one_line_clipped(&style.show(a), 60),
+                            clip(a, THEN_ARG_CHARS),
                             outcome_word(c.outcome)
                         ),
                         (None, None) => format!("{}: {}", c.tool, outcome_word(c.outcome)),
@@ -170,7 +168,7 @@ impl SessionState {
             });
         }
         for t in in_range(&facts.touches, &range, |t| t.message) {
-            st.touch(style.show(&t.path), t.action);
+            st.touch(t.shown.clone(), t.action);
         }
         // Failures are in call order, so in message order of their calls.
         let first_call = facts.calls.partition_point(|c| c.message < range.start);
@@ -185,27 +183,27 @@ impl SessionState {
             let line = failure_line(
                 f,
                 &c.tool,
-                c.command.as_deref(),
-                c.argument.as_deref(),
-                &style,
+                c.command_line.as_deref(),
+                c.argument_line.as_deref(),
                 range.end,
             );
             st.failures.push((c.id.clone(), line));
         }
         // Commands, deduplicated by (command, outcome): count and last id.
-        let mut groups: Vec<(String, &'static str, usize, &str)> = Vec::new();
-        let mut group_of: HashMap<(String, &'static str), usize> = HashMap::new();
+        let mut groups: Vec<(&str, &'static str, usize, &str)> = Vec::new();
+        let mut group_of: HashMap<(&str, &'static str), usize> = HashMap::new();
         for c in calls {
-            let Some(cmd) = &c.command else { continue };
-            let cmd = one_line_clipped(cmd, ARG_CHARS);
+            let Some(cmd) = c.command_line.as_deref() else {
+                continue;
+            };
             let word = outcome_word(c.outcome);
-            match group_of.get(&(cmd.clone(), word)) {
+            match group_of.get(&(cmd, word)) {
                 Some(&g) => {
                     groups[g].2 += 1;
                     groups[g].3 = &c.id;
                 }
                 None => {
-                    group_of.insert((cmd.clone(), word), groups.len());
+                    group_of.insert((cmd, word), groups.len());
                     groups.push((cmd, word, 1, &c.id));
                 }
             }
@@ -221,9 +219,9 @@ impl SessionState {
         }
         for c in calls.iter().filter(|c| c.command.is_none()) {
             let arg = c
-                .argument
+                .argument_line
                 .as_deref()
-                .map(|a| format!(", {}", one_line_clipped(&style.show(a), ARG_CHARS)))
+                .map(|a| format!(", {a}"))
                 .unwrap_or_default();
             st.rest.push(format!(
                 "[call {}] {}{arg}: {}",
@@ -233,10 +231,7 @@ impl SessionState {
             ));
         }
         for r in replies {
-            st.rest.push(format!(
-                "[assistant] {}",
-                one_line_clipped(&r.text, REPLY_CHARS)
-            ));
+            st.rest.push(format!("[assistant] {}", r.line));
         }
         st
     }
@@ -355,7 +350,9 @@ impl SessionState {
     }
 
     /// The lines that fit in `max_tokens` (counted with `counter`'s cache, one count per
-    /// line), by the priorities of the module docs. The user's words and failures are kept even
+    /// line; a path, command or other line that cannot fit by
+    /// [`TokenCounter::count_at_least`] is left out uncounted), by the priorities of the module
+    /// docs. The user's words and failures are kept even
     /// past the limit (a long request shortened around its constraints first).
     pub fn render(&self, max_tokens: usize, counter: &dyn TokenCounter) -> Rendered {
         let cost = |l: &str| counter.count_text_cached(l) + 1;
@@ -457,6 +454,11 @@ impl SessionState {
             let mut kept: Vec<&str> = Vec::new();
             let mut line_cost = cost(&format!("[{}] ", action.word()));
             for p in &paths {
+                // A path that cannot fit by its floor is not counted.
+                if used + line_cost + counter.count_at_least(p) + 1 > max_tokens {
+                    omitted += 1;
+                    continue;
+                }
                 let c = counter.count_text_cached(p) + 1;
                 if used + line_cost + c <= max_tokens {
                     kept.push(p);
@@ -474,6 +476,12 @@ impl SessionState {
         let pick = |lines: &[String], used: &mut usize, omitted: &mut usize| -> Vec<String> {
             let mut keep = vec![false; lines.len()];
             for (i, l) in lines.iter().enumerate().rev() {
+                // Once the room is small most lines cannot fit by their floor
+                // (`count_at_least`): those are left out without tokenizing them.
+                if *used + counter.count_at_least(l) + 1 > max_tokens {
+                    *omitted += 1;
+                    continue;
+                }
                 let c = cost(l);
                 if *used + c <= max_tokens {
                     keep[i] = true;
@@ -605,18 +613,19 @@ fn user_line(r: &Request, text: &str) -> String {
     format!("[user] #{}: {}", r.number, indent_rest(text))
 }
 
-/// `Bash, command cargo test: error: first | last -> fixed by toolu_x at message N`.
+/// `Bash, command cargo test: error: first | last -> fixed by toolu_x at message N`, from the
+/// call's command and argument lines ([`super::CallFact::command_line`],
+/// [`super::CallFact::argument_line`]).
 fn failure_line(
     f: &FailureFact,
     tool: &str,
-    command: Option<&str>,
-    argument: Option<&str>,
-    style: &PathStyle,
+    command_line: Option<&str>,
+    argument_line: Option<&str>,
     kept_from: usize,
 ) -> String {
-    let what = match (command, argument) {
-        (Some(c), _) => format!(", command {}", one_line_clipped(c, ARG_CHARS)),
-        (None, Some(a)) => format!(", {}", one_line_clipped(&style.show(a), ARG_CHARS)),
+    let what = match (command_line, argument_line) {
+        (Some(c), _) => format!(", command {c}"),
+        (None, Some(a)) => format!(", {a}"),
         (None, None) => String::new(),
     };
     let mut s = format!("{tool}{what}: error: {}", f.first_line);

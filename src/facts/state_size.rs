@@ -11,9 +11,8 @@
 //!   parts [`super::SessionState::render`] keeps past its limit: each request at its shortest,
 //!   each summary, each failure's id and first error line).
 
-use super::{Facts, PathStyle, around_constraints};
+use super::{Facts, around_constraints};
 use crate::conversation::Outcome;
-use crate::render::one_line_clipped;
 use crate::tokens::TokenCounter;
 use std::collections::HashSet;
 
@@ -75,25 +74,20 @@ impl StateSizes {
             need[i] += first + rest;
             least[i] += first;
         }
-        let style = PathStyle::of(facts.touches.iter().map(|t| t.path.as_str()));
-        let mut seen: HashSet<String> = HashSet::new();
+        let mut seen: HashSet<&str> = HashSet::new();
         for t in &facts.touches {
             let Some(i) = slot(t.message) else { continue };
-            let shown = style.show(&t.path);
-            if !seen.contains(&shown) {
-                need[i] += count(&shown) + 1;
-                seen.insert(shown);
+            if seen.insert(&t.shown) {
+                need[i] += count(&t.shown) + 1;
             }
         }
-        let mut commands: HashSet<(String, Option<Outcome>)> = HashSet::new();
+        let mut commands: HashSet<(&str, Option<Outcome>)> = HashSet::new();
         for c in &facts.calls {
-            let (Some(cmd), Some(i)) = (&c.command, slot(c.message)) else {
+            let (Some(cmd), Some(i)) = (&c.command_line, slot(c.message)) else {
                 continue;
             };
-            let key = (one_line_clipped(cmd, 120), c.outcome);
-            if !commands.contains(&key) {
-                need[i] += count(&key.0) + count(&c.id) + COMMAND_FRAME_TOKENS;
-                commands.insert(key);
+            if commands.insert((cmd, c.outcome)) {
+                need[i] += count(cmd) + count(&c.id) + COMMAND_FRAME_TOKENS;
             }
         }
         need[0] = FRAME_TOKENS + FILES_FRAME_TOKENS;

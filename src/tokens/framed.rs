@@ -53,6 +53,10 @@ impl TokenCounter for FramedCounter<'_> {
         self.inner.count_text_cached(text)
     }
 
+    fn count_at_least(&self, text: &str) -> usize {
+        self.inner.count_at_least(text)
+    }
+
     fn prefix_within<'t>(&self, text: &'t str, max_tokens: usize) -> &'t str {
         self.inner.prefix_within(text, max_tokens)
     }

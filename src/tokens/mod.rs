@@ -128,6 +128,15 @@ pub trait TokenCounter: Send + Sync {
         cut::suffix_by_search(&|s| self.count_text(s), text, max_tokens)
     }
 
+    /// A lower bound of [`TokenCounter::count_text`] of `text`, found without tokenizing it:
+    /// a caller that only asks whether a text fits a small room skips counting one that
+    /// cannot. The provided form knows nothing and returns 0; [`TiktokenCounter`] returns the
+    /// number of pieces its pre-tokenizer is sure to cut `text` into ([`split_floor`]).
+    fn count_at_least(&self, text: &str) -> usize {
+        let _ = text;
+        0
+    }
+
     /// Tokens in one content block (see the rules in the [module docs](self)).
     fn count_block(&self, block: &Block) -> usize {
         block_tokens(self, block)
@@ -231,6 +240,10 @@ impl TokenCounter for TiktokenCounter {
         self.bpe.encode_ordinary(text).len()
     }
 
+    fn count_at_least(&self, text: &str) -> usize {
+        split_floor(text)
+    }
+
     fn prefix_within<'t>(&self, text: &'t str, max_tokens: usize) -> &'t str {
         cut::prefix_within(self.bpe, text, max_tokens)
     }
@@ -246,6 +259,9 @@ impl<T: TokenCounter + ?Sized> TokenCounter for std::sync::Arc<T> {
     }
     fn count_text_cached(&self, text: &str) -> usize {
         (**self).count_text_cached(text)
+    }
+    fn count_at_least(&self, text: &str) -> usize {
+        (**self).count_at_least(text)
     }
     fn prefix_within<'t>(&self, text: &'t str, max_tokens: usize) -> &'t str {
         (**self).prefix_within(text, max_tokens)
@@ -268,6 +284,24 @@ impl<T: TokenCounter + ?Sized> TokenCounter for std::sync::Arc<T> {
     fn count_conversation(&self, conversation: &Conversation) -> usize {
         (**self).count_conversation(conversation)
     }
+}
+
+/// Pieces the `o200k_base` and `cl100k_base` pre-tokenizers are sure to cut `text` into, each
+/// at least one token, so at most [`TiktokenCounter::count_text`] of it in either vocabulary:
+/// the text's start, and every space followed by an ASCII letter. Why such a space starts a
+/// piece, by the two split regexes (tiktoken-rs `O200K_BASE_PAT_STR` and cl100k's pattern): a
+/// space is only ever the first character of a word or punctuation piece (`[^\r\n\p{L}\p{N}]?`,
+/// ` ?`); a whitespace piece holding it would have to end in a line break (`\s*[\r\n]`) or
+/// before a non-space (`\s+(?!\S)`, which stops before the space), and the letter after it
+/// is neither; contractions and numbers hold no space.
+pub(crate) fn split_floor(text: &str) -> usize {
+    let b = text.as_bytes();
+    let Some(&first) = b.first() else { return 0 };
+    let word_start = |w: &[u8]| w[0] == b' ' && w[1].is_ascii_alphabetic();
+    let spaces = b.windows(2).filter(|w| word_start(w)).count();
+    // The start is a piece of its own unless it is such a space.
+    let starts_with_one = first == b' ' && b.get(1).is_some_and(u8::is_ascii_alphabetic);
+    spaces + usize::from(!starts_with_one)
 }
 
 /// Tokens of a JSON value's compact serialization.
@@ -461,5 +495,42 @@ mod tests {
         );
         let blocks = json!([{"type": "text", "text": "hello world"}, {"type": "text", "text": "hello world"}]);
         assert_eq!(c.count_system(Some(&blocks)), 4);
+    }
+
+    #[test]
+    fn the_split_floor_counts_the_words_a_space_starts() {
+        assert_eq!(split_floor(""), 0);
+        assert_eq!(split_floor("x"), 1);
+        // "[ran", " ok", "]", " `", "cargo", " test", "`": the floor sees the start, " ok"
+        // and " test".
+        assert_eq!(split_floor("[ran ok] `cargo test`"), 3);
+        assert_eq!(split_floor(" hello world"), 2);
+        assert!(
+            split_floor("[ran ok] `cargo test`") <= o200k().count_text("[ran ok] `cargo test`")
+        );
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]
+
+        /// The floor never exceeds the real count, in either vocabulary: texts of words,
+        /// spaces, line breaks, digits, punctuation, contractions and non-ASCII letters.
+        #[test]
+        fn the_split_floor_is_at_most_the_count(
+            parts in proptest::collection::vec(
+                proptest::sample::select(vec![
+                    " ", "  ", "a", "Zeta", "word", " x", "\n", "\r\n", "\t", "1", "2024",
+                    ".", "]", "`", "/", "'s", "'LL", "é", "中文", "—", "…", "\u{301}", "_",
+                ]),
+                0..40,
+            )
+        ) {
+            let text: String = parts.concat();
+            let floor = split_floor(&text);
+            for vocabulary in [Tokenizer::O200kBase, Tokenizer::Cl100kBase] {
+                let count = TiktokenCounter::new(vocabulary).count_text(&text);
+                proptest::prop_assert!(floor <= count, "{text:?}: floor {floor} > {count} ({vocabulary})");
+            }
+        }
     }
 }

@@ -1611,13 +1611,13 @@ async fn metrics_show_the_token_cache_bytes_and_their_bound_from_the_config() {
         r#"compactor_token_cache_bytes{kind="max",tokenizer="o200k_base"} 1280000"#
     );
     let before = used(&m);
-    // Two more rounds: a text, a call and a result each, 6 new blocks, and the texts of the
-    // text block and the text result cached on their own (so a cut text is not tokenized
-    // again): 10 entries of 128 bytes.
+    // Two more rounds: a text, a call and a result each, 6 new blocks (the text block and the
+    // text result each cached as its text, the entry a cut of that text finds): 6 entries of
+    // 128 bytes.
     let (status, _) = post_json(app.clone(), "/v1/compact", &json!({"request": history(5)})).await;
     assert_eq!(status, StatusCode::OK);
     let (_, m) = get_text(app, "/metrics").await;
-    assert_eq!(used(&m) - before, 10 * 128);
+    assert_eq!(used(&m) - before, 6 * 128);
 }
 
 /// Sends `bodies` in order through a proxy with `replay_cache_bytes`; what the upstream got,
