@@ -58,22 +58,44 @@ pub fn one_line(s: &str) -> String {
 }
 
 /// `clip(&one_line(s), max_chars)`, collapsing no more of `s` than the clip keeps (a digest
-/// line of a 1 MB tool result reads its first words only).
+/// line of a 1 MB tool result reads its first words only), in one pass and one allocation.
+/// A short ASCII line that is already one line (the usual command) is copied as it is.
 pub fn one_line_clipped(s: &str, max_chars: usize) -> String {
-    let mut out = String::new();
+    let b = s.as_bytes();
+    if b.len() <= max_chars
+        && b.first() != Some(&b' ')
+        && b.last() != Some(&b' ')
+        && b.windows(2).all(|w| w != b"  ")
+        // ASCII without the control whitespace `char::is_whitespace` knows (tab to CR).
+        && b.iter().all(|&c| c.is_ascii() && !(0x09..=0x0d).contains(&c))
+    {
+        return s.to_string();
+    }
+    let mut out = String::with_capacity(s.len().min(max_chars.saturating_mul(4) + 4));
     let mut chars = 0;
     for word in s.split_whitespace() {
-        if chars > max_chars {
-            break;
-        }
         if !out.is_empty() {
+            if chars == max_chars {
+                out.push('…');
+                return out;
+            }
             out.push(' ');
             chars += 1;
         }
-        out.push_str(word);
-        chars += word.chars().count();
+        let room = max_chars - chars;
+        match word.char_indices().nth(room) {
+            Some((cut, _)) => {
+                out.push_str(word.get(..cut).unwrap_or(word));
+                out.push('…');
+                return out;
+            }
+            None => {
+                out.push_str(word);
+                chars += word.chars().count();
+            }
+        }
     }
-    clip(&out, max_chars)
+    out
 }
 
 /// The last `max_chars` characters of `one_line(s)`, or `None` when it is no longer than that.
@@ -175,14 +197,23 @@ mod tests {
         /// The shortcuts give what collapsing the whole text first gives.
         #[test]
         fn clipped_and_tail_agree_with_collapsing_everything(
-            s in "[a-cé \n\t]{0,120}",
-            max in 0usize..60,
+            s in "[a-cé \n\t\r\u{0b}\u{0c}\u{1f}\u{a0}\u{3000}]{0,120}",
+            max in 0usize..130,
         ) {
             let whole = one_line(&s);
             prop_assert_eq!(one_line_clipped(&s, max), clip(&whole, max));
             let n = whole.chars().count();
             let tail = (n > max).then(|| whole.chars().skip(n - max).collect::<String>());
             prop_assert_eq!(one_line_tail(&s, max), tail);
+        }
+
+        /// Plain ASCII lines (the shortcut's case: spaces at the ends, doubled, or none).
+        #[test]
+        fn clipped_ascii_lines_agree_with_collapsing_everything(
+            s in "[a-c ]{0,40}",
+            max in 0usize..50,
+        ) {
+            prop_assert_eq!(one_line_clipped(&s, max), clip(&one_line(&s), max));
         }
     }
 }
