@@ -778,6 +778,7 @@ fn hash_block(h: &mut Xxh3, b: &Block) {
                 ToolInput::Json(v) => hash_value(h, v),
                 ToolInput::Arguments(s) | ToolInput::Freeform(s) => hash_str(h, s),
             }
+            hash_extra_but_breakpoints(h, &t.extra);
         }
         Block::ToolResult(r) => {
             h.write_u8(3);
@@ -788,9 +789,24 @@ fn hash_block(h: &mut Xxh3, b: &Block) {
                 Some(ToolResultContent::Text(s)) => hash_str(h, s),
                 Some(ToolResultContent::Blocks(bs)) => bs.iter().for_each(|b| hash_block(h, b)),
             }
+            hash_extra_but_breakpoints(h, &r.extra);
         }
         Block::Thinking(v) | Block::Image(v) | Block::Document(v) | Block::Other(v) => {
             h.write_u8(4);
+            hash_value(h, v);
+        }
+    }
+}
+
+/// The other fields of a tool_use or tool_result block, so that a client's change to one of
+/// them in an earlier message is a different prefix (the remembered output would carry the
+/// old value). `cache_control` is left out, as it always was for these blocks: a client moves
+/// its prompt-cache breakpoints every turn (Claude Code marks the newest block), and the
+/// guard settles their number in every output (`guard::cache`).
+fn hash_extra_but_breakpoints(h: &mut Xxh3, extra: &serde_json::Map<String, serde_json::Value>) {
+    for (k, v) in extra {
+        if k != "cache_control" {
+            hash_str(h, k);
             hash_value(h, v);
         }
     }
@@ -826,6 +842,42 @@ mod tests {
         }
         assert!(memory.bytes() <= 1_000_000, "{}", memory.bytes());
         assert!(memory.len() < 40 && !memory.is_empty(), "{}", memory.len());
+    }
+
+    #[test]
+    fn a_changed_field_of_an_earlier_tool_call_or_result_is_another_prefix() {
+        let body = |use_extra: serde_json::Value, result_extra: serde_json::Value| {
+            let mut call =
+                json!({"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls"}});
+            let mut result = json!({"type": "tool_result", "tool_use_id": "t1", "content": "a.rs"});
+            for (block, extra) in [(&mut call, use_extra), (&mut result, result_extra)] {
+                if let (Some(b), Some(e)) = (block.as_object_mut(), extra.as_object()) {
+                    b.extend(e.clone());
+                }
+            }
+            let messages = json!([
+                {"role": "user", "content": "list the files"},
+                {"role": "assistant", "content": [call]},
+                {"role": "user", "content": [result]},
+                {"role": "assistant", "content": "done"},
+            ]);
+            let c = Format::Anthropic
+                .read(&json!({"model": "m", "max_tokens": 1, "messages": messages}))
+                .unwrap();
+            PrefixHashes::of(&c, 7)
+        };
+        let plain = body(json!({}), json!({}));
+        for (u, r) in [
+            (json!({"caller": {"type": "direct"}}), json!({})),
+            (json!({}), json!({"x_meta": 1})),
+        ] {
+            let changed = body(u, r);
+            assert_eq!(changed.key(1), plain.key(1));
+            assert_ne!(changed.key(4), plain.key(4));
+        }
+        // A moved prompt-cache breakpoint is the same prefix.
+        let marked = body(json!({}), json!({"cache_control": {"type": "ephemeral"}}));
+        assert_eq!(marked.key(4), plain.key(4));
     }
 
     #[test]
