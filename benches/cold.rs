@@ -10,22 +10,9 @@
 
 mod common;
 
-use compactor::config::Loader;
-use compactor::{Compactor, Format};
+use compactor::Format;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
-
-/// A pipeline of a built-in preset with the compaction memory off (every call compacts).
-fn pipeline(preset: &str) -> Compactor {
-    let mut settings = Loader {
-        preset: Some(preset.into()),
-        ..Loader::default()
-    }
-    .load()
-    .unwrap_or_else(|e| panic!("preset {preset}: {e}"));
-    settings.policy.remember = false;
-    Compactor::from_config(settings).unwrap_or_else(|e| panic!("preset {preset}: {e}"))
-}
 
 /// `COMPACTOR_COLD=count`: a cold count of the session (a new [`CachedCounter`] per run, as the
 /// pipeline counts its input) and uncached [`TiktokenCounter`], alternated with bare encoding, 20
@@ -88,7 +75,7 @@ fn main() {
         .unwrap_or_else(|e| panic!("{e}"));
     let (mut case, mut runs) = (Duration::ZERO, 0u32);
     while case.as_secs() < secs {
-        let p = pipeline(&preset);
+        let p = common::pipeline(&preset);
         let t = Instant::now();
         let out = rt
             .block_on(p.compact(&conv, Format::Anthropic, Some(budget)))

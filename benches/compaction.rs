@@ -24,7 +24,6 @@
 mod common;
 
 use common::Paired;
-use compactor::config::Loader;
 use compactor::{Compactor, Conversation, Format};
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use std::hint::black_box;
@@ -37,18 +36,6 @@ const SCALES: [usize; 5] = [625, 1_250, 2_500, 5_000, 10_000];
 const SCALE_BUDGET: usize = 20_000;
 /// Alternating runs per paired measurement.
 const RUNS: usize = 7;
-
-/// A pipeline of a built-in preset with the compaction memory off (every call compacts).
-fn pipeline(preset: &str) -> Compactor {
-    let mut settings = Loader {
-        preset: Some(preset.into()),
-        ..Loader::default()
-    }
-    .load()
-    .unwrap_or_else(|e| panic!("preset {preset}: {e}"));
-    settings.policy.remember = false;
-    Compactor::from_config(settings).unwrap_or_else(|e| panic!("preset {preset}: {e}"))
-}
 
 /// One compaction; panics on an error (a bench of a failing call would measure nothing real).
 fn compact(rt: &Runtime, p: &Compactor, conv: &Conversation, budget: usize) -> usize {
@@ -85,14 +72,14 @@ fn corpus_table(rt: &Runtime, conv: &Conversation, strings: &[String]) {
             let p = common::paired(
                 RUNS,
                 bare,
-                || pipeline(preset),
+                || common::pipeline(preset),
                 |p| {
                     black_box(compact(rt, &p, conv, budget));
                 },
             );
             row(&format!("cold {preset} @ {budget}"), p, "target <= 1.2x");
         }
-        let warm = pipeline(preset);
+        let warm = common::pipeline(preset);
         compact(rt, &warm, conv, BUDGETS[0]);
         let p = common::paired(
             RUNS,
@@ -124,12 +111,12 @@ fn scaling_table(rt: &Runtime, label: &str, sessions: &[(usize, Conversation, Ve
         let cold = common::paired(
             RUNS,
             bare,
-            || pipeline("truncate"),
+            || common::pipeline("truncate"),
             |p| {
                 black_box(compact(rt, &p, conv, SCALE_BUDGET));
             },
         );
-        let warm_pipeline = pipeline("truncate");
+        let warm_pipeline = common::pipeline("truncate");
         compact(rt, &warm_pipeline, conv, SCALE_BUDGET);
         let warm = common::paired(
             RUNS,
@@ -173,7 +160,7 @@ fn profile_loop(rt: &Runtime, spec: &str) {
         Some(n) => (common::generated_session(n), SCALE_BUDGET),
         None => (common::load_whole(common::LARGEST), BUDGETS[0]),
     };
-    let p = pipeline(preset);
+    let p = common::pipeline(preset);
     compact(rt, &p, &conv, budget);
     let started = std::time::Instant::now();
     let mut runs = 0u32;
@@ -224,13 +211,13 @@ fn bench(c: &mut Criterion) {
         for budget in BUDGETS {
             group.bench_function(format!("cold/{preset}/{budget}"), |b| {
                 b.iter_batched(
-                    || pipeline(preset),
+                    || common::pipeline(preset),
                     |p| compact(&rt, &p, black_box(&conv), budget),
                     BatchSize::PerIteration,
                 )
             });
         }
-        let warm = pipeline(preset);
+        let warm = common::pipeline(preset);
         compact(&rt, &warm, &conv, BUDGETS[0]);
         group.bench_function(format!("warm/{preset}/{}", BUDGETS[0]), |b| {
             b.iter(|| compact(&rt, &warm, black_box(&conv), BUDGETS[0]))
@@ -246,7 +233,7 @@ fn bench(c: &mut Criterion) {
         });
         group.bench_function(format!("cold/truncate/{calls}"), |b| {
             b.iter_batched(
-                || pipeline("truncate"),
+                || common::pipeline("truncate"),
                 |p| compact(&rt, &p, black_box(conv), SCALE_BUDGET),
                 BatchSize::PerIteration,
             )
@@ -255,7 +242,7 @@ fn bench(c: &mut Criterion) {
     for (calls, conv, _) in &dense {
         group.bench_function(format!("cold/truncate/dense/{calls}"), |b| {
             b.iter_batched(
-                || pipeline("truncate"),
+                || common::pipeline("truncate"),
                 |p| compact(&rt, &p, black_box(conv), SCALE_BUDGET),
                 BatchSize::PerIteration,
             )

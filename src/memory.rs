@@ -325,6 +325,16 @@ impl PrefixHashes {
     pub fn key(&self, len: usize) -> Option<u64> {
         self.prefix.get(len).copied()
     }
+
+    /// The first `Some` of `f(len, key)` over the prefixes, longest first (the memory's probe
+    /// order: a hit `k` messages short of the whole costs `k + 1` calls).
+    fn longest_first<T>(&self, mut f: impl FnMut(usize, u64) -> Option<T>) -> Option<T> {
+        self.prefix
+            .iter()
+            .enumerate()
+            .rev()
+            .find_map(|(len, key)| f(len, *key))
+    }
 }
 
 /// The hash of the tag, the system prompt and the other top-level fields of `c`.
@@ -384,15 +394,10 @@ impl Memory {
     /// hit `k` messages short of the whole costs `k + 1` look-ups (a miss one per message).
     /// The output is copied and stays remembered; the continuation state is shared.
     pub fn recall(&self, hashes: &PrefixHashes) -> Option<(usize, Remembered)> {
-        hashes
-            .prefix
-            .iter()
-            .enumerate()
-            .rev()
-            .find_map(|(len, key)| {
-                let entry = self.entries.get(&(len, *key))?;
-                entry.copied().map(|r| (len, r))
-            })
+        hashes.longest_first(|len, key| {
+            let entry = self.entries.get(&(len, key))?;
+            entry.copied().map(|r| (len, r))
+        })
     }
 
     /// [`Memory::recall`], but a whole output is taken out of the memory: moved when nothing
@@ -401,44 +406,39 @@ impl Memory {
     /// ([`Memory::put_back`]) or remembers its continuation with it as the predecessor
     /// ([`Memory::remember_shared`]).
     pub fn take(&self, hashes: &PrefixHashes) -> Option<Taken> {
-        hashes
-            .prefix
-            .iter()
-            .enumerate()
-            .rev()
-            .find_map(|(len, key)| {
-                let entry = self.entries.get(&(len, *key))?;
-                if entry.is_view() {
-                    let remembered = entry.copied()?;
-                    return Some(Taken {
-                        len,
-                        remembered,
-                        removed: false,
-                        written: None,
-                        messages_bytes: None,
-                    });
-                }
-                drop(entry);
-                let entry = self.entries.remove(&(len, *key))?;
-                let output = std::mem::replace(&mut *entry.lock(), Output::Taken);
-                let output = match output {
-                    Output::Whole(c) => Arc::try_unwrap(c).unwrap_or_else(|c| (*c).clone()),
-                    Output::Prefix(of, n) => first_messages(&*of.upgrade()?, n)?,
-                    Output::Taken => return None,
-                };
-                Some(Taken {
+        hashes.longest_first(|len, key| {
+            let entry = self.entries.get(&(len, key))?;
+            if entry.is_view() {
+                let remembered = entry.copied()?;
+                return Some(Taken {
                     len,
-                    remembered: Remembered {
-                        output,
-                        degraded: entry.degraded.clone(),
-                        failures: entry.failures.clone(),
-                        continuation: entry.continuation.clone(),
-                    },
-                    removed: true,
-                    written: entry.written.clone(),
-                    messages_bytes: Some(entry.messages_bytes),
-                })
+                    remembered,
+                    removed: false,
+                    written: None,
+                    messages_bytes: None,
+                });
+            }
+            drop(entry);
+            let entry = self.entries.remove(&(len, key))?;
+            let output = std::mem::replace(&mut *entry.lock(), Output::Taken);
+            let output = match output {
+                Output::Whole(c) => Arc::try_unwrap(c).unwrap_or_else(|c| (*c).clone()),
+                Output::Prefix(of, n) => first_messages(&*of.upgrade()?, n)?,
+                Output::Taken => return None,
+            };
+            Some(Taken {
+                len,
+                remembered: Remembered {
+                    output,
+                    degraded: entry.degraded.clone(),
+                    failures: entry.failures.clone(),
+                    continuation: entry.continuation.clone(),
+                },
+                removed: true,
+                written: entry.written.clone(),
+                messages_bytes: Some(entry.messages_bytes),
             })
+        })
     }
 
     /// Puts a compaction taken by [`Memory::take`] back under its key (the first `len`

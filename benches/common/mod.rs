@@ -7,11 +7,12 @@
 
 #![allow(dead_code)] // each bench binary uses its own part of this module
 
-use compactor::Conversation;
+use compactor::config::Loader;
 use compactor::conversation::{Block, ToolInput, ToolResultContent};
 use compactor::format::detect::{ImportOptions, Source};
 use compactor::format::{self, Format};
 use compactor::tokens::{TiktokenCounter, TokenCounter, Tokenizer};
+use compactor::{Compactor, Conversation};
 use serde_json::{Value, json};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -253,4 +254,16 @@ pub fn paired<S>(
         bare_ms: median(b),
         case_ms: median(c),
     }
+}
+
+/// A pipeline of a built-in preset with the compaction memory off (every call compacts).
+pub fn pipeline(preset: &str) -> Compactor {
+    let mut settings = Loader {
+        preset: Some(preset.into()),
+        ..Loader::default()
+    }
+    .load()
+    .unwrap_or_else(|e| panic!("preset {preset}: {e}"));
+    settings.policy.remember = false;
+    Compactor::from_config(settings).unwrap_or_else(|e| panic!("preset {preset}: {e}"))
 }
