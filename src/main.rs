@@ -231,6 +231,14 @@ enum Command {
     },
 }
 
+/// `eprintln!` that cannot panic: a line stderr does not take (`2>/dev/full`, a closed pipe)
+/// is dropped, the command goes on.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 /// A failure with the exit status it maps to (the table in README.md, "Exit codes").
 enum Failure {
     /// Exit 2: the input could not be read or parsed, or the command line or configuration is
@@ -250,7 +258,7 @@ fn main() -> ExitCode {
         Err(Failure::Unreadable(e)) => (e, 2),
         Err(Failure::Write(e)) => (e, 3),
     };
-    eprintln!("error: {}", describe(&e));
+    say!("error: {}", describe(&e));
     ExitCode::from(code)
 }
 
@@ -281,7 +289,7 @@ fn format_failure(e: anyhow::Error) -> Failure {
 /// a Claude Code log (and their tokens), a cut-off last line.
 fn tell_load_notes(path: &Path, loaded: &format::detect::Loaded) {
     if let Some(line) = loaded.notes.skipped_last_line {
-        eprintln!(
+        say!(
             "warning: {}: line {line} is cut off (the log is still being written?): skipped",
             path.display()
         );
@@ -289,7 +297,7 @@ fn tell_load_notes(path: &Path, loaded: &format::detect::Loaded) {
     if let Some(before) = &loaded.notes.before_boundary {
         let counter = CachedCounter::new(TiktokenCounter::new(Tokenizer::default()));
         let tokens: usize = before.iter().map(|m| counter.count_message(m)).sum();
-        eprintln!(
+        say!(
             "note: {}: read from the last compact_boundary; {} earlier messages ({} tokens) \
              left out; --whole-log reads everything",
             path.display(),
@@ -326,7 +334,7 @@ fn fill_required(
             .iter()
             .map(|k| format!("--{}", k.replace('_', "-")))
             .collect();
-        eprintln!(
+        say!(
             "warning: the {to} request lacks {} (the provider requires it); give {}",
             missing.join(", "),
             flags.join(" / ")
@@ -385,6 +393,19 @@ fn load_bytes(
     Ok(loaded)
 }
 
+/// Writes `text` to stdout. A closed pipe (`compactor validate … | head -1`) ends the output
+/// quietly and the command keeps its own exit status, as ripgrep does; any other write error
+/// (a full disk: `> /dev/full`) is exit 3.
+fn write_stdout(bytes: &[u8]) -> Result<(), Failure> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(bytes).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(Failure::Write(
+            anyhow::Error::from(e).context("writing stdout"),
+        )),
+        _ => Ok(()),
+    }
+}
+
 fn write_output(path: Option<&Path>, value: &serde_json::Value) -> Result<(), Failure> {
     let mut text = serde_json::to_string_pretty(value).map_err(|e| Failure::Invalid(e.into()))?;
     text.push('\n');
@@ -392,10 +413,7 @@ fn write_output(path: Option<&Path>, value: &serde_json::Value) -> Result<(), Fa
         Some(p) if p != Path::new("-") => std::fs::write(p, text)
             .with_context(|| format!("writing {}", p.display()))
             .map_err(Failure::Write),
-        _ => std::io::stdout()
-            .write_all(text.as_bytes())
-            .context("writing stdout")
-            .map_err(Failure::Write),
+        _ => write_stdout(text.as_bytes()),
     }
 }
 
@@ -413,17 +431,19 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
             };
             let violations = guard::validate(&loaded.conversation, loaded.format, options);
             if violations.is_empty() {
-                println!(
-                    "valid {} ({} messages)",
-                    loaded.format,
-                    loaded.conversation.messages.len()
-                );
+                write_stdout(
+                    format!(
+                        "valid {} ({} messages)\n",
+                        loaded.format,
+                        loaded.conversation.messages.len()
+                    )
+                    .as_bytes(),
+                )?;
                 return Ok(ExitCode::SUCCESS);
             }
-            for v in &violations {
-                println!("{v}");
-            }
-            eprintln!("{} violation(s) in {}", violations.len(), file.display());
+            let lines: String = violations.iter().map(|v| format!("{v}\n")).collect();
+            write_stdout(lines.as_bytes())?;
+            say!("{} violation(s) in {}", violations.len(), file.display());
             Ok(ExitCode::from(1))
         }
         Command::Convert {
@@ -440,7 +460,7 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
             fill_required(&mut converted, to, model.as_deref(), max_tokens);
             write_output(output.as_deref(), &to.write(&converted))?;
             if !matches!(loaded.source, Source::Request(_)) || loaded.format != to {
-                eprintln!(
+                say!(
                     "{:?} -> {to}: {} messages",
                     loaded.source,
                     converted.messages.len()
@@ -448,7 +468,7 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
             }
             let dropped = format::Dropped::between(&loaded.conversation, &converted);
             if !dropped.is_empty() {
-                eprintln!(
+                say!(
                     "warning: {} -> {to} dropped {dropped} (they cannot cross providers)",
                     loaded.format
                 );
@@ -517,10 +537,7 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
                     Some(p) if p != Path::new("-") => std::fs::write(p, &bytes)
                         .with_context(|| format!("writing {}", p.display()))
                         .map_err(Failure::Write)?,
-                    _ => std::io::stdout()
-                        .write_all(&bytes)
-                        .context("writing stdout")
-                        .map_err(Failure::Write)?,
+                    _ => write_stdout(&bytes)?,
                 }
             } else {
                 write_output(
@@ -536,9 +553,9 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
                     .map_err(Failure::Write)?;
             }
             for w in result.report.warnings() {
-                eprintln!("warning: {w}");
+                say!("warning: {w}");
             }
-            eprintln!("{}", result.report.summary_line());
+            say!("{}", result.report.summary_line());
             Ok(ExitCode::SUCCESS)
         }
         Command::Count {
@@ -579,11 +596,7 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
                 if let Some((b, n)) = model_total {
                     text.push_str(&format!("model tokens: {n} ({})\n", b.describe()));
                 }
-                std::io::stdout()
-                    .lock()
-                    .write_all(text.as_bytes())
-                    .context("writing stdout")
-                    .map_err(Failure::Write)?;
+                write_stdout(text.as_bytes())?;
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -695,10 +708,7 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
             };
             let write = |path: &Path, text: String| -> Result<(), Failure> {
                 if path == Path::new("-") {
-                    std::io::stdout()
-                        .write_all(text.as_bytes())
-                        .context("writing stdout")
-                        .map_err(Failure::Write)
+                    write_stdout(text.as_bytes())
                 } else {
                     std::fs::write(path, text)
                         .with_context(|| format!("writing {}", path.display()))
@@ -707,7 +717,7 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
             };
             let markdown_to_stdout = markdown.as_deref() == Some(Path::new("-"));
             if !markdown_to_stdout {
-                print!("{}", ab::output::text(&report, timing));
+                write_stdout(ab::output::text(&report, timing).as_bytes())?;
             }
             if let Some(p) = &markdown {
                 write(p, ab::output::markdown(&report, timing))?;
@@ -720,9 +730,20 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
             if let Some(p) = &html {
                 write(p, ab::html::page(&report, timing))?;
             }
+            if report.files.iter().all(|f| f.skipped.is_some()) {
+                let reasons: Vec<String> = report
+                    .files
+                    .iter()
+                    .map(|f| format!("{}: {}", f.name, f.skipped.as_deref().unwrap_or_default()))
+                    .collect();
+                return Err(Failure::Unreadable(anyhow::anyhow!(
+                    "no transcript could be read ({})",
+                    reasons.join("; ")
+                )));
+            }
             let (valid, total) = report.validity();
             if valid < total {
-                eprintln!(
+                say!(
                     "error: {} of {total} compacted outputs invalid",
                     total - valid
                 );
@@ -747,11 +768,8 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
             whole_log,
         } => {
             let loaded = load(&file, format, whole_log)?;
-            let mut out = std::io::stdout().lock();
             let text = compactor::render::conversation_lines(&loaded.conversation);
-            out.write_all(text.as_bytes())
-                .context("writing stdout")
-                .map_err(Failure::Write)?;
+            write_stdout(text.as_bytes())?;
             Ok(ExitCode::SUCCESS)
         }
     }
@@ -801,13 +819,10 @@ fn calibrate(logs: &[PathBuf], tokenizer: Tokenizer, json: bool) -> Result<ExitC
         )?;
     } else {
         let text = calibrate::render(&fits, &names, &points, tokenizer);
-        std::io::stdout()
-            .write_all(text.as_bytes())
-            .context("writing stdout")
-            .map_err(Failure::Invalid)?;
+        write_stdout(text.as_bytes())?;
     }
     if fits.is_empty() {
-        eprintln!("error: no usage records with a spread of prompt sizes in these logs");
+        say!("error: no usage records with a spread of prompt sizes in these logs");
         return Ok(ExitCode::from(1));
     }
     Ok(ExitCode::SUCCESS)
@@ -886,10 +901,7 @@ fn ab_reference(
         .context("starting the runtime")
         .map_err(Failure::Invalid)?;
     let report = runtime.block_on(r::compare(&history, full.format, &summary, &arms));
-    std::io::stdout()
-        .write_all(r::markdown(&report).as_bytes())
-        .context("writing stdout")
-        .map_err(Failure::Write)?;
+    write_stdout(r::markdown(&report).as_bytes())?;
     if let Some(p) = json {
         let text = serde_json::to_string_pretty(&report).map_err(|e| Failure::Invalid(e.into()))?;
         std::fs::write(p, text + "\n")
@@ -908,7 +920,6 @@ fn probe(full: &Path, out: &Path, json: bool, whole_log: bool) -> Result<ExitCod
     let probes = Probes::of(&full.conversation, flag);
     let survival = probes.survival(&compacted.conversation, flag);
     let mean = fidelity(&survival);
-    let mut stdout = std::io::stdout().lock();
     let text = if json {
         let v = serde_json::json!({"probes": probes, "survival": survival, "fidelity": mean});
         let mut t = serde_json::to_string_pretty(&v).map_err(|e| Failure::Invalid(e.into()))?;
@@ -923,9 +934,6 @@ fn probe(full: &Path, out: &Path, json: bool, whole_log: bool) -> Result<ExitCod
         t.push_str(&format!("{:<14} {mean}\n", "fidelity"));
         t
     };
-    stdout
-        .write_all(text.as_bytes())
-        .context("writing stdout")
-        .map_err(Failure::Invalid)?;
+    write_stdout(text.as_bytes())?;
     Ok(ExitCode::SUCCESS)
 }

@@ -323,3 +323,77 @@ fn convert_says_what_is_missing_and_dropped_and_takes_model_and_max_tokens_from_
     assert_eq!(body["max_tokens"], json!(4096));
     assert_eq!(body["model"], json!("gpt-x"));
 }
+
+/// Runs the binary with stdout sent to `stdout` (a file such as `/dev/full`, or a pipe).
+fn run_to(args: &[&str], stdout: std::process::Stdio) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_compactor"))
+        .args(args)
+        .stdout(stdout)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn a_stdout_that_cannot_be_written_is_exit_3_for_every_command_never_a_panic() {
+    let input = write("full.json", &anthropic().to_string());
+    let input = input.to_str().unwrap();
+    let full = || {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap()
+    };
+    for args in [
+        vec!["validate", input],
+        vec!["show", input],
+        vec!["count", input],
+        vec!["compact", input, "--budget", "300"],
+        vec!["probe", input, input],
+        vec!["ab", input, "--budget", "300", "--no-timings"],
+    ] {
+        let o = run_to(&args, full().into());
+        assert_eq!(code(&o), 3, "{args:?}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("writing stdout"),
+            "{args:?}: {}",
+            stderr(&o)
+        );
+        assert!(!stderr(&o).contains("panicked"), "{args:?}: {}", stderr(&o));
+    }
+}
+
+#[test]
+fn a_reader_that_closes_the_pipe_early_ends_the_output_and_keeps_the_verdict() {
+    // Many violations, so the output outgrows the pipe's buffer after the reader is gone.
+    let messages: Vec<Value> = (0..4000)
+        .map(|i| json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": format!("orphan_{i}"), "content": "x"}]}))
+        .collect();
+    let input = write("pipe.json", &json!({"messages": messages}).to_string());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_compactor"))
+        .args(["validate", input.to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Read one line, then close the pipe, as `| head -1` does.
+    let mut stdout = child.stdout.take().unwrap();
+    let mut first = [0u8; 64];
+    std::io::Read::read(&mut stdout, &mut first).unwrap();
+    drop(stdout);
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(code(&o), 1, "{}", stderr(&o));
+    assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("violation(s) in"), "{}", stderr(&o));
+}
+
+#[test]
+fn ab_with_no_readable_transcript_is_exit_2_naming_each_reason() {
+    let truncated = write("ab_truncated.json", r#"{"messages": [{"role": "user", "#);
+    let o = run(&["ab", truncated.to_str().unwrap(), "--budget", "100"]);
+    assert_eq!(code(&o), 2, "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("error: no transcript could be read (ab_truncated.json: "),
+        "{}",
+        stderr(&o)
+    );
+}
