@@ -8,8 +8,18 @@
 //! person's words `/review src/`; the expanded prompt Claude Code logs right after it is left
 //! out (by [`super::Facts::of`]). Also left out: the "Read the output file to retrieve the
 //! result:" line after a `<task-notification>`, the `[Request interrupted by user…]` note and
-//! the old untagged local-command caveat. Any other text starting with `<` (mini-swe-agent's
+//! the old untagged local-command caveat, and the editor state the Codex IDE extension puts
+//! over a request (`# Context from my IDE setup:` … `## My request for Codex:`, only what follows
+//! the second heading is the person's). Any other text starting with `<` (mini-swe-agent's
 //! `<pr_description>` task) is the person's.
+
+/// The heading the Codex IDE extension puts over the editor's state (active file, open tabs)
+/// in front of what the person typed, and the heading over what they typed (as seen in the
+/// Codex rollout of the corpus, `codex_rollout_01997e76.jsonl`). Only the part under the
+/// request heading is the person's; a block with the IDE heading and no request heading is all
+/// harness.
+const CODEX_IDE_CONTEXT: &str = "# Context from my IDE setup:";
+const CODEX_IDE_REQUEST: &str = "## My request for Codex:";
 
 /// Tags whose whole element the harness writes.
 const HARNESS_TAGS: &[&str] = &[
@@ -95,6 +105,10 @@ pub fn person_text(text: &str) -> Option<String> {
     let t = text.trim();
     if summary_kind(t).is_some() || HARNESS_TEXT_PREFIXES.iter().any(|p| t.starts_with(p)) {
         return None;
+    }
+    if let Some(rest) = t.strip_prefix(CODEX_IDE_CONTEXT) {
+        let (_, request) = rest.rsplit_once(CODEX_IDE_REQUEST)?;
+        return person_text(request);
     }
     if let Some(name) = inner(t, "command-name") {
         let args = inner(t, "command-args").unwrap_or("").trim();
@@ -230,6 +244,30 @@ mod tests {
         assert_eq!(
             person_text("<pr_description>Astroid crashes</pr_description>"),
             Some("<pr_description>Astroid crashes</pr_description>".to_string())
+        );
+    }
+
+    #[test]
+    fn the_codex_ide_context_is_the_harness_and_the_request_under_it_the_persons() {
+        let wrapped = "# Context from my IDE setup:\n\n## Active file: src/a.ts\n\n## Open tabs:\n- a.ts: src/a.ts\n\n## My request for Codex:\nMake the TeamSheet faster.\nNever touch the API.\n";
+        assert_eq!(
+            person_text(wrapped),
+            Some("Make the TeamSheet faster.\nNever touch the API.".to_string())
+        );
+        // The editor state alone is no request; a request heading inside the person's own
+        // text (not under the IDE heading) is theirs, whole.
+        assert_eq!(
+            person_text("# Context from my IDE setup:\n\n## Open tabs:\n- a.ts: src/a.ts\n"),
+            None
+        );
+        let own = "Please keep this heading: ## My request for Codex: as is";
+        assert_eq!(person_text(own), Some(own.to_string()));
+        // A harness element under the request heading is still the harness's.
+        assert_eq!(
+            person_text(
+                "# Context from my IDE setup:\n## My request for Codex:\n<system-reminder>x</system-reminder>\nRun the tests."
+            ),
+            Some("Run the tests.".to_string())
         );
     }
 
