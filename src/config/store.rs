@@ -3,6 +3,9 @@
 
 use serde::{Deserialize, Serialize};
 
+/// The longest `ttl_secs` accepted (a year).
+pub const MAX_TTL_SECS: u64 = 365 * 86_400;
+
 /// `[store]` settings (all optional; no `redis_url` = in-process only).
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
@@ -57,14 +60,41 @@ impl StoreSettings {
             return Err(("store.redis_url", "not a redis:// or rediss:// URL".into()));
         }
         for (key, n) in [
-            ("store.ttl_secs", self.ttl_secs),
             ("store.max_bytes", self.max_bytes),
             ("store.max_entry_bytes", self.max_entry_bytes),
-            ("store.timeout_ms", self.timeout_ms),
         ] {
             if n == 0 {
                 return Err((key, "must be > 0".into()));
             }
+        }
+        if self.ttl_secs == 0 || self.ttl_secs > MAX_TTL_SECS {
+            return Err((
+                "store.ttl_secs",
+                format!(
+                    "must be 1 to {MAX_TTL_SECS} seconds (a year), found {}",
+                    self.ttl_secs
+                ),
+            ));
+        }
+        let max_ms = super::MAX_SECS * 1000;
+        if self.timeout_ms == 0 || self.timeout_ms > max_ms {
+            return Err((
+                "store.timeout_ms",
+                format!(
+                    "must be 1 to {max_ms} milliseconds (one day), found {}",
+                    self.timeout_ms
+                ),
+            ));
+        }
+        if self.retry_secs > super::MAX_SECS {
+            return Err((
+                "store.retry_secs",
+                format!(
+                    "must be at most {} seconds (one day), found {}",
+                    super::MAX_SECS,
+                    self.retry_secs
+                ),
+            ));
         }
         if self.key_prefix.is_empty() || self.key_prefix.contains(['{', '}']) {
             return Err((

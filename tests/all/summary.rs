@@ -273,6 +273,26 @@ async fn retries_on_429_and_503_honouring_retry_after() {
 }
 
 #[tokio::test]
+async fn a_dropped_connection_is_retried_like_a_503() {
+    let server = FakeLlm::start(vec![Reply::Drop]).await;
+    let engine = Compactor::from_config(settings(llm(&server, Provider::Anthropic))).unwrap();
+    let input = read(&session(8));
+    let out = engine
+        .compact(&input, Format::Anthropic, Some(half(&engine, &input)))
+        .await
+        .unwrap();
+    // The first connection was dropped unanswered; the retry (llm.retries = 2) got the summary.
+    assert_eq!(server.count(), 2);
+    assert_eq!(
+        out.report.status,
+        Status::Compacted,
+        "{}",
+        notes(&out.report)
+    );
+    assert!(first_text(&out.conversation).contains(DEFAULT_SUMMARY));
+}
+
+#[tokio::test]
 async fn retries_are_bounded_then_truncate_takes_over() {
     let server = FakeLlm::start(vec![Reply::Status(503, Some("0")); 5]).await;
     let mut config = llm(&server, Provider::Anthropic);
