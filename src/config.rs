@@ -194,6 +194,15 @@ pub struct TokenSettings {
     /// Learn each calibrated model's ratio from the provider's `usage` (the proxy does).
     #[serde(default = "yes")]
     pub learn: bool,
+    /// Bound of the learned ratios, in bytes (each weighs its model name plus
+    /// [`crate::tokens::model::LEARNED_ENTRY_BYTES`]; the least used evicted first); also
+    /// bounds the `compactor_model_token_ratio` series of `/metrics`, one per ratio kept.
+    #[serde(default = "learned_bytes")]
+    pub learned_bytes: u64,
+}
+
+fn learned_bytes() -> u64 {
+    crate::tokens::model::DEFAULT_LEARNED_BYTES
 }
 
 /// Checked settings.
@@ -259,6 +268,7 @@ fn builtin() -> Settings {
             model: String::new(),
             models: Default::default(),
             learn: true,
+            learned_bytes: learned_bytes(),
         },
         truncate: TruncateConfig::default(),
         microcompact: MicrocompactConfig::default(),

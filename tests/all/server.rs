@@ -19,7 +19,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tower::ServiceExt;
 
-fn loader() -> Loader {
+pub(crate) fn loader() -> Loader {
     Loader {
         file: None,
         preset: None,
@@ -30,18 +30,18 @@ fn loader() -> Loader {
 }
 
 /// The built-in defaults with an explicit budget.
-fn settings(budget: usize) -> Settings {
+pub(crate) fn settings(budget: usize) -> Settings {
     let mut s = loader().load().unwrap();
     s.budget.tokens = budget;
     s
 }
 
-fn state(s: Settings) -> AppState {
+pub(crate) fn state(s: Settings) -> AppState {
     AppState::from_parts(s, loader(), None).unwrap()
 }
 
 /// A coding session: a prompt, then `rounds` Read calls each answered by a ~1,200-byte file.
-fn history(rounds: usize) -> Value {
+pub(crate) fn history(rounds: usize) -> Value {
     let mut messages =
         vec![json!({"role": "user", "content": "Fix the failing test in src/lib.rs"})];
     for i in 0..rounds {
@@ -79,7 +79,7 @@ fn tokens_of(body: &Value, format: Format) -> usize {
     basis.to_model(counted + calls * framing)
 }
 
-async fn call(app: Router, req: Request<Body>) -> (StatusCode, HeaderMap, Bytes) {
+pub(crate) async fn call(app: Router, req: Request<Body>) -> (StatusCode, HeaderMap, Bytes) {
     let res = app.oneshot(req).await.unwrap();
     let status = res.status();
     let headers = res.headers().clone();
@@ -90,7 +90,7 @@ async fn call(app: Router, req: Request<Body>) -> (StatusCode, HeaderMap, Bytes)
     )
 }
 
-async fn post_json(app: Router, path: &str, body: &Value) -> (StatusCode, Value) {
+pub(crate) async fn post_json(app: Router, path: &str, body: &Value) -> (StatusCode, Value) {
     let req = Request::post(path)
         .header("content-type", "application/json")
         .body(Body::from(body.to_string()))
@@ -485,17 +485,17 @@ async fn metrics_count_compactions_by_strategy_and_status() {
 // Proxy, against a fake upstream on 127.0.0.1.
 
 #[derive(Clone)]
-struct Reply {
-    status: u16,
-    headers: Vec<(&'static str, &'static str)>,
-    chunks: Vec<&'static str>,
+pub(crate) struct Reply {
+    pub(crate) status: u16,
+    pub(crate) headers: Vec<(&'static str, &'static str)>,
+    pub(crate) chunks: Vec<&'static str>,
     /// Held before the second chunk until notified (proves the proxy streams).
-    gate: Option<Arc<Notify>>,
-    delay: Duration,
+    pub(crate) gate: Option<Arc<Notify>>,
+    pub(crate) delay: Duration,
 }
 
 impl Reply {
-    fn json(status: u16, body: &'static str) -> Reply {
+    pub(crate) fn json(status: u16, body: &'static str) -> Reply {
         Reply {
             status,
             headers: vec![("content-type", "application/json")],
@@ -507,16 +507,16 @@ impl Reply {
 }
 
 #[derive(Clone, Debug)]
-struct Seen {
-    method: String,
-    uri: String,
-    headers: HeaderMap,
-    body: Bytes,
+pub(crate) struct Seen {
+    pub(crate) method: String,
+    pub(crate) uri: String,
+    pub(crate) headers: HeaderMap,
+    pub(crate) body: Bytes,
 }
 
-type Recorded = Arc<Mutex<Vec<Seen>>>;
+pub(crate) type Recorded = Arc<Mutex<Vec<Seen>>>;
 
-async fn spawn_upstream(reply: Reply) -> (String, Recorded) {
+pub(crate) async fn spawn_upstream(reply: Reply) -> (String, Recorded) {
     let recorded: Recorded = Arc::default();
     let rec = recorded.clone();
     let handler = move |method: axum::http::Method, uri: Uri, headers: HeaderMap, body: Bytes| {
@@ -562,14 +562,14 @@ async fn spawn_upstream(reply: Reply) -> (String, Recorded) {
     (format!("http://{addr}"), recorded)
 }
 
-fn proxy_state(budget: usize, upstream: &str) -> AppState {
+pub(crate) fn proxy_state(budget: usize, upstream: &str) -> AppState {
     let mut s = settings(budget);
     s.server.anthropic_upstream = upstream.to_string();
     s.server.openai_upstream = upstream.to_string();
     state(s)
 }
 
-fn anthropic_request(body: impl Into<Body>) -> Request<Body> {
+pub(crate) fn anthropic_request(body: impl Into<Body>) -> Request<Body> {
     Request::post("/v1/messages?beta=true")
         .header("content-type", "application/json")
         .header("x-api-key", "sk-ant-test")
@@ -733,7 +733,7 @@ async fn proxy_forwards_a_responses_body_with_previous_response_id_as_it_came() 
     );
 }
 
-const EVENTS: [&str; 3] = [
+pub(crate) const EVENTS: [&str; 3] = [
     "event: message_start\ndata: {\"type\":\"message_start\"}\n\n",
     "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"delta\":{\"text\":\"Hi\"}}\n\n",
     "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
@@ -1155,7 +1155,7 @@ async fn a_stalled_upstream_stream_is_cut_after_the_read_timeout() {
 }
 
 /// A compaction that holds its worker until released: proves where compaction runs.
-struct Held(Arc<std::sync::Barrier>);
+pub(crate) struct Held(pub(crate) Arc<std::sync::Barrier>);
 
 #[async_trait::async_trait]
 impl compactor::strategy::Strategy for Held {
@@ -1212,7 +1212,7 @@ async fn healthz_answers_while_compaction_holds_its_worker() {
 }
 
 /// Serves `s` on a free port on 127.0.0.1 until the returned sender fires.
-async fn serve_port(
+pub(crate) async fn serve_port(
     s: Settings,
 ) -> (
     std::net::SocketAddr,
@@ -1233,7 +1233,7 @@ async fn serve_port(
 }
 
 /// Reads until the peer closes; `Err` when it is still open after `within`.
-async fn closed_within(
+pub(crate) async fn closed_within(
     stream: &mut tokio::net::TcpStream,
     within: Duration,
 ) -> Result<Vec<u8>, ()> {
@@ -1394,6 +1394,22 @@ async fn a_degraded_compaction_says_so_in_the_header_also_when_reused() {
     assert!(second.ends_with("; status=degraded"), "{second}");
 }
 
+#[tokio::test]
+async fn an_output_still_over_the_budget_says_so_in_the_header() {
+    let (upstream, _seen) = spawn_upstream(Reply::json(200, "{}")).await;
+    let router = app(proxy_state(60, &upstream));
+    let (status, headers, _) =
+        call(router.clone(), anthropic_request(history(6).to_string())).await;
+    assert_eq!(status, StatusCode::OK);
+    let header = headers["x-compactor-tokens"].to_str().unwrap();
+    assert!(header.ends_with("; status=over_budget"), "{header}");
+    let (_, text) = get_text(router, "/metrics").await;
+    assert!(
+        text.contains("compactor_compactions_total{status=\"over_budget\",strategy=\"default\"} 1"),
+        "{text}"
+    );
+}
+
 /// The proxy with the summary tier first on the fake model at `llm`.
 fn summary_settings(
     budget: usize,
@@ -1431,7 +1447,7 @@ fn tagged_history(tag: usize, rounds: usize) -> Value {
     h
 }
 
-fn metric(text: &str, name: &str) -> String {
+pub(crate) fn metric(text: &str, name: &str) -> String {
     text.lines()
         .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
         .unwrap_or_else(|| panic!("no {name} in\n{text}"))
@@ -1474,7 +1490,7 @@ async fn eight_concurrent_requests_to_a_failing_model_make_only_threshold_calls(
     );
 }
 
-async fn get_text(app: Router, path: &str) -> (StatusCode, String) {
+pub(crate) async fn get_text(app: Router, path: &str) -> (StatusCode, String) {
     let (status, _, body) = call(app, Request::get(path).body(Body::empty()).unwrap()).await;
     (status, String::from_utf8(body.to_vec()).unwrap())
 }
