@@ -770,13 +770,7 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join("range.toml");
         std::fs::write(&file, "[budget]\ntrigger = 0.5\ntarget = 0.7\n").unwrap();
-        let err = Loader {
-            file: Some(file.clone()),
-            ..loader()
-        }
-        .load()
-        .unwrap_err()
-        .to_string();
+        let err = load_error(&file);
         assert_eq!(
             err,
             format!(
@@ -784,6 +778,17 @@ mod tests {
                 file.display()
             )
         );
+    }
+
+    /// The error of loading `file` over the built-in defaults.
+    fn load_error(file: &Path) -> String {
+        Loader {
+            file: Some(file.to_path_buf()),
+            ..loader()
+        }
+        .load()
+        .unwrap_err()
+        .to_string()
     }
 
     fn file_with(tag: &str, text: &str) -> PathBuf {
@@ -835,13 +840,7 @@ mod tests {
             ),
         ] {
             let file = file_with("secs", text);
-            let err = Loader {
-                file: Some(file.clone()),
-                ..loader()
-            }
-            .load()
-            .unwrap_err()
-            .to_string();
+            let err = load_error(&file);
             assert!(
                 err.starts_with(&format!(
                     "config file {}: configuration: {key}: must be",
@@ -858,13 +857,7 @@ mod tests {
             "huge",
             "[server] # the service\nrequest_timeout_secs = 18446744073709551615\n",
         );
-        let err = Loader {
-            file: Some(file.clone()),
-            ..loader()
-        }
-        .load()
-        .unwrap_err()
-        .to_string();
+        let err = load_error(&file);
         assert_eq!(
             err,
             format!(

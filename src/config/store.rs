@@ -67,34 +67,33 @@ impl StoreSettings {
                 return Err((key, "must be > 0".into()));
             }
         }
-        if self.ttl_secs == 0 || self.ttl_secs > MAX_TTL_SECS {
-            return Err((
+        let day = super::MAX_SECS;
+        for (key, n, min, max, unit) in [
+            (
                 "store.ttl_secs",
-                format!(
-                    "must be 1 to {MAX_TTL_SECS} seconds (a year), found {}",
-                    self.ttl_secs
-                ),
-            ));
-        }
-        let max_ms = super::MAX_SECS * 1000;
-        if self.timeout_ms == 0 || self.timeout_ms > max_ms {
-            return Err((
+                self.ttl_secs,
+                1,
+                MAX_TTL_SECS,
+                "seconds (a year)",
+            ),
+            (
                 "store.timeout_ms",
-                format!(
-                    "must be 1 to {max_ms} milliseconds (one day), found {}",
-                    self.timeout_ms
-                ),
-            ));
-        }
-        if self.retry_secs > super::MAX_SECS {
-            return Err((
+                self.timeout_ms,
+                1,
+                day * 1000,
+                "milliseconds (one day)",
+            ),
+            (
                 "store.retry_secs",
-                format!(
-                    "must be at most {} seconds (one day), found {}",
-                    super::MAX_SECS,
-                    self.retry_secs
-                ),
-            ));
+                self.retry_secs,
+                0,
+                day,
+                "seconds (one day)",
+            ),
+        ] {
+            if !(min..=max).contains(&n) {
+                return Err((key, format!("must be {min} to {max} {unit}, found {n}")));
+            }
         }
         if self.key_prefix.is_empty() || self.key_prefix.contains(['{', '}']) {
             return Err((

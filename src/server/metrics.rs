@@ -251,13 +251,7 @@ impl Metrics {
         for (model, ratio) in ratios {
             self.token_ratio.with_label_values(&[model]).set(*ratio);
         }
-        let gauge = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
-        self.learned_bytes
-            .with_label_values(&["used"])
-            .set(gauge(bytes));
-        self.learned_bytes
-            .with_label_values(&["max"])
-            .set(gauge(max_bytes));
+        used_and_max(&self.learned_bytes, bytes, max_bytes);
     }
 
     /// Records a compaction that gave no value ([`super::pool::PoolError`]): only panics count.
@@ -311,24 +305,12 @@ impl Metrics {
 
     /// Sets the replay cache's estimated size and bound, in bytes.
     pub fn replay_cache(&self, bytes: u64, max_bytes: u64) {
-        let gauge = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
-        self.replay_bytes
-            .with_label_values(&["used"])
-            .set(gauge(bytes));
-        self.replay_bytes
-            .with_label_values(&["max"])
-            .set(gauge(max_bytes));
+        used_and_max(&self.replay_bytes, bytes, max_bytes);
     }
 
     /// Sets the read cache's estimated size and bound, in bytes.
     pub fn read_cache(&self, bytes: u64, max_bytes: u64) {
-        let gauge = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
-        self.read_bytes
-            .with_label_values(&["used"])
-            .set(gauge(bytes));
-        self.read_bytes
-            .with_label_values(&["max"])
-            .set(gauge(max_bytes));
+        used_and_max(&self.read_bytes, bytes, max_bytes);
     }
 
     /// Counts one body answered from the replay cache.
@@ -343,6 +325,13 @@ impl Metrics {
         let _ = TextEncoder::new().encode(&self.registry.gather(), &mut out);
         String::from_utf8_lossy(&out).into_owned()
     }
+}
+
+/// Sets `vec{kind="used"}` to `used` and `vec{kind="max"}` to `max` (bytes, saturated).
+fn used_and_max(vec: &IntGaugeVec, used: u64, max: u64) {
+    let gauge = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+    vec.with_label_values(&["used"]).set(gauge(used));
+    vec.with_label_values(&["max"]).set(gauge(max));
 }
 
 /// `compactor_model_token_ratio{model}`: the model tokens per counted token in force for each

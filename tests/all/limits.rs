@@ -4,14 +4,13 @@
 //! parse, the learned ratios' bound, `/metrics` outside the concurrency limit.
 
 use crate::server::{
-    Held, Reply, anthropic_request, call, closed_within, get_text, history, loader, serve_port,
-    settings, spawn_upstream, state,
+    Reply, anthropic_request, call, closed_within, get_text, held_state, history, serve_port,
+    settings, spawn_upstream, state, stop_server,
 };
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::http::{HeaderMap, Request, StatusCode};
-use compactor::server::{AppState, app};
-use compactor::tokens::counter_for;
+use compactor::server::app;
 use futures_util::StreamExt;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
@@ -87,14 +86,6 @@ fn json_of(answer: &str) -> Value {
     serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {answer}"))
 }
 
-async fn stop(stop: tokio::sync::oneshot::Sender<()>, server: tokio::task::JoinHandle<()>) {
-    stop.send(()).unwrap();
-    tokio::time::timeout(Duration::from_secs(20), server)
-        .await
-        .unwrap()
-        .unwrap();
-}
-
 #[tokio::test]
 async fn an_http2_connection_that_sends_no_request_is_closed_and_frees_its_place() {
     let mut s = settings(0);
@@ -125,7 +116,7 @@ async fn an_http2_connection_that_sends_no_request_is_closed_and_frees_its_place
         .expect("/healthz never got a connection")
         .unwrap();
     assert!(answer.starts_with("HTTP/1.1 200 OK"), "{answer}");
-    stop(stop_tx, server).await;
+    stop_server(stop_tx, server).await;
 }
 
 #[tokio::test]
@@ -156,7 +147,7 @@ async fn an_idle_http2_connection_is_closed_after_its_last_request() {
     // The answer's HEADERS and DATA, then the GOAWAY of the idle close.
     assert!(types.contains(&1) && types.contains(&0), "{types:?}");
     assert!(types.contains(&7), "{types:?}");
-    stop(stop_tx, server).await;
+    stop_server(stop_tx, server).await;
 }
 
 #[tokio::test]
@@ -209,7 +200,7 @@ async fn a_trickled_body_holds_no_concurrency_place_and_is_cut_at_the_body_timeo
             "the client's request body was not received whole within 4 s (server.body_timeout_secs)"})
     );
     trickle.abort();
-    stop(stop_tx, server).await;
+    stop_server(stop_tx, server).await;
 }
 
 #[tokio::test]
@@ -255,7 +246,7 @@ async fn a_pass_through_body_slower_than_the_minimum_rate_is_cut_with_a_408() {
     // The upstream never got a whole request.
     assert!(seen.lock().unwrap().is_empty());
     trickle.abort();
-    stop(stop_tx, server).await;
+    stop_server(stop_tx, server).await;
 }
 
 #[tokio::test]
@@ -281,7 +272,7 @@ async fn a_stalled_client_body_is_a_408_that_says_so_on_every_kind_of_route() {
             "{path}"
         );
     }
-    stop(stop_tx, server).await;
+    stop_server(stop_tx, server).await;
 }
 
 /// An upstream that counts the body it receives (never buffering it) and answers with the
@@ -359,7 +350,7 @@ async fn too_many_headers_get_a_json_431_up_to_hypers_own_bound() {
     let answer = raw_http1(addr, request(400).as_bytes()).await;
     assert!(answer.starts_with("HTTP/1.1 431"), "{answer}");
     assert!(answer.ends_with("\r\n\r\n"), "{answer}");
-    stop(stop_tx, server).await;
+    stop_server(stop_tx, server).await;
 }
 
 #[tokio::test]
@@ -416,20 +407,12 @@ async fn a_pass_through_request_reaches_the_upstream_with_its_own_headers_only()
     let message = json_of(&answer)["error"]["message"].to_string();
     assert!(message.contains("GET /v1/realtime"), "{message}");
     assert_eq!(seen.lock().unwrap().len(), 2);
-    stop(stop_tx, server).await;
+    stop_server(stop_tx, server).await;
 }
 
 #[tokio::test]
 async fn the_api_routes_parse_their_bodies_on_the_compaction_pool() {
-    let barrier = Arc::new(std::sync::Barrier::new(2));
-    let mut s = settings(2000);
-    s.server.compaction_workers = 1;
-    let pipeline = compactor::Compactor::with_parts(
-        s.clone(),
-        counter_for(Default::default()),
-        vec![Box::new(Held(barrier.clone()))],
-    );
-    let app_state = AppState::with_compactor(s, loader(), None, pipeline).unwrap();
+    let (app_state, barrier) = held_state();
     let router = app(app_state.clone());
     let post = |path: &'static str, body: String| {
         let router = router.clone();
@@ -498,14 +481,7 @@ async fn the_learned_ratios_and_their_metrics_series_stay_under_their_byte_bound
 #[tokio::test]
 async fn metrics_answer_while_the_limit_is_held_and_show_the_store_bound_without_redis() {
     let gate = Arc::new(tokio::sync::Notify::new());
-    let (upstream, _) = spawn_upstream(Reply {
-        status: 200,
-        headers: vec![("content-type", "text/event-stream")],
-        chunks: crate::server::EVENTS.to_vec(),
-        gate: Some(gate.clone()),
-        delay: Duration::ZERO,
-    })
-    .await;
+    let (upstream, _) = spawn_upstream(Reply::gated_events(gate.clone())).await;
     // Redis is a closed port from the start.
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = closed.local_addr().unwrap().port();

@@ -495,6 +495,17 @@ pub(crate) struct Reply {
 }
 
 impl Reply {
+    /// The SSE [`EVENTS`], the second held until `gate` is notified.
+    pub(crate) fn gated_events(gate: Arc<Notify>) -> Reply {
+        Reply {
+            status: 200,
+            headers: vec![("content-type", "text/event-stream")],
+            chunks: EVENTS.to_vec(),
+            gate: Some(gate),
+            delay: Duration::ZERO,
+        }
+    }
+
     pub(crate) fn json(status: u16, body: &'static str) -> Reply {
         Reply {
             status,
@@ -733,7 +744,7 @@ async fn proxy_forwards_a_responses_body_with_previous_response_id_as_it_came() 
     );
 }
 
-pub(crate) const EVENTS: [&str; 3] = [
+const EVENTS: [&str; 3] = [
     "event: message_start\ndata: {\"type\":\"message_start\"}\n\n",
     "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"delta\":{\"text\":\"Hi\"}}\n\n",
     "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
@@ -1071,14 +1082,7 @@ async fn count_tokens_is_forwarded_with_the_same_compaction_as_messages() {
 #[tokio::test]
 async fn one_concurrency_limit_holds_until_a_streamed_answer_ends() {
     let gate = Arc::new(Notify::new());
-    let (upstream, seen) = spawn_upstream(Reply {
-        status: 200,
-        headers: vec![("content-type", "text/event-stream")],
-        chunks: EVENTS.to_vec(),
-        gate: Some(gate.clone()),
-        delay: Duration::ZERO,
-    })
-    .await;
+    let (upstream, seen) = spawn_upstream(Reply::gated_events(gate.clone())).await;
     let mut s = settings(0);
     s.server.anthropic_upstream = upstream;
     s.server.concurrency_limit = 1;
@@ -1126,14 +1130,7 @@ async fn one_concurrency_limit_holds_until_a_streamed_answer_ends() {
 #[tokio::test]
 async fn a_stalled_upstream_stream_is_cut_after_the_read_timeout() {
     let gate = Arc::new(Notify::new());
-    let (upstream, _) = spawn_upstream(Reply {
-        status: 200,
-        headers: vec![("content-type", "text/event-stream")],
-        chunks: EVENTS.to_vec(),
-        gate: Some(gate),
-        delay: Duration::ZERO,
-    })
-    .await;
+    let (upstream, _) = spawn_upstream(Reply::gated_events(gate)).await;
     let mut s = settings(0);
     s.server.anthropic_upstream = upstream;
     s.server.upstream_read_timeout_secs = 1;
@@ -1155,7 +1152,7 @@ async fn a_stalled_upstream_stream_is_cut_after_the_read_timeout() {
 }
 
 /// A compaction that holds its worker until released: proves where compaction runs.
-pub(crate) struct Held(pub(crate) Arc<std::sync::Barrier>);
+struct Held(Arc<std::sync::Barrier>);
 
 #[async_trait::async_trait]
 impl compactor::strategy::Strategy for Held {
@@ -1174,8 +1171,8 @@ impl compactor::strategy::Strategy for Held {
     }
 }
 
-#[tokio::test]
-async fn healthz_answers_while_compaction_holds_its_worker() {
+/// A state with one compaction worker whose strategy is [`Held`] on the returned barrier.
+pub(crate) fn held_state() -> (AppState, Arc<std::sync::Barrier>) {
     let barrier = Arc::new(std::sync::Barrier::new(2));
     let mut s = settings(2000);
     s.server.compaction_workers = 1;
@@ -1184,7 +1181,14 @@ async fn healthz_answers_while_compaction_holds_its_worker() {
         counter_for(Default::default()),
         vec![Box::new(Held(barrier.clone()))],
     );
-    let router = app(AppState::with_compactor(s, loader(), None, pipeline).unwrap());
+    let state = AppState::with_compactor(s, loader(), None, pipeline).unwrap();
+    (state, barrier)
+}
+
+#[tokio::test]
+async fn healthz_answers_while_compaction_holds_its_worker() {
+    let (held, barrier) = held_state();
+    let router = app(held);
     let busy = {
         let router = router.clone();
         tokio::spawn(async move {
@@ -1278,8 +1282,16 @@ async fn slow_headers_and_idle_connections_are_closed() {
         .await
         .unwrap();
     assert!(String::from_utf8_lossy(&got).starts_with("HTTP/1.1 200 OK"));
+    stop_server(stop, server).await;
+}
+
+/// Stops a server of [`serve_port`] and waits (at most 20 s) for it to return.
+pub(crate) async fn stop_server(
+    stop: tokio::sync::oneshot::Sender<()>,
+    server: tokio::task::JoinHandle<()>,
+) {
     stop.send(()).unwrap();
-    tokio::time::timeout(Duration::from_secs(10), server)
+    tokio::time::timeout(Duration::from_secs(20), server)
         .await
         .unwrap()
         .unwrap();
@@ -1289,14 +1301,7 @@ async fn slow_headers_and_idle_connections_are_closed() {
 async fn shutdown_does_not_wait_past_its_deadline_for_a_stalled_stream() {
     use tokio::io::AsyncWriteExt;
     let gate = Arc::new(Notify::new());
-    let (upstream, seen) = spawn_upstream(Reply {
-        status: 200,
-        headers: vec![("content-type", "text/event-stream")],
-        chunks: EVENTS.to_vec(),
-        gate: Some(gate),
-        delay: Duration::ZERO,
-    })
-    .await;
+    let (upstream, seen) = spawn_upstream(Reply::gated_events(gate)).await;
     let mut s = settings(0);
     s.server.anthropic_upstream = upstream;
     s.server.shutdown_timeout_secs = 1;
