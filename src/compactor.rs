@@ -157,6 +157,11 @@ impl Compactor {
         self.calibration.learned()
     }
 
+    /// The estimated bytes of the learned ratios and their bound (`[tokens] learned_bytes`).
+    pub fn learned_ratio_bytes(&self) -> (u64, u64) {
+        self.calibration.learned_bytes()
+    }
+
     /// The counter of `tokenizer`: the configured one, or one of the other vocabulary.
     pub(crate) fn counter_of(&self, tokenizer: Tokenizer) -> &dyn TokenCounter {
         if tokenizer == self.tokenizer {
@@ -255,6 +260,7 @@ impl Host for Compactor {
 fn calibration_of(settings: &Settings) -> Calibration {
     let t = &settings.tokens;
     Calibration::new(t.tokenizer, &t.model, t.models.clone(), t.learn)
+        .with_learned_bytes(t.learned_bytes)
 }
 
 #[cfg(test)]

@@ -18,6 +18,40 @@ pub mod store;
 pub use server::ServerSettings;
 pub use store::StoreSettings;
 
+/// The longest time any duration key takes, in seconds (one day): every `*_secs` and
+/// `*_ms` key of `[server]`, `[store]` (but `ttl_secs`), `[llm]` and `[summary]` is checked
+/// against it, so no `Instant + Duration` of the service or the library can overflow.
+pub const MAX_SECS: u64 = 86_400;
+
+/// `secs` of `key` in `1..=MAX_SECS`, else `(key, message)`.
+pub(crate) fn check_secs(key: &'static str, secs: u64) -> Result<(), (&'static str, String)> {
+    if secs == 0 || secs > MAX_SECS {
+        return Err((
+            key,
+            format!("must be 1 to {MAX_SECS} seconds (one day), found {secs}"),
+        ));
+    }
+    Ok(())
+}
+
+/// `secs` of `key` finite and in `(0, MAX_SECS]` (`[0, MAX_SECS]` with `zero`), else
+/// `(key, message)`.
+pub(crate) fn check_secs_f64(
+    key: &'static str,
+    secs: f64,
+    zero: bool,
+) -> Result<(), (&'static str, String)> {
+    let low_ok = if zero { secs >= 0.0 } else { secs > 0.0 };
+    if !(low_ok && secs <= MAX_SECS as f64) {
+        let low = if zero { ">= 0" } else { "> 0" };
+        return Err((
+            key,
+            format!("must be {low} and at most {MAX_SECS} seconds (one day), found {secs}"),
+        ));
+    }
+    Ok(())
+}
+
 /// The built-in defaults: `config/compactor.toml`, documented key by key.
 pub const DEFAULT_CONFIG: &str = include_str!("../config/compactor.toml");
 
@@ -160,6 +194,15 @@ pub struct TokenSettings {
     /// Learn each calibrated model's ratio from the provider's `usage` (the proxy does).
     #[serde(default = "yes")]
     pub learn: bool,
+    /// Bound of the learned ratios, in bytes (each weighs its model name plus
+    /// [`crate::tokens::model::LEARNED_ENTRY_BYTES`]; the least used evicted first); also
+    /// bounds the `compactor_model_token_ratio` series of `/metrics`, one per ratio kept.
+    #[serde(default = "learned_bytes")]
+    pub learned_bytes: u64,
+}
+
+fn learned_bytes() -> u64 {
+    crate::tokens::model::DEFAULT_LEARNED_BYTES
 }
 
 /// Checked settings.
@@ -225,6 +268,7 @@ fn builtin() -> Settings {
             model: String::new(),
             models: Default::default(),
             learn: true,
+            learned_bytes: learned_bytes(),
         },
         truncate: TruncateConfig::default(),
         microcompact: MicrocompactConfig::default(),
@@ -303,6 +347,33 @@ impl Loader {
     pub fn load(&self) -> Result<Settings, ConfigError> {
         let name = self.preset.clone().unwrap_or_else(|| "default".into());
         let (preset_name, preset_text) = self.find_preset(&name)?;
+        // A number TOML cannot hold fails the parse with a message naming no key: named here.
+        let file_text = self
+            .file
+            .as_ref()
+            .and_then(|f| std::fs::read_to_string(f).ok().map(|t| (f, t)));
+        let texts = file_text
+            .iter()
+            .map(|(f, t)| (format!("config file {}", f.display()), t.as_str()))
+            .chain(std::iter::once((
+                format!("preset {preset_name}"),
+                preset_text.as_str(),
+            )));
+        for (origin, text) in texts {
+            if let Some((key, literal)) = oversized_integer(text) {
+                return Err(ConfigError::In {
+                    origin,
+                    source: Box::new(ConfigError::Invalid {
+                        key,
+                        message: format!(
+                            "{literal} is larger than a TOML integer can be ({}); see the \
+                             key's documented range",
+                            i64::MAX
+                        ),
+                    }),
+                });
+            }
+        }
         let preset = || File::from_str(&preset_text, FileFormat::Toml);
         let file = || {
             self.file
@@ -417,6 +488,38 @@ impl Loader {
     }
 }
 
+/// The first `key = INTEGER` of `text` whose decimal integer does not fit TOML's 64-bit
+/// signed integers, as `(section.key, literal)` (the `config` crate's parse error for it names
+/// no key: "number too large to fit in target type"). Tables are followed by their `[header]`
+/// lines; anything else (strings, arrays, inline tables) is left to the parser.
+fn oversized_integer(text: &str) -> Option<(String, String)> {
+    let mut section = String::new();
+    for line in text.lines() {
+        let line = line.split('#').next().unwrap_or_default().trim();
+        if let Some(header) = line.strip_prefix('[') {
+            section = header.trim_matches(['[', ']', ' ']).replace([' ', '"'], "");
+            continue;
+        }
+        let Some((key, value)) = line.split_once('=') else {
+            continue;
+        };
+        let digits = value.trim().trim_start_matches(['+', '-']).replace('_', "");
+        if !digits.is_empty()
+            && digits.bytes().all(|b| b.is_ascii_digit())
+            && value.trim().replace('_', "").parse::<i64>().is_err()
+        {
+            let key = key.trim().trim_matches('"');
+            let dotted = if section.is_empty() {
+                key.to_string()
+            } else {
+                format!("{section}.{key}")
+            };
+            return Some((dotted, value.trim().to_string()));
+        }
+    }
+    None
+}
+
 fn defaults() -> config::ConfigBuilder<config::builder::DefaultState> {
     Config::builder().add_source(File::from_str(DEFAULT_CONFIG, FileFormat::Toml))
 }
@@ -500,22 +603,15 @@ fn check(raw: RawSettings, preset: String, extra: &[String]) -> Result<Settings,
     if sm.max_summary_tokens == 0 {
         return Err(invalid("summary.max_summary_tokens", "must be > 0".into()));
     }
-    if !(sm.cooldown_secs >= 0.0 && sm.cooldown_secs.is_finite()) {
-        return Err(invalid(
-            "summary.cooldown_secs",
-            format!("must be >= 0, found {}", sm.cooldown_secs),
-        ));
-    }
+    let named = |(key, message): (&str, String)| invalid(key, message);
+    check_secs_f64("summary.cooldown_secs", sm.cooldown_secs, true).map_err(named)?;
     if let Some(llm) = &raw.llm {
         if llm.model.trim().is_empty() {
             return Err(invalid("llm.model", "must not be empty".into()));
         }
-        if !(llm.timeout_secs > 0.0 && llm.timeout_secs.is_finite()) {
-            return Err(invalid(
-                "llm.timeout_secs",
-                format!("must be > 0, found {}", llm.timeout_secs),
-            ));
-        }
+        check_secs_f64("llm.timeout_secs", llm.timeout_secs, false).map_err(named)?;
+        check_secs_f64("llm.breaker_cooldown_secs", llm.breaker_cooldown_secs, true)
+            .map_err(named)?;
         if llm.context_window <= sm.max_summary_tokens {
             return Err(invalid(
                 "llm.context_window",
@@ -674,13 +770,7 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join("range.toml");
         std::fs::write(&file, "[budget]\ntrigger = 0.5\ntarget = 0.7\n").unwrap();
-        let err = Loader {
-            file: Some(file.clone()),
-            ..loader()
-        }
-        .load()
-        .unwrap_err()
-        .to_string();
+        let err = load_error(&file);
         assert_eq!(
             err,
             format!(
@@ -690,12 +780,101 @@ mod tests {
         );
     }
 
+    /// The error of loading `file` over the built-in defaults.
+    fn load_error(file: &Path) -> String {
+        Loader {
+            file: Some(file.to_path_buf()),
+            ..loader()
+        }
+        .load()
+        .unwrap_err()
+        .to_string()
+    }
+
     fn file_with(tag: &str, text: &str) -> PathBuf {
         let dir = std::env::temp_dir().join(format!("compactor-cfg-{tag}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join(format!("{tag}.toml"));
         std::fs::write(&file, text).unwrap();
         file
+    }
+
+    #[test]
+    fn every_duration_is_bounded_by_a_day_and_names_its_key() {
+        for (text, key) in [
+            (
+                "[server]\nheader_read_timeout_secs = 9223372036854775807\n",
+                "server.header_read_timeout_secs",
+            ),
+            (
+                "[server]\nidle_timeout_secs = 86401\n",
+                "server.idle_timeout_secs",
+            ),
+            (
+                "[server]\nbody_timeout_secs = 0\n",
+                "server.body_timeout_secs",
+            ),
+            (
+                "[server]\nshutdown_timeout_secs = 100000000\n",
+                "server.shutdown_timeout_secs",
+            ),
+            (
+                "[server]\nsummary_budget_secs = 1e300\n",
+                "server.summary_budget_secs",
+            ),
+            (
+                "[store]\ntimeout_ms = 9223372036854775807\n",
+                "store.timeout_ms",
+            ),
+            (
+                "[store]\nretry_secs = 9223372036854775807\n",
+                "store.retry_secs",
+            ),
+            (
+                "[summary]\ncooldown_secs = 1e300\n",
+                "summary.cooldown_secs",
+            ),
+            (
+                "[llm]\nprovider = \"openai\"\nmodel = \"m\"\ntimeout_secs = 1e300\n",
+                "llm.timeout_secs",
+            ),
+        ] {
+            let file = file_with("secs", text);
+            let err = load_error(&file);
+            assert!(
+                err.starts_with(&format!(
+                    "config file {}: configuration: {key}: must be",
+                    file.display()
+                )),
+                "{text}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_integer_too_large_for_toml_is_an_error_naming_its_key() {
+        let file = file_with(
+            "huge",
+            "[server] # the service\nrequest_timeout_secs = 18446744073709551615\n",
+        );
+        let err = load_error(&file);
+        assert_eq!(
+            err,
+            format!(
+                "config file {}: configuration: server.request_timeout_secs: \
+                 18446744073709551615 is larger than a TOML integer can be \
+                 (9223372036854775807); see the key's documented range",
+                file.display()
+            )
+        );
+        assert_eq!(
+            oversized_integer("a = 1\n[x.y]\nb = -9_223_372_036_854_775_809\nc = 2"),
+            Some(("x.y.b".into(), "-9_223_372_036_854_775_809".into()))
+        );
+        assert_eq!(
+            oversized_integer("a = 9223372036854775807\nb = \"99999999999999999999\""),
+            None
+        );
     }
 
     #[test]

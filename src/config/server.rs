@@ -35,9 +35,27 @@ pub struct ServerSettings {
     /// Seconds a connection may stay open with no request in flight; then it is closed.
     #[serde(default = "defaults::thirty")]
     pub idle_timeout_secs: u64,
-    /// Seconds allowed between two chunks of a request body; over it the request fails.
+    /// Seconds allowed between two chunks of a request body; over it the request fails
+    /// (408 `body_timeout`).
     #[serde(default = "defaults::thirty")]
     pub body_read_timeout_secs: u64,
+    /// Seconds a route that reads its body whole (`/v1/messages`, `/v1/messages/count_tokens`,
+    /// `/v1/chat/completions`, `/v1/responses`, `/v1/compact`, `/v1/count_tokens`,
+    /// `/v1/validate`) may take to receive all of it, from the request's start; over it: 408
+    /// `body_timeout`. A pass-through body (streamed to the upstream, any size) gets this long
+    /// plus one second for every `body_min_rate_bytes` received.
+    #[serde(default = "defaults::thirty")]
+    pub body_timeout_secs: u64,
+    /// Pass-through request bodies: the rate, in bytes per second, that extends
+    /// `body_timeout_secs` (a body slower than this on average is cut once it is past that
+    /// deadline: 408 `body_timeout`).
+    #[serde(default = "defaults::body_min_rate_bytes")]
+    pub body_min_rate_bytes: u64,
+    /// Bound of the request bodies being read at once on the routes that read them whole, in
+    /// bytes (these do not hold a `concurrency_limit` place while their body comes in); a
+    /// chunk waits while the bound is reached. At least `body_limit_bytes`.
+    #[serde(default = "defaults::body_buffer_bytes")]
+    pub body_buffer_bytes: u64,
     /// Seconds allowed between two chunks of an upstream answer once its headers came; over
     /// it the answer to the client ends (the stream is cut, the connection closed).
     #[serde(default = "defaults::upstream_read_timeout_secs")]
@@ -65,6 +83,11 @@ pub struct ServerSettings {
     /// answer is a JSON 431 (`headers_too_large`).
     #[serde(default = "defaults::max_header_bytes")]
     pub max_header_bytes: usize,
+    /// Most header fields a request may carry; over it the answer is a JSON 431
+    /// (`too_many_headers`). HTTP/1 requests with more than four times as many are refused by
+    /// hyper itself with an empty 431 (its parser's bound).
+    #[serde(default = "defaults::max_headers")]
+    pub max_headers: usize,
     /// Bound of the proxy's replay cache (what it sent for a body it has seen byte for byte,
     /// see `server::replay`), in bytes of outgoing bodies and headers (least recently used
     /// evicted first). `0`: no replay cache.
@@ -77,6 +100,9 @@ pub struct ServerSettings {
     #[serde(default = "defaults::read_cache_bytes")]
     pub read_cache_bytes: u64,
 }
+
+/// The largest `max_headers` accepted (hyper's parser is given four times it).
+pub const MAX_HEADERS: usize = 10_000;
 
 mod defaults {
     pub fn compaction_workers() -> usize {
@@ -103,6 +129,15 @@ mod defaults {
     pub fn max_header_bytes() -> usize {
         64 * 1024
     }
+    pub fn max_headers() -> usize {
+        100
+    }
+    pub fn body_min_rate_bytes() -> u64 {
+        8 * 1024
+    }
+    pub fn body_buffer_bytes() -> u64 {
+        256 * 1024 * 1024
+    }
     pub fn replay_cache_bytes() -> u64 {
         64 * 1024 * 1024
     }
@@ -125,6 +160,9 @@ impl Default for ServerSettings {
             header_read_timeout_secs: defaults::thirty(),
             idle_timeout_secs: defaults::thirty(),
             body_read_timeout_secs: defaults::thirty(),
+            body_timeout_secs: defaults::thirty(),
+            body_min_rate_bytes: defaults::body_min_rate_bytes(),
+            body_buffer_bytes: defaults::body_buffer_bytes(),
             upstream_read_timeout_secs: defaults::upstream_read_timeout_secs(),
             max_connections: defaults::max_connections(),
             memory_bytes: defaults::memory_bytes(),
@@ -132,6 +170,7 @@ impl Default for ServerSettings {
             summary_budget_secs: defaults::summary_budget_secs(),
             token_cache_bytes: defaults::token_cache_bytes(),
             max_header_bytes: defaults::max_header_bytes(),
+            max_headers: defaults::max_headers(),
             replay_cache_bytes: defaults::replay_cache_bytes(),
             read_cache_bytes: defaults::read_cache_bytes(),
         }
@@ -157,38 +196,57 @@ impl ServerSettings {
         if self.body_limit_bytes == 0 {
             return Err(("server.body_limit_bytes", "must be > 0".into()));
         }
-        if self.request_timeout_secs == 0 {
-            return Err(("server.request_timeout_secs", "must be > 0".into()));
-        }
-        if self.concurrency_limit == 0 {
-            return Err(("server.concurrency_limit", "must be > 0".into()));
-        }
-        for (key, n) in [
-            ("server.compaction_workers", self.compaction_workers as u64),
+        for (key, secs) in [
+            ("server.request_timeout_secs", self.request_timeout_secs),
             (
                 "server.header_read_timeout_secs",
                 self.header_read_timeout_secs,
             ),
             ("server.idle_timeout_secs", self.idle_timeout_secs),
             ("server.body_read_timeout_secs", self.body_read_timeout_secs),
+            ("server.body_timeout_secs", self.body_timeout_secs),
             (
                 "server.upstream_read_timeout_secs",
                 self.upstream_read_timeout_secs,
             ),
+            ("server.shutdown_timeout_secs", self.shutdown_timeout_secs),
+        ] {
+            super::check_secs(key, secs)?;
+        }
+        if self.concurrency_limit == 0 {
+            return Err(("server.concurrency_limit", "must be > 0".into()));
+        }
+        for (key, n) in [
+            ("server.compaction_workers", self.compaction_workers as u64),
             ("server.max_connections", self.max_connections as u64),
             ("server.memory_bytes", self.memory_bytes),
-            ("server.shutdown_timeout_secs", self.shutdown_timeout_secs),
             ("server.token_cache_bytes", self.token_cache_bytes as u64),
             ("server.max_header_bytes", self.max_header_bytes as u64),
+            ("server.max_headers", self.max_headers as u64),
+            ("server.body_min_rate_bytes", self.body_min_rate_bytes),
         ] {
             if n == 0 {
                 return Err((key, "must be > 0".into()));
             }
         }
-        if !(self.summary_budget_secs > 0.0 && self.summary_budget_secs.is_finite()) {
+        super::check_secs_f64(
+            "server.summary_budget_secs",
+            self.summary_budget_secs,
+            false,
+        )?;
+        if self.body_buffer_bytes < self.body_limit_bytes as u64 {
             return Err((
-                "server.summary_budget_secs",
-                format!("must be > 0, found {}", self.summary_budget_secs),
+                "server.body_buffer_bytes",
+                format!(
+                    "must be at least server.body_limit_bytes ({}), found {}",
+                    self.body_limit_bytes, self.body_buffer_bytes
+                ),
+            ));
+        }
+        if self.max_headers > MAX_HEADERS {
+            return Err((
+                "server.max_headers",
+                format!("must be at most {MAX_HEADERS}, found {}", self.max_headers),
             ));
         }
         for (key, url) in [

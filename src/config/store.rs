@@ -3,6 +3,9 @@
 
 use serde::{Deserialize, Serialize};
 
+/// The longest `ttl_secs` accepted (a year).
+pub const MAX_TTL_SECS: u64 = 365 * 86_400;
+
 /// `[store]` settings (all optional; no `redis_url` = in-process only).
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
@@ -57,13 +60,39 @@ impl StoreSettings {
             return Err(("store.redis_url", "not a redis:// or rediss:// URL".into()));
         }
         for (key, n) in [
-            ("store.ttl_secs", self.ttl_secs),
             ("store.max_bytes", self.max_bytes),
             ("store.max_entry_bytes", self.max_entry_bytes),
-            ("store.timeout_ms", self.timeout_ms),
         ] {
             if n == 0 {
                 return Err((key, "must be > 0".into()));
+            }
+        }
+        let day = super::MAX_SECS;
+        for (key, n, min, max, unit) in [
+            (
+                "store.ttl_secs",
+                self.ttl_secs,
+                1,
+                MAX_TTL_SECS,
+                "seconds (a year)",
+            ),
+            (
+                "store.timeout_ms",
+                self.timeout_ms,
+                1,
+                day * 1000,
+                "milliseconds (one day)",
+            ),
+            (
+                "store.retry_secs",
+                self.retry_secs,
+                0,
+                day,
+                "seconds (one day)",
+            ),
+        ] {
+            if !(min..=max).contains(&n) {
+                return Err((key, format!("must be {min} to {max} {unit}, found {n}")));
             }
         }
         if self.key_prefix.is_empty() || self.key_prefix.contains(['{', '}']) {

@@ -3,7 +3,8 @@
 //! ```text
 //! summary strategy -> Summarizer::complete(SummaryRequest) -> anthropic.rs  POST {base}/v1/messages
 //!                                                          -> openai.rs     POST {base}/v1/chat/completions
-//!                     (timeout per attempt; bounded retries on 429/5xx honouring retry-after)
+//!                     (timeout per attempt; bounded retries on 429/5xx honouring retry-after,
+//!                      and on transport failures)
 //! ```
 //!
 //! The strategy decides *what* to send (a pure planner); this module only sends it. The API key is
@@ -163,7 +164,8 @@ pub struct LlmConfig {
     /// Timeout of one attempt, in seconds.
     #[serde(default = "defaults::timeout_secs")]
     pub timeout_secs: f64,
-    /// Retries after a 429 or 5xx answer.
+    /// Retries after a 429 or 5xx answer or a transport failure (connection refused, reset or
+    /// cut before the answer was read).
     #[serde(default = "defaults::retries")]
     pub retries: u32,
     /// The summarizer model's context window, in tokens (prompt + answer).
@@ -336,8 +338,10 @@ pub(crate) fn snippet(body: &str) -> String {
 /// Longest wait honoured from a `retry-after` header.
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 
-/// Posts `body` to `url` with `headers`, retrying 429 and 5xx answers up to `config.retries`
-/// times with exponential backoff (0.5 s, 1 s, 2 s, …) or the server's `retry-after` seconds.
+/// Posts `body` to `url` with `headers`, retrying 429 and 5xx answers and transport failures
+/// (connection refused, reset or cut: [`LlmError::Transport`]; not timeouts, not answers over
+/// the cap) up to `config.retries` times with exponential backoff (0.5 s, 1 s, 2 s, …) or the
+/// server's `retry-after` seconds.
 /// Every attempt passes `breaker` first (an open circuit also stops the retries) and is counted
 /// by the scope's observer. Returns the body of the first successful answer, read up to
 /// `config.max_answer_bytes`.
@@ -374,6 +378,16 @@ pub(crate) async fn post_json(
         let result = attempt_once(client, config, url, headers, body).await;
         let (status, retry_after, text) = match result {
             Ok(answer) => answer,
+            // A connection refused, reset or cut is as transient as a 503: retried.
+            Err(e @ LlmError::Transport { .. }) if attempt < config.retries => {
+                ticket.failed();
+                drop(counted);
+                let backoff = Duration::from_millis(500u64 << attempt.min(6));
+                tracing::warn!(error = %e, attempt, ?backoff, "summarizer: retrying");
+                tokio::time::sleep(backoff).await;
+                attempt += 1;
+                continue;
+            }
             Err(e) => {
                 ticket.failed();
                 return Err(e);

@@ -1,14 +1,25 @@
 //! The JSON API: compact, count tokens, validate; health and metrics.
+//!
+//! ```text
+//! body (read whole by server::body) -> compaction pool: parse the JSON, read the history,
+//!   compact / count / validate, write the answer's JSON, drop the parsed copies
+//!   -> the answer's bytes back on the async worker
+//! ```
+//! A 4 MB body of 20,000 messages is tens of milliseconds of parsing: on the async workers
+//! it would stall `/healthz` (docs/service.md, "Nothing stalls it").
 
-use super::{ApiJson, AppError, AppState};
+use super::error::parse_json;
+use super::{AppError, AppState};
 use crate::conversation::Conversation;
 use crate::format::{Format, detect::guess_format};
 use crate::guard::{self, ValidateOptions};
 use crate::tokens::TokenCounter;
 use axum::Json;
 use axum::extract::State;
+use axum::extract::rejection::BytesRejection;
 use axum::http::header::CONTENT_TYPE;
-use axum::response::IntoResponse;
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use std::borrow::Cow;
@@ -100,28 +111,42 @@ where
     }
 }
 
+/// The JSON answer of an API route, written on the pool.
+fn json_answer(value: &Value) -> Result<Bytes, AppError> {
+    serde_json::to_vec(value)
+        .map(Bytes::from)
+        .map_err(|e| AppError::Internal(format!("writing the answer: {e}")))
+}
+
+/// `bytes` as an `application/json` answer.
+fn json_response(bytes: Bytes) -> Response {
+    ([(CONTENT_TYPE, "application/json")], bytes).into_response()
+}
+
 /// `POST /v1/compact`: `{"request": <compacted body, same format>, "report": ...}`.
 pub(crate) async fn compact(
     State(state): State<AppState>,
-    ApiJson(req): ApiJson<ApiRequest>,
-) -> Result<Json<Value>, AppError> {
-    if req.budget == Some(0) {
-        return Err(AppError::BadRequest {
-            code: "invalid_request",
-            message: "a budget is the number of tokens the compacted request may hold (system \
-                      prompt, tools and messages); it must be at least 1 (leave \"budget\" out \
-                      to use the configured one)"
-                .into(),
-            location: Some("budget".into()),
-        });
-    }
-    let compactor = state.compactor(req.strategy.as_deref())?;
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, AppError> {
+    let body = body?;
     let st = state.clone();
     on_pool(&state, move || async move {
-        compact_now(&st, &compactor, &req).await
+        let req: ApiRequest = parse_json(&body)?;
+        if req.budget == Some(0) {
+            return Err(AppError::BadRequest {
+                code: "invalid_request",
+                message: "a budget is the number of tokens the compacted request may hold \
+                          (system prompt, tools and messages); it must be at least 1 (leave \
+                          \"budget\" out to use the configured one)"
+                    .into(),
+                location: Some("budget".into()),
+            });
+        }
+        let compactor = st.compactor(req.strategy.as_deref())?;
+        json_answer(&compact_now(&st, &compactor, &req).await?)
     })
     .await
-    .map(Json)
+    .map(json_response)
 }
 
 async fn compact_now(
@@ -149,15 +174,18 @@ async fn compact_now(
 /// `POST /v1/count_tokens`: `{"tokens", "by_role", "messages"}`.
 pub(crate) async fn count_tokens(
     State(state): State<AppState>,
-    ApiJson(req): ApiJson<ApiRequest>,
-) -> Result<Json<Value>, AppError> {
-    let compactor = state.compactor(req.strategy.as_deref())?;
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, AppError> {
+    let body = body?;
+    let st = state.clone();
     on_pool(&state, move || async move {
+        let req: ApiRequest = parse_json(&body)?;
+        let compactor = st.compactor(req.strategy.as_deref())?;
         let (_, _, conversation) = req.read()?;
-        Ok(token_breakdown(compactor.counter(), &conversation))
+        json_answer(&token_breakdown(compactor.counter(), &conversation))
     })
     .await
-    .map(Json)
+    .map(json_response)
 }
 
 /// The token count of a conversation: the total (system prompt, tools and messages), the
@@ -184,11 +212,15 @@ pub(crate) fn token_breakdown(counter: &dyn TokenCounter, conversation: &Convers
 /// `POST /v1/validate`: `{"valid", "format", "violations": [{path, message, block, kind, text}]}`.
 pub(crate) async fn validate(
     State(state): State<AppState>,
-    ApiJson(req): ApiJson<ApiRequest>,
-) -> Result<Json<Value>, AppError> {
-    on_pool(&state, move || async move { validate_now(&req) })
-        .await
-        .map(Json)
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, AppError> {
+    let body = body?;
+    on_pool(&state, move || async move {
+        let req: ApiRequest = parse_json(&body)?;
+        json_answer(&validate_now(&req)?)
+    })
+    .await
+    .map(json_response)
 }
 
 fn validate_now(req: &ApiRequest) -> Result<Value, AppError> {
@@ -240,12 +272,19 @@ pub(crate) async fn metrics(State(state): State<AppState>) -> impl IntoResponse 
     state.metrics().read_cache(reads.bytes(), reads.max_bytes());
     if let Some(store) = state.store() {
         let bytes = store.bytes().await.ok();
-        state.metrics().store(
-            store.is_up(),
-            store.errors(),
-            bytes.map(|b| (b, state.settings().store.max_bytes)),
-        );
+        let max = state.settings().store.max_bytes;
+        state
+            .metrics()
+            .store(store.is_up(), store.errors(), bytes, max);
     }
+    let proxy = state.default_compactor();
+    let ratios: Vec<(String, f64)> = proxy
+        .learned_ratios()
+        .into_iter()
+        .map(|(model, ratio, _, _)| (model, ratio))
+        .collect();
+    let (used, max) = proxy.learned_ratio_bytes();
+    state.metrics().token_ratios(&ratios, used, max);
     (
         [(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
         state.metrics().render(),

@@ -47,12 +47,23 @@ pub enum AppError {
     /// 408: the request took longer than `server.request_timeout_secs`.
     #[error("timeout")]
     Timeout,
+    /// 408: the client's request body stalled or came too slowly (the bound is named).
+    #[error("body timeout: {0}")]
+    BodyTimeout(super::body::Stall),
     /// 413: the body is over `server.body_limit_bytes`.
     #[error("payload too large")]
     PayloadTooLarge,
     /// 431: the request's headers are over `server.max_header_bytes` (their size is named).
     #[error("request headers too large: {0} bytes")]
     HeadersTooLarge(usize),
+    /// 431: the request has more header fields than `server.max_headers` (their count is
+    /// named).
+    #[error("too many request headers: {0}")]
+    TooManyHeaders(usize),
+    /// 501: a protocol upgrade (`Upgrade: websocket`) the service does not tunnel; the route
+    /// is named.
+    #[error("upgrade not supported on {0}")]
+    UpgradeNotSupported(String),
     /// 502: the upstream could not be reached (the cause is logged).
     #[error("upstream unreachable: {0}")]
     Upstream(String),
@@ -78,9 +89,12 @@ impl AppError {
             AppError::Unauthorized => StatusCode::UNAUTHORIZED,
             AppError::NotFound { .. } => StatusCode::NOT_FOUND,
             AppError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
-            AppError::Timeout => StatusCode::REQUEST_TIMEOUT,
+            AppError::Timeout | AppError::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             AppError::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
-            AppError::HeadersTooLarge(_) => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            AppError::HeadersTooLarge(_) | AppError::TooManyHeaders(_) => {
+                StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE
+            }
+            AppError::UpgradeNotSupported(_) => StatusCode::NOT_IMPLEMENTED,
             AppError::Upstream(_) => StatusCode::BAD_GATEWAY,
             AppError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -115,7 +129,12 @@ impl AppError {
                 format!("this route does not take {method}"),
                 None,
             ),
-            AppError::Timeout => ("timeout", "the request timed out".into(), None),
+            AppError::Timeout => (
+                "timeout",
+                "the request timed out (server.request_timeout_secs)".into(),
+                None,
+            ),
+            AppError::BodyTimeout(stall) => ("body_timeout", stall.to_string(), None),
             AppError::PayloadTooLarge => (
                 "payload_too_large",
                 "the request body is over the limit (server.body_limit_bytes)".into(),
@@ -125,6 +144,19 @@ impl AppError {
                 "headers_too_large",
                 format!(
                     "the request headers are {n} bytes, over the limit (server.max_header_bytes)"
+                ),
+                None,
+            ),
+            AppError::TooManyHeaders(n) => (
+                "too_many_headers",
+                format!("the request has {n} header fields, over the limit (server.max_headers)"),
+                None,
+            ),
+            AppError::UpgradeNotSupported(route) => (
+                "upgrade_not_supported",
+                format!(
+                    "{route}: the service does not tunnel protocol upgrades (Upgrade: websocket); \
+                     connect to the provider directly for it"
                 ),
                 None,
             ),
@@ -212,25 +244,32 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
         let bytes = Bytes::from_request(req, state).await?;
-        let value: Value = serde_json::from_slice(&bytes).map_err(|e| AppError::BadRequest {
-            code: "invalid_json",
-            message: format!("the body is not JSON: {e}"),
-            location: Some(format!("line {} column {}", e.line(), e.column())),
-        })?;
-        // The path of the offending field (`budget`), beside serde's message.
-        serde_path_to_error::deserialize(value)
-            .map(ApiJson)
-            .map_err(|e| {
-                let path = e.path().to_string();
-                let mut message = e.into_inner().to_string();
-                if message.starts_with("unknown field") {
-                    message.push_str(" (a whole request body goes under \"request\")");
-                }
-                AppError::BadRequest {
-                    code: "invalid_request",
-                    message,
-                    location: (path != ".").then_some(path),
-                }
-            })
+        parse_json(&bytes).map(ApiJson)
     }
+}
+
+/// A JSON body read into `T`; errors as [`ApiJson`]'s (`invalid_json` with `line L column C`,
+/// `invalid_request` with the offending field's path).
+///
+/// # Errors
+/// [`AppError::BadRequest`].
+pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, AppError> {
+    let value: Value = serde_json::from_slice(bytes).map_err(|e| AppError::BadRequest {
+        code: "invalid_json",
+        message: format!("the body is not JSON: {e}"),
+        location: Some(format!("line {} column {}", e.line(), e.column())),
+    })?;
+    // The path of the offending field (`budget`), beside serde's message.
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        let mut message = e.into_inner().to_string();
+        if message.starts_with("unknown field") {
+            message.push_str(" (a whole request body goes under \"request\")");
+        }
+        AppError::BadRequest {
+            code: "invalid_request",
+            message,
+            location: (path != ".").then_some(path),
+        }
+    })
 }

@@ -2,14 +2,22 @@
 //!
 //! ```text
 //! accept (waits while server.max_connections are open)
-//!   -> hyper auto (HTTP/1 + HTTP/2), header_read_timeout on HTTP/1
-//!   -> per connection: requests in flight counted (a streamed answer counts to its end);
-//!      none in flight for idle_timeout -> graceful close
+//!   -> hyper auto (HTTP/1 + HTTP/2 by prior knowledge); HTTP/1 header_read_timeout (hyper's)
+//!   -> per connection, whatever the protocol: requests in flight counted (a streamed answer
+//!      counts to its end);
+//!      no request begun within header_read_timeout (and idle_timeout) of the accept,
+//!      or none in flight for idle_timeout since the last one ended -> graceful close
+//!      (HTTP/1: close after the answer; HTTP/2: GOAWAY, then hyper waits for a PING's answer)
+//!      graceful close, and nothing in flight for CLOSE_GRACE more -> the connection is cut
 //! ctrl-c / SIGTERM -> stop accepting, close idle connections, let the rest finish for
 //!                     shutdown_timeout, then return (what is left is cut)
 //! ```
 //! `axum::serve` has none of these knobs, so the loop is written here on hyper-util's
-//! connection builder.
+//! connection builder. HTTP/2 needs the connection-level clock: hyper's HTTP/2 keep-alive
+//! PINGs find dead peers only, and an HTTP/2 connection that sends its preface and SETTINGS
+//! (PINGs even) but no request is idle for as long as it likes; its graceful close waits for
+//! an answer to hyper's PING that such a peer never sends, hence the cut after
+//! [`CLOSE_GRACE`].
 
 use super::guarded::hold_until_end;
 use super::{AppState, app};
@@ -31,13 +39,41 @@ use tower::ServiceExt;
 /// hyper's default HTTP/1 read buffer bound (its `DEFAULT_MAX_BUFFER_SIZE`, 8 KiB + 400 KiB).
 const HYPER_DEFAULT_BUF: usize = 8192 + 4096 * 100;
 
+/// How long a connection asked to close gracefully (idle, no first request, shutdown) may
+/// stay open with nothing in flight before it is cut: an HTTP/2 peer that never answers the
+/// GOAWAY's PING would otherwise hold it forever.
+pub const CLOSE_GRACE: Duration = Duration::from_secs(5);
+
 /// Requests in flight on one connection and when the last one ended.
 struct Activity {
     active: AtomicUsize,
     last: Mutex<Instant>,
+    /// Whether a request has begun on the connection.
+    begun: std::sync::atomic::AtomicBool,
 }
 
 impl Activity {
+    fn new() -> Activity {
+        Activity {
+            active: AtomicUsize::new(0),
+            last: Mutex::new(Instant::now()),
+            begun: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    /// How long the connection may still wait with nothing in flight before it is closed:
+    /// `first` (no request begun yet: the accept's header deadline) or `idle` since the last
+    /// request ended; `None` while something is in flight.
+    fn left(&self, first: Duration, idle: Duration) -> Option<Duration> {
+        let for_ = self.idle_for()?;
+        let limit = if self.begun.load(Ordering::SeqCst) {
+            idle
+        } else {
+            first.min(idle)
+        };
+        Some(limit.saturating_sub(for_))
+    }
+
     /// How long the connection has had nothing in flight (`None`: something is in flight).
     fn idle_for(&self) -> Option<Duration> {
         if self.active.load(Ordering::SeqCst) > 0 {
@@ -56,6 +92,7 @@ struct InFlight(Arc<Activity>);
 
 impl InFlight {
     fn enter(a: &Arc<Activity>) -> InFlight {
+        a.begun.store(true, Ordering::SeqCst);
         a.active.fetch_add(1, Ordering::SeqCst);
         InFlight(a.clone())
     }
@@ -90,11 +127,16 @@ pub async fn serve_on(
     let header_read = Duration::from_secs(server.header_read_timeout_secs);
     // hyper answers an empty 431 past its read buffer: keep that far above our own limit,
     // so headers over `max_header_bytes` get the service's JSON 431.
-    let buf_size = server
-        .max_header_bytes
-        .saturating_mul(4)
-        .max(HYPER_DEFAULT_BUF);
-    let idle = Duration::from_secs(server.idle_timeout_secs);
+    let limits = Limits {
+        header_read,
+        idle: Duration::from_secs(server.idle_timeout_secs),
+        buf_size: server
+            .max_header_bytes
+            .saturating_mul(4)
+            .max(HYPER_DEFAULT_BUF),
+        // hyper answers an empty 431 past these too: the service's JSON 431 comes first.
+        max_headers: server.max_headers.saturating_mul(4).max(100),
+    };
     let (closing_tx, closing_rx) = watch::channel(false);
     tokio::pin!(shutdown);
     loop {
@@ -120,7 +162,7 @@ pub async fn serve_on(
         let router = router.clone();
         let closing = closing_rx.clone();
         tokio::spawn(async move {
-            connection(stream, router, header_read, idle, buf_size, closing).await;
+            connection(stream, router, limits, closing).await;
             drop(permit);
         });
     }
@@ -140,19 +182,29 @@ pub async fn serve_on(
     Ok(())
 }
 
-/// Serves one connection until it ends, is idle too long, or the server shuts down.
+/// The per-connection bounds of `[server]`.
+#[derive(Clone, Copy)]
+struct Limits {
+    /// `header_read_timeout_secs`: HTTP/1 headers (hyper's), and the first request of any
+    /// connection (here).
+    header_read: Duration,
+    /// `idle_timeout_secs`.
+    idle: Duration,
+    /// hyper's HTTP/1 read buffer, and the HTTP/2 header list bound.
+    buf_size: usize,
+    /// hyper's HTTP/1 header count bound.
+    max_headers: usize,
+}
+
+/// Serves one connection until it ends, is idle too long, or the server shuts down; a
+/// connection asked to close that still has nothing in flight [`CLOSE_GRACE`] later is cut.
 async fn connection(
     stream: tokio::net::TcpStream,
     router: Router,
-    header_read: Duration,
-    idle: Duration,
-    buf_size: usize,
+    limits: Limits,
     mut closing: watch::Receiver<bool>,
 ) {
-    let activity = Arc::new(Activity {
-        active: AtomicUsize::new(0),
-        last: Mutex::new(Instant::now()),
-    });
+    let activity = Arc::new(Activity::new());
     let act = activity.clone();
     let service = tower::service_fn(move |req: hyper::Request<Incoming>| {
         let router = router.clone();
@@ -166,17 +218,28 @@ async fn connection(
     builder
         .http1()
         .timer(TokioTimer::new())
-        .header_read_timeout(header_read)
-        .max_buf_size(buf_size);
-    builder.http2().timer(TokioTimer::new());
+        .header_read_timeout(limits.header_read)
+        .max_buf_size(limits.buf_size)
+        .max_headers(limits.max_headers);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_header_list_size(u32::try_from(limits.buf_size).unwrap_or(u32::MAX))
+        // Dead peers under a long stream: a PING unanswered for CLOSE_GRACE ends it.
+        .keep_alive_interval(limits.idle)
+        .keep_alive_timeout(CLOSE_GRACE);
     let conn = builder
         .serve_connection_with_upgrades(TokioIo::new(stream), TowerToHyperService::new(service));
     tokio::pin!(conn);
-    let mut closed = false;
+    let mut watching = true;
+    let mut closing_since: Option<Instant> = None;
     loop {
-        let wait = activity
-            .idle_for()
-            .map_or(idle, |for_| idle.saturating_sub(for_));
+        let wait = match closing_since {
+            None => activity
+                .left(limits.header_read, limits.idle)
+                .unwrap_or(limits.idle),
+            Some(_) => CLOSE_GRACE,
+        };
         tokio::select! {
             result = conn.as_mut() => {
                 if let Err(e) = result {
@@ -184,17 +247,31 @@ async fn connection(
                 }
                 break;
             }
-            changed = closing.changed(), if !closed => {
-                if changed.is_err() || *closing.borrow() {
-                    conn.as_mut().graceful_shutdown();
-                    closed = true;
+            changed = closing.changed(), if watching => {
+                if changed.is_err() {
+                    watching = false;
+                } else if *closing.borrow() {
+                    watching = false;
+                    if closing_since.is_none() {
+                        conn.as_mut().graceful_shutdown();
+                        closing_since = Some(Instant::now());
+                    }
                 }
             }
-            () = tokio::time::sleep(wait), if !closed => {
-                if activity.idle_for().is_some_and(|d| d >= idle) {
-                    tracing::debug!("closing an idle connection");
-                    conn.as_mut().graceful_shutdown();
-                    closed = true;
+            () = tokio::time::sleep(wait) => match closing_since {
+                None => {
+                    if activity.left(limits.header_read, limits.idle) == Some(Duration::ZERO) {
+                        tracing::debug!("closing an idle connection");
+                        conn.as_mut().graceful_shutdown();
+                        closing_since = Some(Instant::now());
+                    }
+                }
+                Some(since) => {
+                    let quiet = activity.idle_for().is_some_and(|d| d >= CLOSE_GRACE);
+                    if quiet && since.elapsed() >= CLOSE_GRACE {
+                        tracing::debug!("cutting a connection that did not close gracefully");
+                        break;
+                    }
                 }
             }
         }

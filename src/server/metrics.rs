@@ -21,6 +21,7 @@ pub struct Metrics {
     pub llm_failures: IntCounter,
     proxy: IntCounterVec,
     token_ratio: GaugeVec,
+    learned_bytes: IntGaugeVec,
     panics: IntCounter,
     memory_bytes: IntGaugeVec,
     memory_max_bytes: IntGaugeVec,
@@ -182,6 +183,14 @@ impl Metrics {
         registry.register(Box::new(read_bytes.clone()))?;
         let token_ratio = token_ratio_gauge()?;
         registry.register(Box::new(token_ratio.clone()))?;
+        let learned_bytes = IntGaugeVec::new(
+            Opts::new(
+                "compactor_learned_ratios_bytes",
+                "Estimated bytes of the learned per-model token ratios (kind=used), and their bound (kind=max, [tokens] learned_bytes).",
+            ),
+            &["kind"],
+        )?;
+        registry.register(Box::new(learned_bytes.clone()))?;
         Ok(Metrics {
             registry,
             compactions,
@@ -193,6 +202,7 @@ impl Metrics {
             llm_failures,
             proxy,
             token_ratio,
+            learned_bytes,
             panics,
             memory_bytes,
             memory_max_bytes,
@@ -233,9 +243,15 @@ impl Metrics {
         self.proxy.with_label_values(&[route, body]).inc();
     }
 
-    /// Sets the ratio in force for `model` (model tokens per counted token).
-    pub fn token_ratio(&self, model: &str, ratio: f64) {
-        self.token_ratio.with_label_values(&[model]).set(ratio);
+    /// Sets `compactor_model_token_ratio` to the learned ratios in force, `(model, ratio)`,
+    /// and nothing else (a model evicted from the bounded table loses its series), and the
+    /// table's estimated bytes and bound.
+    pub fn token_ratios(&self, ratios: &[(String, f64)], bytes: u64, max_bytes: u64) {
+        self.token_ratio.reset();
+        for (model, ratio) in ratios {
+            self.token_ratio.with_label_values(&[model]).set(*ratio);
+        }
+        used_and_max(&self.learned_bytes, bytes, max_bytes);
     }
 
     /// Records a compaction that gave no value ([`super::pool::PoolError`]): only panics count.
@@ -257,22 +273,22 @@ impl Metrics {
     }
 
     /// Sets the shared store's state: up or not, its failed operations so far (a running
-    /// total) and, when Redis answered, its bytes and bound.
-    pub fn store(&self, up: bool, errors: u64, bytes: Option<(u64, u64)>) {
+    /// total), its bound and, when Redis answered, its bytes (else the last bytes it said, 0
+    /// before it ever answered).
+    pub fn store(&self, up: bool, errors: u64, used: Option<u64>, max: u64) {
         let gauge = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
         self.store_up
             .with_label_values(&["redis"])
             .set(i64::from(up));
         let counter = self.store_errors.with_label_values(&["redis"]);
         counter.inc_by(errors.saturating_sub(counter.get()));
-        if let Some((used, max)) = bytes {
-            self.store_bytes
-                .with_label_values(&["redis", "used"])
-                .set(gauge(used));
-            self.store_bytes
-                .with_label_values(&["redis", "max"])
-                .set(gauge(max));
+        let used_gauge = self.store_bytes.with_label_values(&["redis", "used"]);
+        if let Some(used) = used {
+            used_gauge.set(gauge(used));
         }
+        self.store_bytes
+            .with_label_values(&["redis", "max"])
+            .set(gauge(max));
     }
 
     /// Sets the estimated size and bound, in bytes, of the token count cache of vocabulary
@@ -289,24 +305,12 @@ impl Metrics {
 
     /// Sets the replay cache's estimated size and bound, in bytes.
     pub fn replay_cache(&self, bytes: u64, max_bytes: u64) {
-        let gauge = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
-        self.replay_bytes
-            .with_label_values(&["used"])
-            .set(gauge(bytes));
-        self.replay_bytes
-            .with_label_values(&["max"])
-            .set(gauge(max_bytes));
+        used_and_max(&self.replay_bytes, bytes, max_bytes);
     }
 
     /// Sets the read cache's estimated size and bound, in bytes.
     pub fn read_cache(&self, bytes: u64, max_bytes: u64) {
-        let gauge = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
-        self.read_bytes
-            .with_label_values(&["used"])
-            .set(gauge(bytes));
-        self.read_bytes
-            .with_label_values(&["max"])
-            .set(gauge(max_bytes));
+        used_and_max(&self.read_bytes, bytes, max_bytes);
     }
 
     /// Counts one body answered from the replay cache.
@@ -323,13 +327,21 @@ impl Metrics {
     }
 }
 
+/// Sets `vec{kind="used"}` to `used` and `vec{kind="max"}` to `max` (bytes, saturated).
+fn used_and_max(vec: &IntGaugeVec, used: u64, max: u64) {
+    let gauge = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+    vec.with_label_values(&["used"]).set(gauge(used));
+    vec.with_label_values(&["max"]).set(gauge(max));
+}
+
 /// `compactor_model_token_ratio{model}`: the model tokens per counted token in force for each
-/// model the proxy has forwarded (configured, or learned from usage).
+/// model in the proxy's bounded table of learned ratios (learned from usage, or the
+/// configured ratio while every sample was ignored).
 fn token_ratio_gauge() -> Result<GaugeVec, prometheus::Error> {
     GaugeVec::new(
         Opts::new(
             "compactor_model_token_ratio",
-            "Model tokens per counted token in force, per model (config or learned from usage).",
+            "Model tokens per counted token in force, per model of the bounded learned-ratio table ([tokens] learned_bytes).",
         ),
         &["model"],
     )

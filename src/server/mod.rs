@@ -1,8 +1,10 @@
 //! The service: an HTTP API over the compactor and a drop-in compacting proxy.
 //!
 //! ```text
-//! request -> trace -> panic boundary -> timeout -> body-read timeout -> body limit
-//!         -> one global concurrency limit (held until the answer's body ends; not /healthz)
+//! request -> trace -> panic boundary -> timeout -> body limit -> header limits (431)
+//!         -> body::admit: a body read whole (bounded: time, gap, size, shared buffer) then
+//!            one global concurrency place; or the place, then the body streamed (gap and
+//!            minimum rate) -- held until the answer's body ends; not /healthz, /metrics
 //!         -> auth -> route
 //!   /v1/compact, /v1/count_tokens, /v1/validate     JSON in, JSON out (api.rs)
 //!   POST /v1/messages, /v1/chat/completions,        compact the outbound copy, forward to the
@@ -17,6 +19,7 @@
 //! timeouts of [`listen`] and shuts down on ctrl-c / SIGTERM within a deadline.
 
 mod api;
+pub mod body;
 pub mod error;
 mod guarded;
 pub mod listen;
@@ -49,7 +52,6 @@ use std::time::Duration;
 use tokio::sync::Semaphore;
 use tower::ServiceBuilder;
 use tower_http::catch_panic::CatchPanicLayer;
-use tower_http::timeout::RequestBodyTimeoutLayer;
 use tower_http::trace::TraceLayer;
 
 /// The header carrying the service token (on every route but `/healthz`).
@@ -70,9 +72,11 @@ struct Inner {
     default: Arc<Compactor>,
     presets: Mutex<HashMap<String, Arc<Compactor>>>,
     metrics: Metrics,
-    client: reqwest::Client,
+    client: upstream::UpstreamClient,
     pool: Pool,
     limit: Arc<Semaphore>,
+    /// Room for the request bodies being read whole (`server.body_buffer_bytes`, see [`body`]).
+    body_buffer: Arc<Semaphore>,
     /// The shared store, when `[store] redis_url` is set.
     store: Option<Arc<store::SharedStore>>,
     /// The token count caches of the pipelines the state built, one per vocabulary, shared
@@ -182,11 +186,8 @@ impl AppState {
             message,
         };
         let metrics = Metrics::new().map_err(|e| internal(format!("metrics: {e}")))?;
-        let client = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .connect_timeout(Duration::from_secs(10))
-            .build()
-            .map_err(|e| internal(format!("HTTP client: {e}")))?;
+        let client =
+            upstream::client().map_err(|e| internal(format!("upstream HTTP client: {e}")))?;
         let mut presets = HashMap::new();
         presets.insert(settings.preset.clone(), default.clone());
         let pool = Pool::new(settings.server.compaction_workers);
@@ -198,6 +199,7 @@ impl AppState {
                 .concurrency_limit
                 .min(Semaphore::MAX_PERMITS),
         ));
+        let body_buffer = body::buffer(&settings.server);
         Ok(AppState {
             inner: Arc::new(Inner {
                 loader,
@@ -209,6 +211,7 @@ impl AppState {
                 client,
                 pool,
                 limit,
+                body_buffer,
                 store,
                 token_caches: Mutex::new(token_caches.into_iter().collect()),
                 replay: replay::ReplayCache::with_max_bytes(settings_replay_bytes),
@@ -371,11 +374,11 @@ impl AppState {
 }
 
 /// The router with every route and layer (trace outermost, then the panic boundary, timeout,
-/// body-read timeout, body limit, the global concurrency limit).
+/// body limit, the header limits, the body bounds and the global concurrency limit of
+/// [`body`]).
 pub fn app(state: AppState) -> Router {
     let server = &state.settings().server;
     let timeout = Duration::from_secs(server.request_timeout_secs);
-    let body_read = Duration::from_secs(server.body_read_timeout_secs);
     let body_limit = server.body_limit_bytes;
     let api = |m: MethodRouter<AppState>| m.fallback(method_not_allowed);
     let proxy = |m: MethodRouter<AppState>| m.fallback(passthrough::forward);
@@ -393,7 +396,7 @@ pub fn app(state: AppState) -> Router {
         .route("/healthz", api(get(api::healthz)))
         .merge(protected)
         .fallback(passthrough::forward)
-        .layer(middleware::from_fn_with_state(state.clone(), hold_limit))
+        .layer(middleware::from_fn_with_state(state.clone(), body::admit))
         .layer(middleware::from_fn_with_state(state.clone(), limit_headers))
         .with_state(state)
         .layer(
@@ -416,7 +419,6 @@ pub fn app(state: AppState) -> Router {
                     }
                 }))
                 .timeout(timeout)
-                .layer(RequestBodyTimeoutLayer::new(body_read))
                 .layer(DefaultBodyLimit::max(body_limit)),
         )
 }
@@ -426,29 +428,20 @@ async fn method_not_allowed(method: Method) -> AppError {
     AppError::MethodNotAllowed(method.to_string())
 }
 
-/// The one global concurrency limit (`server.concurrency_limit`): a permit is taken before the
-/// handler runs and given back when the answer's body ends, so a streamed answer counts until
-/// its last event. `/healthz` is not counted, so it answers while the service is saturated.
-async fn hold_limit(State(state): State<AppState>, req: Request, next: Next) -> Response {
-    if req.uri().path() == "/healthz" {
-        return next.run(req).await;
-    }
-    let Ok(permit) = state.inner.limit.clone().acquire_owned().await else {
-        return AppError::Internal("the concurrency limit is closed".into()).into_response();
-    };
-    guarded::hold_until_end(next.run(req).await, permit)
-}
-
 /// Refuses a request whose header names and values add up to more than
-/// `server.max_header_bytes` with a JSON 431 (hyper's own limit, set well above it in
-/// [`listen`], would answer with an empty body).
+/// `server.max_header_bytes`, or that has more than `server.max_headers` fields, with a JSON
+/// 431 (hyper's own limits, set at four times these in [`listen`], answer with an empty body).
 async fn limit_headers(State(state): State<AppState>, req: Request, next: Next) -> Response {
-    let size: usize = req
-        .headers()
+    let server = &state.settings().server;
+    let headers = req.headers();
+    if headers.len() > server.max_headers {
+        return AppError::TooManyHeaders(headers.len()).into_response();
+    }
+    let size: usize = headers
         .iter()
         .map(|(k, v)| k.as_str().len() + v.len())
         .sum();
-    if size > state.settings().server.max_header_bytes {
+    if size > server.max_header_bytes {
         return AppError::HeadersTooLarge(size).into_response();
     }
     next.run(req).await

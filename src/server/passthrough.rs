@@ -7,21 +7,39 @@
 //! or `x-api-key` header (every Anthropic SDK sends both), else `server.openai_upstream`.
 //! The service token, when configured, is required as on the proxy routes
 //! (`x-compactor-token`; `authorization` is the provider's key and passes through).
+//!
+//! The request goes as it came, but hop-by-hop headers ([`upstream::request_headers`]): its
+//! `content-length` too, so a sized body is not re-sent chunked. Its body is bounded by
+//! [`super::body::Paced`] (a gap timeout and a minimum average rate). A protocol upgrade
+//! (`Upgrade: websocket`, OpenAI's realtime API) is not tunneled: a JSON 501
+//! `upgrade_not_supported` names the route.
 
+use super::body::StallSignal;
 use super::{AppError, AppState, authorized, upstream};
 use axum::extract::{Request, State};
+use axum::http::HeaderMap;
+use axum::http::header::UPGRADE;
 use axum::response::Response;
 
 /// The fallback handler: forwards the request unchanged and streams the answer back.
 ///
 /// # Errors
-/// 401 without the service token; 502 when the upstream cannot be reached.
+/// 401 without the service token; 501 for a protocol upgrade other than `h2c` (not tunneled);
+/// 408 when the client's body stalled on its way up; 502 when the upstream cannot be reached.
 pub(crate) async fn forward(
     State(state): State<AppState>,
     req: Request,
 ) -> Result<Response, AppError> {
     if !authorized(&state, req.headers(), true) {
         return Err(AppError::Unauthorized);
+    }
+    if let Some(protocol) = upgrade(req.headers()) {
+        tracing::info!(path = %req.uri().path(), %protocol, "pass-through: upgrade refused");
+        return Err(AppError::UpgradeNotSupported(format!(
+            "{} {}",
+            req.method(),
+            req.uri().path()
+        )));
     }
     let (parts, body) = req.into_parts();
     let server = &state.settings().server;
@@ -36,9 +54,25 @@ pub(crate) async fn forward(
         .uri
         .path_and_query()
         .map_or_else(|| parts.uri.path(), |p| p.as_str());
-    let url = format!("{}{path}", base.trim_end_matches('/'));
-    let headers = upstream::request_headers(&parts.headers);
-    let body = reqwest::Body::wrap_stream(body.into_data_stream());
     state.metrics().proxied("other", "forwarded");
-    upstream::send(&state, parts.method, &url, headers, body, None, None).await
+    let out = upstream::Outbound {
+        method: parts.method,
+        url: format!("{}{path}", base.trim_end_matches('/')),
+        headers: upstream::request_headers(&parts.headers, true),
+        body,
+        stall: parts.extensions.get::<StallSignal>().cloned(),
+    };
+    upstream::send(&state, out, None, None).await
+}
+
+/// The protocol a request asks to upgrade to (`Upgrade: websocket`), but `h2c`: a client
+/// asking for that takes an HTTP/1.1 answer as the refusal (RFC 9113 3.1 leaves h2c upgrade
+/// out; curl sends it and goes on).
+fn upgrade(headers: &HeaderMap) -> Option<String> {
+    let asked = headers.get(UPGRADE)?.to_str().unwrap_or("?");
+    let other = asked
+        .split(',')
+        .map(str::trim)
+        .any(|p| !p.eq_ignore_ascii_case("h2c"));
+    other.then(|| asked.to_string())
 }

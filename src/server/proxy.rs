@@ -11,7 +11,8 @@
 //!   -> written straight to bytes (format::emit) when compacted
 //!   -> POST upstream (base URL from the config, the client's headers minus hop-by-hop)
 //!   -> status, headers and body streamed back as they come (SSE included)
-//!      + x-compactor-tokens: BEFORE->AFTER; tier=APPLIED[; status=degraded]
+//!      + x-compactor-tokens: BEFORE->AFTER; [COUNTING; ]tier=APPLIED[; prefix=reused]
+//!                            [; status=degraded|over_budget]   (grammar: docs/service.md)
 //! ```
 //! Only the outbound copy is compacted; the client's own history is never touched. A body the
 //! proxy cannot read (not JSON, malformed, an invalid history) is forwarded as it came, so the
@@ -135,16 +136,14 @@ async fn forward(
         base.trim_end_matches('/'),
         uri.path_and_query().map_or(route.as_str(), |p| p.as_str())
     );
-    upstream::send(
-        state,
-        Method::POST,
-        &url,
-        upstream::request_headers(&headers),
-        reqwest::Body::from(outgoing.body),
-        Some(outgoing.header),
-        outgoing.probe,
-    )
-    .await
+    let out = upstream::Outbound {
+        method: Method::POST,
+        url,
+        headers: upstream::request_headers(&headers, false),
+        body: axum::body::Body::from(outgoing.body),
+        stall: None,
+    };
+    upstream::send(state, out, Some(outgoing.header), outgoing.probe).await
 }
 
 /// The answer kept for a body seen before, counted in the metrics as the pipeline's own.
@@ -377,12 +376,7 @@ async fn decide(
                     report.tokens_before,
                     report.tokens_after,
                     counting_note(report),
-                    // A fallback's output stays degraded when it is reused from memory.
-                    if report.status == crate::report::Status::Degraded {
-                        "; status=degraded"
-                    } else {
-                        ""
-                    }
+                    status_note(report.status)
                 ),
             );
             let probe = report
@@ -468,6 +462,17 @@ fn over_trigger(
     let limit = compactor.budget(None).limit;
     let trigger = (limit as f64 * compactor.settings().budget.trigger) as usize;
     compactor.counter().count_conversation(c) > basis.to_counted(trigger)
+}
+
+/// `; status=degraded` (a fallback's output, also when reused from memory) or
+/// `; status=over_budget` (the best valid output is still over the budget) for the tokens
+/// header; empty for the other statuses.
+fn status_note(status: crate::report::Status) -> &'static str {
+    match status {
+        crate::report::Status::Degraded => "; status=degraded",
+        crate::report::Status::OverBudget => "; status=over_budget",
+        crate::report::Status::Unchanged | crate::report::Status::Compacted => "",
+    }
 }
 
 /// `model=M; ratio=R (SOURCE); overhead=N; ` for the tokens header when the model's tokens

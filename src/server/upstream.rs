@@ -2,18 +2,32 @@
 //! a read timeout between chunks.
 //!
 //! ```text
-//! client headers - hop-by-hop - host - content-length - x-compactor-token -> upstream
+//! client headers - hop-by-hop (RFC 9110 7.6.1: the fixed list and every name the
+//!   `Connection` header lists) - host - x-compactor-token
+//!   - content-length (only where the body was rewritten; a pass-through body keeps it)
+//!   -> upstream, nothing added but `host` (no `accept`, no `user-agent`)
 //! upstream status + headers (- hop-by-hop) + body chunks as they come      -> client
 //!   no chunk for server.upstream_read_timeout_secs -> the stream ends with an error
 //!   (the client sees a cut connection, never a hang)
 //! ```
+//! The client is hyper's own (hyper-util's pooled client, TLS by rustls with the webpki
+//! roots), not reqwest: reqwest adds `accept: */*` to every request it sends.
 
+use super::body::StallSignal;
 use super::{AppError, AppState, TOKEN_HEADER};
 use axum::body::Body;
+use axum::http::header::{CONNECTION, CONTENT_LENGTH, HOST};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method};
 use axum::response::Response;
 use futures_util::{Stream, StreamExt};
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
 use std::time::Duration;
+
+/// The upstream client: pooled, HTTP/1 and HTTP/2 (by ALPN), `http://` and `https://`.
+pub(crate) type UpstreamClient = Client<HttpsConnector<HttpConnector>, Body>;
 
 /// Headers of one connection, not of the message (RFC 9110 7.6.1).
 const HOP_BY_HOP: &[&str] = &[
@@ -28,17 +42,77 @@ const HOP_BY_HOP: &[&str] = &[
     "upgrade",
 ];
 
-/// The client's headers minus hop-by-hop ones, `host`, `content-length` (the body may change)
-/// and the service token.
-pub(crate) fn request_headers(headers: &HeaderMap) -> HeaderMap {
+/// Builds the upstream client: connect timeout 10 s, idle pooled connections kept 90 s, no
+/// redirects followed, TLS by rustls (ring) with the webpki roots.
+///
+/// # Errors
+/// The TLS configuration's error (a crypto provider without safe protocol versions).
+pub(crate) fn client() -> Result<UpstreamClient, String> {
+    let mut http = HttpConnector::new();
+    http.enforce_http(false);
+    http.set_connect_timeout(Some(Duration::from_secs(10)));
+    let https = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_provider_and_webpki_roots(rustls::crypto::ring::default_provider())
+        .map_err(|e| format!("TLS: {e}"))?
+        .https_or_http()
+        .enable_http1()
+        .enable_http2()
+        .wrap_connector(http);
+    Ok(Client::builder(TokioExecutor::new())
+        .pool_timer(TokioTimer::new())
+        .pool_idle_timeout(Duration::from_secs(90))
+        .timer(TokioTimer::new())
+        .build(https))
+}
+
+/// The names `headers`' `Connection` header lists (lower case): hop-by-hop as well.
+fn connection_named(headers: &HeaderMap) -> Vec<String> {
+    headers
+        .get_all(CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|n| n.trim().to_ascii_lowercase())
+        .filter(|n| !n.is_empty())
+        .collect()
+}
+
+/// Whether `name` goes from one hop to the next: not hop-by-hop, not named in `Connection`.
+fn end_to_end(name: &HeaderName, named: &[String]) -> bool {
+    let n = name.as_str();
+    !HOP_BY_HOP.contains(&n) && !named.iter().any(|c| c == n)
+}
+
+/// The client's headers minus hop-by-hop ones (the fixed list and those the client's
+/// `Connection` header names), `host` and the service token; minus `content-length` too
+/// unless `keep_length` (a pass-through body goes as it came; a rewritten one gets its own).
+pub(crate) fn request_headers(headers: &HeaderMap, keep_length: bool) -> HeaderMap {
+    let named = connection_named(headers);
     let mut out = HeaderMap::new();
     for (name, value) in headers {
-        let n = name.as_str();
-        if !HOP_BY_HOP.contains(&n) && n != "host" && n != "content-length" && n != TOKEN_HEADER {
+        let dropped = name == HOST
+            || name.as_str() == TOKEN_HEADER
+            || (name == CONTENT_LENGTH && !keep_length);
+        if !dropped && end_to_end(name, &named) {
             out.append(name.clone(), value.clone());
         }
     }
     out
+}
+
+/// One request for the upstream.
+pub(crate) struct Outbound {
+    /// The method.
+    pub method: Method,
+    /// The whole URL (the configured base and the client's path and query).
+    pub url: String,
+    /// The headers, from [`request_headers`].
+    pub headers: HeaderMap,
+    /// The body: the client's own stream (pass-through) or the bytes to send.
+    pub body: Body,
+    /// Set when the client's body was cut ([`super::body::Paced`]): the failure is then the
+    /// client's (408), not the upstream's (502).
+    pub stall: Option<StallSignal>,
 }
 
 /// Sends one request upstream and streams the answer back, adding `extra` as a header. With
@@ -46,31 +120,39 @@ pub(crate) fn request_headers(headers: &HeaderMap) -> HeaderMap {
 /// as it streams by and teaches the model's token ratio ([`super::usage::UsageTap`]).
 ///
 /// # Errors
-/// [`AppError::Upstream`] (502) when the upstream cannot be reached; the URL and cause are
-/// logged, not shown.
+/// [`AppError::BodyTimeout`] (408) when the client's body stalled on its way up;
+/// [`AppError::Upstream`] (502) when the upstream cannot be reached (the URL and cause are
+/// logged, not shown).
 pub(crate) async fn send(
     state: &AppState,
-    method: Method,
-    url: &str,
-    headers: HeaderMap,
-    body: reqwest::Body,
+    out: Outbound,
     extra: Option<(&'static str, String)>,
     probe: Option<(String, usize)>,
 ) -> Result<Response, AppError> {
-    let answer = state
-        .inner
-        .client
-        .request(method, url)
-        .headers(headers)
-        .body(body)
-        .send()
-        .await
-        .map_err(|e| AppError::Upstream(format!("{url}: {e}")))?;
-    let tap = super::usage::learning_tap(state, &answer, probe);
-    let mut response = Response::builder().status(answer.status());
+    let url = out.url;
+    let unreachable = |why: String| AppError::Upstream(format!("{url}: {why}"));
+    let mut request = hyper::Request::builder()
+        .method(out.method)
+        .uri(url.as_str())
+        .body(out.body)
+        .map_err(|e| unreachable(format!("not a request URL: {e}")))?;
+    *request.headers_mut() = out.headers;
+    let answer = match state.inner.client.request(request).await {
+        Ok(answer) => answer,
+        Err(e) => {
+            if let Some(stall) = out.stall.as_ref().and_then(StallSignal::get) {
+                return Err(AppError::BodyTimeout(stall.clone()));
+            }
+            return Err(unreachable(error_chain(&e)));
+        }
+    };
+    let (parts, incoming) = answer.into_parts();
+    let tap = super::usage::learning_tap(state, parts.status, &parts.headers, probe);
+    let mut response = Response::builder().status(parts.status);
     if let Some(h) = response.headers_mut() {
-        for (name, value) in answer.headers() {
-            if !HOP_BY_HOP.contains(&name.as_str()) {
+        let named = connection_named(&parts.headers);
+        for (name, value) in &parts.headers {
+            if end_to_end(name, &named) {
                 h.append(name.clone(), value.clone());
             }
         }
@@ -81,7 +163,7 @@ pub(crate) async fn send(
         }
     }
     let gap = Duration::from_secs(state.settings().server.upstream_read_timeout_secs);
-    let stream = with_gap_timeout(answer.bytes_stream(), gap);
+    let stream = with_gap_timeout(Body::new(incoming).into_data_stream(), gap);
     let body = match tap {
         None => Body::from_stream(stream),
         Some(mut tap) => Body::from_stream(stream.map(move |chunk| {
@@ -94,6 +176,18 @@ pub(crate) async fn send(
     response
         .body(body)
         .map_err(|e| AppError::Internal(format!("building the response: {e}")))
+}
+
+/// An error and its causes, `: `-joined (hyper-util's own text is only "client error").
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        text.push_str(": ");
+        text.push_str(&c.to_string());
+        cause = c.source();
+    }
+    text
 }
 
 /// The error that ends a stream whose upstream fell silent.
@@ -123,4 +217,36 @@ where
             }
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hop_by_hop_headers_and_those_connection_names_are_dropped() {
+        let mut h = HeaderMap::new();
+        for (k, v) in [
+            ("connection", "keep-alive, X-Trace-Hop"),
+            ("x-trace-hop", "1"),
+            ("keep-alive", "timeout=5"),
+            ("transfer-encoding", "chunked"),
+            ("content-length", "5"),
+            ("host", "127.0.0.1:8787"),
+            ("x-compactor-token", "secret"),
+            ("x-api-key", "sk"),
+            ("anthropic-version", "2023-06-01"),
+        ] {
+            h.append(k, HeaderValue::from_static(v));
+        }
+        let names = |m: &HeaderMap| m.keys().map(|k| k.as_str().to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            names(&request_headers(&h, true)),
+            ["content-length", "x-api-key", "anthropic-version"]
+        );
+        assert_eq!(
+            names(&request_headers(&h, false)),
+            ["x-api-key", "anthropic-version"]
+        );
+    }
 }

@@ -5,7 +5,8 @@
 //! upstream answer bytes --(passed on unchanged, as they come)--> client
 //!        \-> UsageTap: JSON body (bounded) or SSE `data:` lines -> usage.input tokens
 //!             at the end of the body -> Compactor::observe_usage(model, counted, actual)
-//!                                    -> gauge compactor_model_token_ratio{model}
+//!   /metrics: gauge compactor_model_token_ratio{model}, one per learned ratio kept (the
+//!             table is bounded by `[tokens] learned_bytes`, and so are the series)
 //! ```
 //!
 //! Where the count is: Anthropic Messages `usage` of the JSON answer, or of the SSE
@@ -15,7 +16,6 @@
 //! last chunk with `stream_options.include_usage`); OpenAI Responses `usage.input_tokens`
 //! (stream: `response.completed` -> `response.usage`), which already includes cached tokens.
 
-use super::metrics::Metrics;
 use crate::compactor::Compactor;
 use serde_json::Value;
 use std::sync::Arc;
@@ -52,7 +52,6 @@ pub fn input_tokens(v: &Value) -> Option<u64> {
 /// dropped), feeds the largest input count seen to the compactor.
 pub struct UsageTap {
     compactor: Arc<Compactor>,
-    metrics: Metrics,
     model: String,
     counted: usize,
     sse: bool,
@@ -64,16 +63,9 @@ pub struct UsageTap {
 impl UsageTap {
     /// A tap for the answer to a request of `model` that the counter counted `counted` tokens
     /// of; `sse` when the answer is `text/event-stream`.
-    pub fn new(
-        compactor: Arc<Compactor>,
-        metrics: Metrics,
-        model: String,
-        counted: usize,
-        sse: bool,
-    ) -> UsageTap {
+    pub fn new(compactor: Arc<Compactor>, model: String, counted: usize, sse: bool) -> UsageTap {
         UsageTap {
             compactor,
-            metrics,
             model,
             counted,
             sse,
@@ -144,7 +136,6 @@ impl UsageTap {
             .observe_usage(&self.model, self.counted, actual)
         {
             tracing::debug!(model = %self.model, counted = self.counted, actual, sample = o.sample, accepted = o.accepted, ratio = o.ratio, "proxy: usage observed");
-            self.metrics.token_ratio(&self.model, o.ratio);
         }
     }
 }
@@ -159,11 +150,12 @@ impl Drop for UsageTap {
 /// this module); `None` without a model or for an error answer.
 pub(crate) fn learning_tap(
     state: &super::AppState,
-    answer: &reqwest::Response,
+    status: axum::http::StatusCode,
+    headers: &axum::http::HeaderMap,
     probe: Option<(String, usize)>,
 ) -> Option<UsageTap> {
     let (model, counted) = probe?;
-    if !answer.status().is_success() {
+    if !status.is_success() {
         return None;
     }
     let compactor = state.default_compactor();
@@ -171,19 +163,11 @@ pub(crate) fn learning_tap(
     if basis.source == crate::tokens::RatioSource::Counter {
         return None;
     }
-    state.metrics().token_ratio(&model, basis.ratio);
-    let sse = answer
-        .headers()
-        .get(reqwest::header::CONTENT_TYPE)
+    let sse = headers
+        .get(axum::http::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.starts_with("text/event-stream"));
-    Some(UsageTap::new(
-        compactor,
-        state.metrics().clone(),
-        model,
-        counted,
-        sse,
-    ))
+    Some(UsageTap::new(compactor, model, counted, sse))
 }
 
 #[cfg(test)]

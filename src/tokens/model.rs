@@ -29,8 +29,7 @@
 use super::framed::FramedCounter;
 use super::{TokenCounter, Tokenizer};
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, HashMap};
-use std::sync::RwLock;
+use std::collections::BTreeMap;
 
 /// One `[tokens.models."PATTERN"]` entry: how to count a family of models.
 ///
@@ -225,15 +224,47 @@ pub const LEARN_WARMUP: u64 = 3;
 /// The exponential average's window, in samples.
 pub const LEARN_WINDOW: u64 = 20;
 
+/// The default bound of the learned ratios, in bytes (`[tokens] learned_bytes`).
+pub const DEFAULT_LEARNED_BYTES: u64 = 128 * 1024;
+/// The bytes a learned ratio weighs besides its model name's: the ratio and counts, the
+/// name's `String`, the cache's bookkeeping (an estimate, as the token cache's 128 bytes).
+pub const LEARNED_ENTRY_BYTES: usize = 128;
+
 /// The model rules of `[tokens]` and the ratios learned at run time. Thread safe; one per
-/// [`crate::Compactor`], so two configurations learn apart.
-#[derive(Debug)]
+/// [`crate::Compactor`], so two configurations learn apart. The learned ratios are bounded by
+/// bytes ([`Calibration::with_learned_bytes`]; `moka`, the least used evicted first): a client
+/// naming a new model on every request cannot grow them.
 pub struct Calibration {
     default_tokenizer: Tokenizer,
     default_model: Option<String>,
     rules: BTreeMap<String, ModelRule>,
     learn: bool,
-    learned: RwLock<HashMap<String, Learned>>,
+    learned: moka::sync::Cache<String, Learned>,
+    learned_max: u64,
+}
+
+impl std::fmt::Debug for Calibration {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Calibration")
+            .field("default_tokenizer", &self.default_tokenizer)
+            .field("default_model", &self.default_model)
+            .field("rules", &self.rules)
+            .field("learn", &self.learn)
+            .field("learned", &self.learned.entry_count())
+            .field("learned_max", &self.learned_max)
+            .finish()
+    }
+}
+
+/// The learned ratios' cache, of at most `max_bytes` (model name + [`LEARNED_ENTRY_BYTES`]
+/// each).
+fn learned_cache(max_bytes: u64) -> moka::sync::Cache<String, Learned> {
+    moka::sync::Cache::builder()
+        .max_capacity(max_bytes)
+        .weigher(|model: &String, _: &Learned| {
+            u32::try_from(model.len() + LEARNED_ENTRY_BYTES).unwrap_or(u32::MAX)
+        })
+        .build()
 }
 
 impl Calibration {
@@ -253,8 +284,24 @@ impl Calibration {
             default_model,
             rules,
             learn,
-            learned: RwLock::new(HashMap::new()),
+            learned: learned_cache(DEFAULT_LEARNED_BYTES),
+            learned_max: DEFAULT_LEARNED_BYTES,
         }
+    }
+
+    /// The same rules, the learned ratios bounded by `max_bytes` (model name +
+    /// [`LEARNED_ENTRY_BYTES`] each; `[tokens] learned_bytes`). Learned ratios so far are
+    /// dropped.
+    pub fn with_learned_bytes(mut self, max_bytes: u64) -> Calibration {
+        self.learned = learned_cache(max_bytes);
+        self.learned_max = max_bytes;
+        self
+    }
+
+    /// The estimated bytes of the learned ratios and their bound.
+    pub fn learned_bytes(&self) -> (u64, u64) {
+        self.learned.run_pending_tasks();
+        (self.learned.weighted_size(), self.learned_max)
     }
 
     /// The model of a request: `body_model` (the request's `model`) else `[tokens] model`.
@@ -281,11 +328,7 @@ impl Calibration {
                 ..ModelTokens::counter(self.default_tokenizer)
             };
         };
-        let learned = self
-            .learned
-            .read()
-            .ok()
-            .and_then(|m| m.get(&model.to_ascii_lowercase()).copied());
+        let learned = self.learned.get(&model.to_ascii_lowercase());
         let (ratio, source) = match learned {
             Some(l) if l.samples > 0 => (l.ratio, RatioSource::Learned),
             _ => (rule.ratio, RatioSource::Config),
@@ -324,42 +367,49 @@ impl Calibration {
             return None;
         }
         let sample = actual.saturating_sub(basis.overhead as u64) as f64 / counted as f64;
-        let mut map = self.learned.write().ok()?;
-        let entry = map.entry(model.to_ascii_lowercase()).or_insert(Learned {
-            ratio: basis.ratio,
-            samples: 0,
-            ignored: 0,
-        });
-        let in_bounds = (LEARN_BOUNDS.0..=LEARN_BOUNDS.1).contains(&sample);
-        let outlier = entry.samples >= LEARN_WARMUP
-            && ((sample - entry.ratio) / entry.ratio).abs() > LEARN_OUTLIER;
-        let accepted = in_bounds && !outlier;
-        if accepted {
-            entry.samples += 1;
-            let weight = 1.0 / entry.samples.min(LEARN_WINDOW) as f64;
-            entry.ratio += (sample - entry.ratio) * weight;
-        } else {
-            entry.ignored += 1;
-        }
-        Some(Observation {
-            sample,
-            accepted,
-            ratio: entry.ratio,
-            samples: entry.samples,
-        })
+        let mut seen = None;
+        self.learned
+            .entry(model.to_ascii_lowercase())
+            .and_upsert_with(|old| {
+                let mut entry = old.map_or(
+                    Learned {
+                        ratio: basis.ratio,
+                        samples: 0,
+                        ignored: 0,
+                    },
+                    |e| e.into_value(),
+                );
+                let in_bounds = (LEARN_BOUNDS.0..=LEARN_BOUNDS.1).contains(&sample);
+                let outlier = entry.samples >= LEARN_WARMUP
+                    && ((sample - entry.ratio) / entry.ratio).abs() > LEARN_OUTLIER;
+                let accepted = in_bounds && !outlier;
+                if accepted {
+                    entry.samples += 1;
+                    let weight = 1.0 / entry.samples.min(LEARN_WINDOW) as f64;
+                    entry.ratio += (sample - entry.ratio) * weight;
+                } else {
+                    entry.ignored += 1;
+                }
+                seen = Some(Observation {
+                    sample,
+                    accepted,
+                    ratio: entry.ratio,
+                    samples: entry.samples,
+                });
+                entry
+            });
+        seen
     }
 
     /// The learned ratios: `(model, ratio, accepted samples, ignored samples)`, by model name.
     pub fn learned(&self) -> Vec<(String, f64, u64, u64)> {
+        // Evictions still pending would be listed too.
+        self.learned.run_pending_tasks();
         let mut out: Vec<_> = self
             .learned
-            .read()
-            .map(|m| {
-                m.iter()
-                    .map(|(k, l)| (k.clone(), l.ratio, l.samples, l.ignored))
-                    .collect()
-            })
-            .unwrap_or_default();
+            .iter()
+            .map(|(k, l)| ((*k).clone(), l.ratio, l.samples, l.ignored))
+            .collect();
         out.sort_by(|a, b| a.0.cmp(&b.0));
         out
     }
@@ -496,6 +546,21 @@ mod tests {
         assert_eq!(learned.source, RatioSource::Learned);
         assert!((learned.ratio - 1.5).abs() < 0.002, "{}", learned.ratio);
         assert_eq!(learned.call_framing(), framing);
+    }
+
+    #[test]
+    fn learned_ratios_stay_under_their_byte_bound_however_many_models_come() {
+        let c = Calibration::new(Tokenizer::O200kBase, "", rules(), true).with_learned_bytes(4096);
+        for i in 0..2000 {
+            let model = format!("claude-made-up-{i}");
+            assert!(c.observe(&model, 1000, 1300).is_some());
+        }
+        let (used, max) = c.learned_bytes();
+        assert_eq!(max, 4096);
+        assert!(used <= 4096, "{used}");
+        let kept = c.learned().len();
+        // Each weighs its name (17-20 bytes) + 128: at most 27 fit.
+        assert!(kept > 0 && kept <= 4096 / LEARNED_ENTRY_BYTES, "{kept}");
     }
 
     #[test]

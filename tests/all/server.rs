@@ -19,7 +19,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tower::ServiceExt;
 
-fn loader() -> Loader {
+pub(crate) fn loader() -> Loader {
     Loader {
         file: None,
         preset: None,
@@ -30,18 +30,18 @@ fn loader() -> Loader {
 }
 
 /// The built-in defaults with an explicit budget.
-fn settings(budget: usize) -> Settings {
+pub(crate) fn settings(budget: usize) -> Settings {
     let mut s = loader().load().unwrap();
     s.budget.tokens = budget;
     s
 }
 
-fn state(s: Settings) -> AppState {
+pub(crate) fn state(s: Settings) -> AppState {
     AppState::from_parts(s, loader(), None).unwrap()
 }
 
 /// A coding session: a prompt, then `rounds` Read calls each answered by a ~1,200-byte file.
-fn history(rounds: usize) -> Value {
+pub(crate) fn history(rounds: usize) -> Value {
     let mut messages =
         vec![json!({"role": "user", "content": "Fix the failing test in src/lib.rs"})];
     for i in 0..rounds {
@@ -79,7 +79,7 @@ fn tokens_of(body: &Value, format: Format) -> usize {
     basis.to_model(counted + calls * framing)
 }
 
-async fn call(app: Router, req: Request<Body>) -> (StatusCode, HeaderMap, Bytes) {
+pub(crate) async fn call(app: Router, req: Request<Body>) -> (StatusCode, HeaderMap, Bytes) {
     let res = app.oneshot(req).await.unwrap();
     let status = res.status();
     let headers = res.headers().clone();
@@ -90,7 +90,7 @@ async fn call(app: Router, req: Request<Body>) -> (StatusCode, HeaderMap, Bytes)
     )
 }
 
-async fn post_json(app: Router, path: &str, body: &Value) -> (StatusCode, Value) {
+pub(crate) async fn post_json(app: Router, path: &str, body: &Value) -> (StatusCode, Value) {
     let req = Request::post(path)
         .header("content-type", "application/json")
         .body(Body::from(body.to_string()))
@@ -485,17 +485,28 @@ async fn metrics_count_compactions_by_strategy_and_status() {
 // Proxy, against a fake upstream on 127.0.0.1.
 
 #[derive(Clone)]
-struct Reply {
-    status: u16,
-    headers: Vec<(&'static str, &'static str)>,
-    chunks: Vec<&'static str>,
+pub(crate) struct Reply {
+    pub(crate) status: u16,
+    pub(crate) headers: Vec<(&'static str, &'static str)>,
+    pub(crate) chunks: Vec<&'static str>,
     /// Held before the second chunk until notified (proves the proxy streams).
-    gate: Option<Arc<Notify>>,
-    delay: Duration,
+    pub(crate) gate: Option<Arc<Notify>>,
+    pub(crate) delay: Duration,
 }
 
 impl Reply {
-    fn json(status: u16, body: &'static str) -> Reply {
+    /// The SSE [`EVENTS`], the second held until `gate` is notified.
+    pub(crate) fn gated_events(gate: Arc<Notify>) -> Reply {
+        Reply {
+            status: 200,
+            headers: vec![("content-type", "text/event-stream")],
+            chunks: EVENTS.to_vec(),
+            gate: Some(gate),
+            delay: Duration::ZERO,
+        }
+    }
+
+    pub(crate) fn json(status: u16, body: &'static str) -> Reply {
         Reply {
             status,
             headers: vec![("content-type", "application/json")],
@@ -507,16 +518,16 @@ impl Reply {
 }
 
 #[derive(Clone, Debug)]
-struct Seen {
-    method: String,
-    uri: String,
-    headers: HeaderMap,
-    body: Bytes,
+pub(crate) struct Seen {
+    pub(crate) method: String,
+    pub(crate) uri: String,
+    pub(crate) headers: HeaderMap,
+    pub(crate) body: Bytes,
 }
 
-type Recorded = Arc<Mutex<Vec<Seen>>>;
+pub(crate) type Recorded = Arc<Mutex<Vec<Seen>>>;
 
-async fn spawn_upstream(reply: Reply) -> (String, Recorded) {
+pub(crate) async fn spawn_upstream(reply: Reply) -> (String, Recorded) {
     let recorded: Recorded = Arc::default();
     let rec = recorded.clone();
     let handler = move |method: axum::http::Method, uri: Uri, headers: HeaderMap, body: Bytes| {
@@ -562,14 +573,14 @@ async fn spawn_upstream(reply: Reply) -> (String, Recorded) {
     (format!("http://{addr}"), recorded)
 }
 
-fn proxy_state(budget: usize, upstream: &str) -> AppState {
+pub(crate) fn proxy_state(budget: usize, upstream: &str) -> AppState {
     let mut s = settings(budget);
     s.server.anthropic_upstream = upstream.to_string();
     s.server.openai_upstream = upstream.to_string();
     state(s)
 }
 
-fn anthropic_request(body: impl Into<Body>) -> Request<Body> {
+pub(crate) fn anthropic_request(body: impl Into<Body>) -> Request<Body> {
     Request::post("/v1/messages?beta=true")
         .header("content-type", "application/json")
         .header("x-api-key", "sk-ant-test")
@@ -1071,14 +1082,7 @@ async fn count_tokens_is_forwarded_with_the_same_compaction_as_messages() {
 #[tokio::test]
 async fn one_concurrency_limit_holds_until_a_streamed_answer_ends() {
     let gate = Arc::new(Notify::new());
-    let (upstream, seen) = spawn_upstream(Reply {
-        status: 200,
-        headers: vec![("content-type", "text/event-stream")],
-        chunks: EVENTS.to_vec(),
-        gate: Some(gate.clone()),
-        delay: Duration::ZERO,
-    })
-    .await;
+    let (upstream, seen) = spawn_upstream(Reply::gated_events(gate.clone())).await;
     let mut s = settings(0);
     s.server.anthropic_upstream = upstream;
     s.server.concurrency_limit = 1;
@@ -1126,14 +1130,7 @@ async fn one_concurrency_limit_holds_until_a_streamed_answer_ends() {
 #[tokio::test]
 async fn a_stalled_upstream_stream_is_cut_after_the_read_timeout() {
     let gate = Arc::new(Notify::new());
-    let (upstream, _) = spawn_upstream(Reply {
-        status: 200,
-        headers: vec![("content-type", "text/event-stream")],
-        chunks: EVENTS.to_vec(),
-        gate: Some(gate),
-        delay: Duration::ZERO,
-    })
-    .await;
+    let (upstream, _) = spawn_upstream(Reply::gated_events(gate)).await;
     let mut s = settings(0);
     s.server.anthropic_upstream = upstream;
     s.server.upstream_read_timeout_secs = 1;
@@ -1174,8 +1171,8 @@ impl compactor::strategy::Strategy for Held {
     }
 }
 
-#[tokio::test]
-async fn healthz_answers_while_compaction_holds_its_worker() {
+/// A state with one compaction worker whose strategy is [`Held`] on the returned barrier.
+pub(crate) fn held_state() -> (AppState, Arc<std::sync::Barrier>) {
     let barrier = Arc::new(std::sync::Barrier::new(2));
     let mut s = settings(2000);
     s.server.compaction_workers = 1;
@@ -1184,7 +1181,14 @@ async fn healthz_answers_while_compaction_holds_its_worker() {
         counter_for(Default::default()),
         vec![Box::new(Held(barrier.clone()))],
     );
-    let router = app(AppState::with_compactor(s, loader(), None, pipeline).unwrap());
+    let state = AppState::with_compactor(s, loader(), None, pipeline).unwrap();
+    (state, barrier)
+}
+
+#[tokio::test]
+async fn healthz_answers_while_compaction_holds_its_worker() {
+    let (held, barrier) = held_state();
+    let router = app(held);
     let busy = {
         let router = router.clone();
         tokio::spawn(async move {
@@ -1212,7 +1216,7 @@ async fn healthz_answers_while_compaction_holds_its_worker() {
 }
 
 /// Serves `s` on a free port on 127.0.0.1 until the returned sender fires.
-async fn serve_port(
+pub(crate) async fn serve_port(
     s: Settings,
 ) -> (
     std::net::SocketAddr,
@@ -1233,7 +1237,7 @@ async fn serve_port(
 }
 
 /// Reads until the peer closes; `Err` when it is still open after `within`.
-async fn closed_within(
+pub(crate) async fn closed_within(
     stream: &mut tokio::net::TcpStream,
     within: Duration,
 ) -> Result<Vec<u8>, ()> {
@@ -1278,8 +1282,16 @@ async fn slow_headers_and_idle_connections_are_closed() {
         .await
         .unwrap();
     assert!(String::from_utf8_lossy(&got).starts_with("HTTP/1.1 200 OK"));
+    stop_server(stop, server).await;
+}
+
+/// Stops a server of [`serve_port`] and waits (at most 20 s) for it to return.
+pub(crate) async fn stop_server(
+    stop: tokio::sync::oneshot::Sender<()>,
+    server: tokio::task::JoinHandle<()>,
+) {
     stop.send(()).unwrap();
-    tokio::time::timeout(Duration::from_secs(10), server)
+    tokio::time::timeout(Duration::from_secs(20), server)
         .await
         .unwrap()
         .unwrap();
@@ -1289,14 +1301,7 @@ async fn slow_headers_and_idle_connections_are_closed() {
 async fn shutdown_does_not_wait_past_its_deadline_for_a_stalled_stream() {
     use tokio::io::AsyncWriteExt;
     let gate = Arc::new(Notify::new());
-    let (upstream, seen) = spawn_upstream(Reply {
-        status: 200,
-        headers: vec![("content-type", "text/event-stream")],
-        chunks: EVENTS.to_vec(),
-        gate: Some(gate),
-        delay: Duration::ZERO,
-    })
-    .await;
+    let (upstream, seen) = spawn_upstream(Reply::gated_events(gate)).await;
     let mut s = settings(0);
     s.server.anthropic_upstream = upstream;
     s.server.shutdown_timeout_secs = 1;
@@ -1394,6 +1399,22 @@ async fn a_degraded_compaction_says_so_in_the_header_also_when_reused() {
     assert!(second.ends_with("; status=degraded"), "{second}");
 }
 
+#[tokio::test]
+async fn an_output_still_over_the_budget_says_so_in_the_header() {
+    let (upstream, _seen) = spawn_upstream(Reply::json(200, "{}")).await;
+    let router = app(proxy_state(60, &upstream));
+    let (status, headers, _) =
+        call(router.clone(), anthropic_request(history(6).to_string())).await;
+    assert_eq!(status, StatusCode::OK);
+    let header = headers["x-compactor-tokens"].to_str().unwrap();
+    assert!(header.ends_with("; status=over_budget"), "{header}");
+    let (_, text) = get_text(router, "/metrics").await;
+    assert!(
+        text.contains("compactor_compactions_total{status=\"over_budget\",strategy=\"default\"} 1"),
+        "{text}"
+    );
+}
+
 /// The proxy with the summary tier first on the fake model at `llm`.
 fn summary_settings(
     budget: usize,
@@ -1431,7 +1452,7 @@ fn tagged_history(tag: usize, rounds: usize) -> Value {
     h
 }
 
-fn metric(text: &str, name: &str) -> String {
+pub(crate) fn metric(text: &str, name: &str) -> String {
     text.lines()
         .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
         .unwrap_or_else(|| panic!("no {name} in\n{text}"))
@@ -1474,7 +1495,7 @@ async fn eight_concurrent_requests_to_a_failing_model_make_only_threshold_calls(
     );
 }
 
-async fn get_text(app: Router, path: &str) -> (StatusCode, String) {
+pub(crate) async fn get_text(app: Router, path: &str) -> (StatusCode, String) {
     let (status, _, body) = call(app, Request::get(path).body(Body::empty()).unwrap()).await;
     (status, String::from_utf8(body.to_vec()).unwrap())
 }

@@ -249,20 +249,17 @@ async fn anthropic_client_sends_its_key_as_x_api_key() {
     );
 }
 
-#[tokio::test]
-async fn retries_on_429_and_503_honouring_retry_after() {
-    let server = FakeLlm::start(vec![
-        Reply::Status(429, Some("0")),
-        Reply::Status(503, Some("0")),
-    ])
-    .await;
-    let engine = Compactor::from_config(settings(llm(&server, Provider::Openai))).unwrap();
+/// With `script` failures before the default answer, `calls` requests reach the model and the
+/// summary is made (`llm.retries = 2`).
+async fn summarized_after(script: Vec<Reply>, provider: Provider, calls: usize) {
+    let server = FakeLlm::start(script).await;
+    let engine = Compactor::from_config(settings(llm(&server, provider))).unwrap();
     let input = read(&session(8));
     let out = engine
         .compact(&input, Format::Anthropic, Some(half(&engine, &input)))
         .await
         .unwrap();
-    assert_eq!(server.count(), 3);
+    assert_eq!(server.count(), calls);
     assert_eq!(
         out.report.status,
         Status::Compacted,
@@ -270,6 +267,18 @@ async fn retries_on_429_and_503_honouring_retry_after() {
         notes(&out.report)
     );
     assert!(first_text(&out.conversation).contains(DEFAULT_SUMMARY));
+}
+
+#[tokio::test]
+async fn retries_on_429_and_503_honouring_retry_after() {
+    let script = vec![Reply::Status(429, Some("0")), Reply::Status(503, Some("0"))];
+    summarized_after(script, Provider::Openai, 3).await;
+}
+
+#[tokio::test]
+async fn a_dropped_connection_is_retried_like_a_503() {
+    // The first connection is dropped unanswered; the retry gets the summary.
+    summarized_after(vec![Reply::Drop], Provider::Anthropic, 2).await;
 }
 
 #[tokio::test]

@@ -26,6 +26,8 @@ pub enum Reply {
     Garbage,
     /// A well-formed answer with empty text.
     Empty,
+    /// No answer: the connection is dropped once the request is read (a transport failure).
+    Drop,
 }
 
 /// A request as received.
@@ -151,6 +153,9 @@ async fn handle(
             answer(anthropic, &t)
         }
         Reply::Garbage => (StatusCode::OK, "<html>upstream says hello</html>").into_response(),
+        // Unwinding the connection's task drops its socket unanswered (no panic message:
+        // resume_unwind skips the hook).
+        Reply::Drop => std::panic::resume_unwind(Box::new("fake LLM: connection dropped")),
         Reply::Status(code, retry_after) => {
             let status = StatusCode::from_u16(code).unwrap();
             let body = json!({"error": {"type": "overloaded", "message": "try later"}}).to_string();
