@@ -233,6 +233,17 @@ impl TiktokenCounter {
 }
 
 /// The bpe-openai tokenizer of a vocabulary (a process-wide static).
+///
+/// No `&str` reaches a panic in it (bpe-openai 0.3.2 `src/lib.rs`, bpe 0.2.3): its split slices
+/// the text at the ends of earlier pieces, which are char boundaries (a match ends on one, and
+/// the dropped look-ahead is one whole char); the `expect` and `assert_ne!` there run only for
+/// a match of `\s+\s`, two chars at least, so one is left after the look-ahead char is dropped
+/// (`every_whitespace_pair_before_every_kind_of_char_encodes_as_tiktoken_does` walks that path
+/// with every whitespace char); the regex-automata meta engine's search is infallible; the BPE
+/// encoder needs every single byte to be a token, which both vocabularies have; the `expect`s of
+/// the statics read the dictionaries built into the crate, not the input. Every char starts some
+/// piece (a letter a word, a digit a number, whitespace `\s+`, anything else punctuation), so
+/// no text is left unsplit and uncounted: the oracle tests check that the pieces cover the text.
 pub(crate) fn engine(tokenizer: Tokenizer) -> &'static bpe_openai::Tokenizer {
     match tokenizer {
         Tokenizer::O200kBase => bpe_openai::o200k_base(),

@@ -213,3 +213,27 @@ fn known_look_ahead_cases_encode_as_tiktoken_does() {
         agrees(text).unwrap_or_else(|e| panic!("{text:?}: {e}"));
     }
 }
+
+/// The look-ahead emulation (`\s+\s`, its last char dropped; `\s+$`) on every pair of Unicode
+/// whitespace chars, alone and before each kind of char a piece can start with: bpe-openai's
+/// `assert_ne!` in its split (a look-ahead piece must keep a char) sits on this path.
+#[test]
+fn every_whitespace_pair_before_every_kind_of_char_encodes_as_tiktoken_does() {
+    let spaces: Vec<char> = (0..=0x3000u32)
+        .filter_map(char::from_u32)
+        .filter(|c| c.is_whitespace())
+        .collect();
+    assert_eq!(spaces.len(), 25, "Unicode White_Space");
+    let after = [
+        "", "a", "A", "ǅ", "ʰ", "中", "\u{301}", "1", "'s", ".", "/", "\0", "🦀",
+    ];
+    for a in &spaces {
+        for b in &spaces {
+            for rest in after {
+                for text in [format!("{a}{b}{rest}"), format!("x{a}{a}{b}{rest}")] {
+                    agrees(&text).unwrap_or_else(|e| panic!("{text:?}: {e}"));
+                }
+            }
+        }
+    }
+}
