@@ -298,11 +298,14 @@ pub fn pipeline(preset: &str) -> Compactor {
 /// engines, then a cold count (a new [`CachedCounter`], as the pipeline counts its input), an
 /// uncached [`TiktokenCounter`] and a warm count, each with its ratio to both.
 pub fn count_table(conv: &Conversation, strings: &[String], runs: usize) {
+    // Each row is its own paired measurement: its bare figures are shown with it.
     let row = |name: &str, p: Paired| {
         eprintln!(
-            "  {name:<34} {:>8.2} ms   {:>5.2}x tiktoken-rs   {:>5.2}x bpe-openai",
+            "  {name:<34} {:>8.2} ms   tiktoken-rs {:>7.2} ms {:>5.2}x   bpe-openai {:>7.2} ms {:>5.2}x",
             p.case_ms,
+            p.bare_ms,
             p.ratio(),
+            p.engine_ms,
             p.engine_ratio()
         );
     };

@@ -203,13 +203,17 @@ mod tests {
     use proptest::prelude::*;
 
     fn text_strategy() -> impl Strategy<Value = String> {
-        // ASCII words, runs of spaces and newlines, and multi-byte chars (accents, CJK, emoji)
-        // that byte-level BPE splits across tokens.
+        // ASCII words, runs of spaces and other whitespace (the pre-tokenizer's look-ahead),
+        // newlines, contractions, and multi-byte chars (accents, CJK, emoji) that byte-level
+        // BPE splits across tokens.
         proptest::collection::vec(
             prop_oneof![
                 "[a-z]{1,8}",
                 " {1,4}",
                 "\n",
+                Just("\r\n".to_string()),
+                Just("\t\u{a0}".to_string()),
+                Just("'LL".to_string()),
                 "[0-9]{1,5}",
                 Just("é".to_string()),
                 Just("→".to_string()),
