@@ -326,25 +326,23 @@ pub fn count_table(conv: &Conversation, strings: &[String], runs: usize) {
         },
     );
     row("cold (a new CachedCounter)", cold);
-    let plain = TiktokenCounter::new(Tokenizer::O200kBase);
-    let uncached = paired(
-        runs,
-        strings,
-        || (),
-        |()| {
-            std::hint::black_box(plain.count_conversation(conv));
-        },
+    // The same counter on every run.
+    let again = |name: &str, counter: &dyn TokenCounter| {
+        let p = paired(
+            runs,
+            strings,
+            || (),
+            |()| {
+                std::hint::black_box(counter.count_conversation(conv));
+            },
+        );
+        row(name, p);
+    };
+    again(
+        "uncached (TiktokenCounter)",
+        &TiktokenCounter::new(Tokenizer::O200kBase),
     );
-    row("uncached (TiktokenCounter)", uncached);
     let warm = CachedCounter::new(TiktokenCounter::new(Tokenizer::O200kBase));
     warm.count_conversation(conv);
-    let warm = paired(
-        runs,
-        strings,
-        || (),
-        |()| {
-            std::hint::black_box(warm.count_conversation(conv));
-        },
-    );
-    row("warm (the same CachedCounter)", warm);
+    again("warm (the same CachedCounter)", &warm);
 }
