@@ -1,7 +1,8 @@
 //! Cold compactions of the largest corpus session ([`common::LARGEST`], whole log) in a loop, for
 //! `perf record -g`: a new pipeline (empty token cache, compaction memory off) per call, the
-//! pipeline built and dropped outside the clock, then bare tiktoken-rs encoding of the same text
-//! in a loop of the same length, and the ratio of the two means.
+//! pipeline built and dropped outside the clock, then bare encoding of the same text by
+//! tiktoken-rs (issue 12's reference) and by bpe-openai (the counter's engine), each in a loop of
+//! the same length, and the ratios of the means.
 //!
 //! `COMPACTOR_COLD=PRESET@BUDGET` (default `truncate@20000`), `COMPACTOR_COLD_SECS` (default 10).
 //!
@@ -14,37 +15,10 @@ use compactor::Format;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-/// `COMPACTOR_COLD=count`: a cold count of the session (a new [`CachedCounter`] per run, as the
-/// pipeline counts its input) and uncached [`TiktokenCounter`], alternated with bare encoding, 20
-/// runs each: medians in ms.
+/// `COMPACTOR_COLD=count`: [`common::count_table`] of the session, 20 runs.
 fn count_loop() {
-    use compactor::tokens::{CachedCounter, TiktokenCounter, TokenCounter, Tokenizer};
     let conv = common::load_whole(common::LARGEST);
-    let strings = common::texts(&conv);
-    let median = |mut v: Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
-    let (mut bare, mut cached, mut plain) = (Vec::new(), Vec::new(), Vec::new());
-    for _ in 0..20 {
-        let t = Instant::now();
-        black_box(common::bare_encode(&strings));
-        bare.push(t.elapsed().as_secs_f64() * 1e3);
-        let c = CachedCounter::new(TiktokenCounter::new(Tokenizer::O200kBase));
-        let t = Instant::now();
-        black_box(c.count_conversation(&conv));
-        cached.push(t.elapsed().as_secs_f64() * 1e3);
-        let c = TiktokenCounter::new(Tokenizer::O200kBase);
-        let t = Instant::now();
-        black_box(c.count_conversation(&conv));
-        plain.push(t.elapsed().as_secs_f64() * 1e3);
-    }
-    let (b, c, p) = (median(bare), median(cached), median(plain));
-    eprintln!(
-        "count: bare {b:.2} ms, cached cold {c:.2} ms ({:.2}x), uncached {p:.2} ms ({:.2}x)",
-        c / b,
-        p / b
-    );
+    common::count_table(&conv, &common::texts(&conv), 20);
 }
 
 fn main() {
@@ -86,17 +60,24 @@ fn main() {
         drop(p);
         runs += 1;
     }
-    let (mut bare, mut bare_runs) = (Duration::ZERO, 0u32);
-    while bare < case {
-        let t = Instant::now();
-        black_box(common::bare_encode(&strings));
-        bare += t.elapsed();
-        bare_runs += 1;
-    }
+    // Each bare encoding in a loop as long as the case's: its mean per run.
+    let bare_loop = |encode: fn(&[String]) -> usize| {
+        let (mut spent, mut bare_runs) = (Duration::ZERO, 0u32);
+        while spent < case {
+            let t = Instant::now();
+            black_box(encode(&strings));
+            spent += t.elapsed();
+            bare_runs += 1;
+        }
+        spent.as_secs_f64() * 1e3 / f64::from(bare_runs)
+    };
+    let bare_ms = bare_loop(common::bare_encode);
+    let engine_ms = bare_loop(common::bare_engine);
     let case_ms = case.as_secs_f64() * 1e3 / f64::from(runs);
-    let bare_ms = bare.as_secs_f64() * 1e3 / f64::from(bare_runs);
     eprintln!(
-        "cold {spec}: {runs} runs, {case_ms:.2} ms each; bare {bare_ms:.2} ms; {:.2}x",
-        case_ms / bare_ms
+        "cold {spec}: {runs} runs, {case_ms:.2} ms each; bare tiktoken-rs {bare_ms:.2} ms \
+         ({:.2}x), bare bpe-openai {engine_ms:.2} ms ({:.2}x)",
+        case_ms / bare_ms,
+        case_ms / engine_ms
     );
 }

@@ -1,6 +1,8 @@
 //! `compact` on the largest Claude Code session of the corpus ([`common::LARGEST`], whole log,
-//! checked to be the largest by o200k tokens), each case paired with bare tiktoken-rs encoding of
-//! the same text in the same run:
+//! checked to be the largest by o200k tokens), each case paired with two bare encodings of the
+//! same text in the same run: tiktoken-rs `encode_ordinary` (issue 12's reference, the ratio
+//! its targets are written in) and bpe-openai `count` (the counter's engine: the ratio to it is
+//! the overhead beyond tokenizing):
 //! - cold: a new pipeline (empty token cache) per run, presets `default`, `truncate` and
 //!   `microcompact` at budgets 20,000, 50,000 and 100,000 tokens (issue 12: <= 1.2x bare);
 //! - warm: the same pipeline again, counts from its cache (issue 12: <= 2 ms); the compaction
@@ -52,26 +54,26 @@ fn runtime() -> Runtime {
 
 fn row(name: &str, p: Paired, target: &str) {
     eprintln!(
-        "  {name:<32} {:>9.2} ms   bare {:>8.2} ms   {:>5.2}x   ({target})",
+        "  {name:<32} {:>9.2} ms   tiktoken-rs {:>8.2} ms {:>5.2}x   bpe-openai {:>8.2} ms {:>5.2}x   ({target})",
         p.case_ms,
         p.bare_ms,
-        p.ratio()
+        p.ratio(),
+        p.engine_ms,
+        p.engine_ratio()
     );
 }
 
 /// The paired table of the corpus session: cold per preset and budget, warm per preset.
 fn corpus_table(rt: &Runtime, conv: &Conversation, strings: &[String]) {
     eprintln!(
-        "compaction vs bare o200k encoding of the same text (median of {RUNS} alternating runs):"
+        "compaction vs bare o200k encoding of the same text by tiktoken-rs (issue 12's ratio) \
+         and by bpe-openai (the engine used) (median of {RUNS} alternating runs):"
     );
-    let bare = || {
-        black_box(common::bare_encode(strings));
-    };
     for preset in PRESETS {
         for budget in BUDGETS {
             let p = common::paired(
                 RUNS,
-                bare,
+                strings,
                 || common::pipeline(preset),
                 |p| {
                     black_box(compact(rt, &p, conv, budget));
@@ -83,7 +85,7 @@ fn corpus_table(rt: &Runtime, conv: &Conversation, strings: &[String]) {
         compact(rt, &warm, conv, BUDGETS[0]);
         let p = common::paired(
             RUNS,
-            bare,
+            strings,
             || (),
             |()| {
                 black_box(compact(rt, &warm, conv, BUDGETS[0]));
@@ -105,12 +107,9 @@ fn scaling_table(rt: &Runtime, label: &str, sessions: &[(usize, Conversation, Ve
     );
     let mut first: Option<(usize, f64, f64)> = None;
     for (calls, conv, strings) in sessions {
-        let bare = || {
-            black_box(common::bare_encode(strings));
-        };
         let cold = common::paired(
             RUNS,
-            bare,
+            strings,
             || common::pipeline("truncate"),
             |p| {
                 black_box(compact(rt, &p, conv, SCALE_BUDGET));
@@ -120,7 +119,7 @@ fn scaling_table(rt: &Runtime, label: &str, sessions: &[(usize, Conversation, Ve
         compact(rt, &warm_pipeline, conv, SCALE_BUDGET);
         let warm = common::paired(
             RUNS,
-            bare,
+            strings,
             || (),
             |()| {
                 black_box(compact(rt, &warm_pipeline, conv, SCALE_BUDGET));
@@ -207,6 +206,9 @@ fn bench(c: &mut Criterion) {
     group.bench_function("bare_o200k", |b| {
         b.iter(|| common::bare_encode(black_box(&strings)))
     });
+    group.bench_function("bare_o200k_engine", |b| {
+        b.iter(|| common::bare_engine(black_box(&strings)))
+    });
     for preset in PRESETS {
         for budget in BUDGETS {
             group.bench_function(format!("cold/{preset}/{budget}"), |b| {
@@ -230,6 +232,9 @@ fn bench(c: &mut Criterion) {
     for (calls, conv, strings) in &sessions {
         group.bench_function(format!("bare_o200k/{calls}"), |b| {
             b.iter(|| common::bare_encode(black_box(strings)))
+        });
+        group.bench_function(format!("bare_o200k_engine/{calls}"), |b| {
+            b.iter(|| common::bare_engine(black_box(strings)))
         });
         group.bench_function(format!("cold/truncate/{calls}"), |b| {
             b.iter_batched(

@@ -31,7 +31,8 @@
 //! - [`Strategy`]: how to make a conversation smaller (built in: `truncate`, `microcompact`,
 //!   `summary`). A strategy only proposes; the guard builds and checks every output.
 //! - [`tokens::TokenCounter`]: how many tokens a text, block or conversation costs (built in:
-//!   tiktoken `o200k_base` / `cl100k_base`, calibrated per model, behind a bounded cache).
+//!   tiktoken's `o200k_base` / `cl100k_base` vocabularies encoded by bpe-openai, calibrated per
+//!   model, behind a bounded cache).
 //! - [`llm::Summarizer`]: who writes the narrative summary of an older span for the `summary`
 //!   strategy (built in: one HTTP client speaking the Anthropic and OpenAI protocols).
 //!

@@ -36,5 +36,7 @@ mod strategy_props;
 mod summary;
 #[path = "all/support/mod.rs"]
 mod support;
+#[path = "all/tokens_oracle.rs"]
+mod tokens_oracle;
 #[path = "all/unicode_props.rs"]
 mod unicode_props;

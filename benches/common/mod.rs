@@ -1,5 +1,11 @@
 //! Shared by the benches: the corpus session they claim, the text a counter tokenizes (for bare
-//! tiktoken-rs encoding of the same text), generated sessions, and a paired timer.
+//! encoding of the same text), generated sessions, and a paired timer.
+//!
+//! Every case is paired with two references, timed alternately with it:
+//! - bare tiktoken-rs `encode_ordinary` (o200k_base), issue 12's reference ("cold compaction
+//!   <= 1.2x bare encoding"), kept as it was so that figures stay comparable across commits;
+//! - bare bpe-openai `count` (o200k_base), the engine the counter uses: the case's overhead
+//!   beyond tokenizing is its ratio to this one.
 //!
 //! Benches time things; tests never do (COMMON.md). The corpus is read from ../shared/corpus and
 //! never copied into the repository: a missing file is a panic naming the path, never an empty
@@ -11,7 +17,7 @@ use compactor::config::Loader;
 use compactor::conversation::{Block, ToolInput, ToolResultContent};
 use compactor::format::detect::{ImportOptions, Source};
 use compactor::format::{self, Format};
-use compactor::tokens::{TiktokenCounter, TokenCounter, Tokenizer};
+use compactor::tokens::{CachedCounter, TiktokenCounter, TokenCounter, Tokenizer};
 use compactor::{Compactor, Conversation};
 use serde_json::{Value, json};
 use std::path::Path;
@@ -128,10 +134,17 @@ pub fn texts(conv: &Conversation) -> Vec<String> {
 }
 
 /// Bare tiktoken-rs: `encode_ordinary` of every string with o200k_base, no cache, no
-/// structure; returns the token total.
+/// structure; returns the token total (issue 12's reference).
 pub fn bare_encode(strings: &[String]) -> usize {
     let bpe = tiktoken_rs::o200k_base_singleton();
     strings.iter().map(|s| bpe.encode_ordinary(s).len()).sum()
+}
+
+/// Bare bpe-openai, the counter's engine: `count` of every string with o200k_base (what
+/// `TiktokenCounter::count_text` calls), no cache, no structure; returns the token total.
+pub fn bare_engine(strings: &[String]) -> usize {
+    let bpe = bpe_openai::o200k_base();
+    strings.iter().map(|s| bpe.count(s.as_str())).sum()
 }
 
 /// A generated coding session of `calls` tool calls, as an Anthropic request body: a user request
@@ -213,16 +226,23 @@ pub fn tables_only() -> bool {
 /// Medians of a paired measurement, in milliseconds.
 #[derive(Debug, Clone, Copy)]
 pub struct Paired {
-    /// Bare tiktoken-rs encoding of the same text.
+    /// Bare tiktoken-rs encoding of the same text ([`bare_encode`]).
     pub bare_ms: f64,
+    /// Bare encoding of the same text with the counter's engine ([`bare_engine`]).
+    pub engine_ms: f64,
     /// The measured case.
     pub case_ms: f64,
 }
 
 impl Paired {
-    /// `case / bare`.
+    /// `case / bare tiktoken-rs` (issue 12's ratio).
     pub fn ratio(&self) -> f64 {
         self.case_ms / self.bare_ms
+    }
+
+    /// `case / bare engine`: what the case costs beyond tokenizing with the engine it uses.
+    pub fn engine_ratio(&self) -> f64 {
+        self.case_ms / self.engine_ms
     }
 }
 
@@ -232,19 +252,24 @@ fn median(mut v: Vec<Duration>) -> f64 {
         .map_or(f64::NAN, |d| d.as_secs_f64() * 1e3)
 }
 
-/// Runs `bare` and `case` alternately `runs` times (so that load from other processes falls on
-/// both alike) and returns their medians. `setup` builds the case's input outside the clock.
+/// Runs bare tiktoken-rs encoding of `strings`, bare engine encoding of them and `case`
+/// alternately `runs` times (so that load from other processes falls on all three alike) and
+/// returns their medians. `setup` builds the case's input outside the clock.
 pub fn paired<S>(
     runs: usize,
-    mut bare: impl FnMut(),
+    strings: &[String],
     mut setup: impl FnMut() -> S,
     mut case: impl FnMut(S),
 ) -> Paired {
-    let (mut b, mut c) = (Vec::with_capacity(runs), Vec::with_capacity(runs));
+    let mut b = Vec::with_capacity(runs);
+    let (mut e, mut c) = (b.clone(), b.clone());
     for _ in 0..runs {
         let t = Instant::now();
-        bare();
+        std::hint::black_box(bare_encode(strings));
         b.push(t.elapsed());
+        let t = Instant::now();
+        std::hint::black_box(bare_engine(strings));
+        e.push(t.elapsed());
         let input = setup();
         let t = Instant::now();
         case(input);
@@ -252,6 +277,7 @@ pub fn paired<S>(
     }
     Paired {
         bare_ms: median(b),
+        engine_ms: median(e),
         case_ms: median(c),
     }
 }
@@ -266,4 +292,57 @@ pub fn pipeline(preset: &str) -> Compactor {
     .unwrap_or_else(|e| panic!("preset {preset}: {e}"));
     settings.policy.remember = false;
     Compactor::from_config(settings).unwrap_or_else(|e| panic!("preset {preset}: {e}"))
+}
+
+/// The paired table of counting `conv` (whose texts are `strings`): bare encoding by both
+/// engines, then a cold count (a new [`CachedCounter`], as the pipeline counts its input), an
+/// uncached [`TiktokenCounter`] and a warm count, each with its ratio to both.
+pub fn count_table(conv: &Conversation, strings: &[String], runs: usize) {
+    // Each row is its own paired measurement: its bare figures are shown with it.
+    let row = |name: &str, p: Paired| {
+        eprintln!(
+            "  {name:<34} {:>8.2} ms   tiktoken-rs {:>7.2} ms {:>5.2}x   bpe-openai {:>7.2} ms {:>5.2}x",
+            p.case_ms,
+            p.bare_ms,
+            p.ratio(),
+            p.engine_ms,
+            p.engine_ratio()
+        );
+    };
+    let bare = paired(runs, strings, || (), |()| ());
+    eprintln!(
+        "count vs bare o200k encoding of the same text (median of {runs} alternating runs): \
+         tiktoken-rs {:.2} ms, bpe-openai {:.2} ms ({:.2}x)",
+        bare.bare_ms,
+        bare.engine_ms,
+        bare.engine_ms / bare.bare_ms
+    );
+    let cold = paired(
+        runs,
+        strings,
+        || CachedCounter::new(TiktokenCounter::new(Tokenizer::O200kBase)),
+        |counter| {
+            std::hint::black_box(counter.count_conversation(conv));
+        },
+    );
+    row("cold (a new CachedCounter)", cold);
+    // The same counter on every run.
+    let again = |name: &str, counter: &dyn TokenCounter| {
+        let p = paired(
+            runs,
+            strings,
+            || (),
+            |()| {
+                std::hint::black_box(counter.count_conversation(conv));
+            },
+        );
+        row(name, p);
+    };
+    again(
+        "uncached (TiktokenCounter)",
+        &TiktokenCounter::new(Tokenizer::O200kBase),
+    );
+    let warm = CachedCounter::new(TiktokenCounter::new(Tokenizer::O200kBase));
+    warm.count_conversation(conv);
+    again("warm (the same CachedCounter)", &warm);
 }

@@ -1,27 +1,44 @@
 //! Cutting a text to fit a number of tokens, without re-encoding it for every try.
 //!
 //! ```text
-//! text -> encode once (token ids) -> byte end of every token -> the cut at token n,
-//!         moved to a char boundary -> one check encode of the result (BPE of a piece may
-//!         differ from the piece of the BPE at its edge) -> step one token back if over,
-//!         or grow by whole chars while it still fits
+//! text -> encode once (token ids; a prefix cut stops at the first pre-tokenizer piece past
+//!         the cut) -> byte end of every token -> the cut at token n, moved to a char
+//!         boundary -> one check count of the result (BPE of a piece may differ from the
+//!         piece of the BPE at its edge) -> step one token back if over, or grow by whole
+//!         chars while it still fits
 //! ```
 //!
 //! Used through [`super::TokenCounter::prefix_within`] and
 //! [`super::TokenCounter::suffix_within`]: a head + tail truncation asks each once instead of
 //! searching with `count_text`.
 
-use tiktoken_rs::CoreBPE;
+use bpe_openai::Tokenizer;
 
-/// Byte offsets where each token of `text` ends (`ends[i]` = bytes of tokens `0..=i`), from one
-/// `encode_ordinary`. Byte-level BPE tokens may end inside a multi-byte char; callers move
-/// the offsets to char boundaries.
-fn token_ends(bpe: &CoreBPE, text: &str) -> Vec<usize> {
+/// The token ids of `text` as tiktoken's `encode_ordinary` gives them (the tests hold them to
+/// tiktoken-rs), piece by pre-tokenizer piece, stopping after the first piece that brings
+/// them past `limit` tokens: the encoding of a text is its pieces' encodings one after the
+/// other, so what is returned is always the start of the whole text's encoding (all of it
+/// when it has at most `limit` tokens).
+pub(crate) fn encode_until(bpe: &Tokenizer, text: &str, limit: usize) -> Vec<u32> {
+    let mut ids = Vec::new();
+    for piece in bpe.split(text) {
+        ids.extend(bpe.bpe.encode_via_backtracking(piece.as_bytes()));
+        if ids.len() > limit {
+            break;
+        }
+    }
+    ids
+}
+
+/// Byte offsets where each token of `text` ends (`ends[i]` = bytes of tokens `0..=i`), for at
+/// least `limit + 1` tokens when the text has that many ([`encode_until`]). Byte-level BPE
+/// tokens may end inside a multi-byte char; callers move the offsets to char boundaries.
+fn token_ends(bpe: &Tokenizer, text: &str, limit: usize) -> Vec<usize> {
     let mut at = 0;
-    bpe.encode_ordinary(text)
+    encode_until(bpe, text, limit)
         .into_iter()
         .map(|t| {
-            at += bpe.decode_bytes(&[t]).map_or(0, |b| b.len());
+            at += bpe.bpe.token_len(t);
             at
         })
         .collect()
@@ -47,8 +64,8 @@ fn ceil_boundary(text: &str, mut i: usize) -> usize {
 
 /// The longest prefix of `text`, ending on a char boundary, of at most `max_tokens` tokens
 /// (see the [module docs](self)).
-pub(crate) fn prefix_within<'t>(bpe: &CoreBPE, text: &'t str, max_tokens: usize) -> &'t str {
-    let ends = token_ends(bpe, text);
+pub(crate) fn prefix_within<'t>(bpe: &Tokenizer, text: &'t str, max_tokens: usize) -> &'t str {
+    let ends = token_ends(bpe, text, max_tokens);
     if ends.len() <= max_tokens {
         return text;
     }
@@ -60,7 +77,7 @@ pub(crate) fn prefix_within<'t>(bpe: &CoreBPE, text: &'t str, max_tokens: usize)
             floor_boundary(text, ends[n - 1])
         };
         let head = text.get(..end).unwrap_or("");
-        if n == 0 || bpe.encode_ordinary(head).len() <= max_tokens {
+        if n == 0 || bpe.count(head) <= max_tokens {
             return grow_head(bpe, text, end, max_tokens);
         }
         n -= 1;
@@ -68,8 +85,8 @@ pub(crate) fn prefix_within<'t>(bpe: &CoreBPE, text: &'t str, max_tokens: usize)
 }
 
 /// The longest suffix of `text`, starting on a char boundary, of at most `max_tokens` tokens.
-pub(crate) fn suffix_within<'t>(bpe: &CoreBPE, text: &'t str, max_tokens: usize) -> &'t str {
-    let ends = token_ends(bpe, text);
+pub(crate) fn suffix_within<'t>(bpe: &Tokenizer, text: &'t str, max_tokens: usize) -> &'t str {
+    let ends = token_ends(bpe, text, usize::MAX);
     if ends.len() <= max_tokens {
         return text;
     }
@@ -83,7 +100,7 @@ pub(crate) fn suffix_within<'t>(bpe: &CoreBPE, text: &'t str, max_tokens: usize)
             ceil_boundary(text, ends[first - 1])
         };
         let tail = text.get(start..).unwrap_or("");
-        if n == 0 || bpe.encode_ordinary(tail).len() <= max_tokens {
+        if n == 0 || bpe.count(tail) <= max_tokens {
             return grow_tail(bpe, text, start, max_tokens);
         }
         n -= 1;
@@ -92,12 +109,12 @@ pub(crate) fn suffix_within<'t>(bpe: &CoreBPE, text: &'t str, max_tokens: usize)
 
 /// The head `text[..end]` (which fits) grown char by char while it still fits: a token cut
 /// inside a multi-byte char drops that char, and the shorter piece may encode in fewer tokens
-/// than the tokens it was cut from. Usually one or two check encodes.
-fn grow_head<'t>(bpe: &CoreBPE, text: &'t str, mut end: usize, max_tokens: usize) -> &'t str {
+/// than the tokens it was cut from. Usually one or two check counts.
+fn grow_head<'t>(bpe: &Tokenizer, text: &'t str, mut end: usize, max_tokens: usize) -> &'t str {
     while let Some(c) = text.get(end..).and_then(|rest| rest.chars().next()) {
         let next = end + c.len_utf8();
         match text.get(..next) {
-            Some(head) if bpe.encode_ordinary(head).len() <= max_tokens => end = next,
+            Some(head) if bpe.count(head) <= max_tokens => end = next,
             _ => break,
         }
     }
@@ -105,14 +122,14 @@ fn grow_head<'t>(bpe: &CoreBPE, text: &'t str, mut end: usize, max_tokens: usize
 }
 
 /// The tail `text[start..]` (which fits) grown char by char to the left while it still fits.
-fn grow_tail<'t>(bpe: &CoreBPE, text: &'t str, mut start: usize, max_tokens: usize) -> &'t str {
+fn grow_tail<'t>(bpe: &Tokenizer, text: &'t str, mut start: usize, max_tokens: usize) -> &'t str {
     while let Some(c) = text
         .get(..start)
         .and_then(|before| before.chars().next_back())
     {
         let prev = start - c.len_utf8();
         match text.get(prev..) {
-            Some(tail) if bpe.encode_ordinary(tail).len() <= max_tokens => start = prev,
+            Some(tail) if bpe.count(tail) <= max_tokens => start = prev,
             _ => break,
         }
     }
@@ -186,13 +203,17 @@ mod tests {
     use proptest::prelude::*;
 
     fn text_strategy() -> impl Strategy<Value = String> {
-        // ASCII words, runs of spaces and newlines, and multi-byte chars (accents, CJK, emoji)
-        // that byte-level BPE splits across tokens.
+        // ASCII words, runs of spaces and other whitespace (the pre-tokenizer's look-ahead),
+        // newlines, contractions, and multi-byte chars (accents, CJK, emoji) that byte-level
+        // BPE splits across tokens.
         proptest::collection::vec(
             prop_oneof![
                 "[a-z]{1,8}",
                 " {1,4}",
                 "\n",
+                Just("\r\n".to_string()),
+                Just("\t\u{a0}".to_string()),
+                Just("'LL".to_string()),
                 "[0-9]{1,5}",
                 Just("é".to_string()),
                 Just("→".to_string()),

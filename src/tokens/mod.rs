@@ -3,11 +3,19 @@
 //! ```text
 //! Conversation -> CachedCounter (per-block count cache, xxh3 content hash)
 //!                   -> TokenCounter::count_block (rules below)
-//!                        -> count_text (tiktoken-rs BPE: o200k_base | cl100k_base)
+//!                        -> count_text (TiktokenCounter: o200k_base | cl100k_base,
+//!                                       encoded by bpe-openai)
 //! ```
 //!
-//! All counts are **tokens** of the chosen BPE; they approximate, not reproduce, what a provider
-//! bills (Anthropic's tokenizer is not public). The rules per block, each with its source:
+//! All counts are **tokens** of the chosen BPE vocabulary, the ones OpenAI's tiktoken encodes
+//! with (`encode_ordinary`: special-token markers are ordinary text); they approximate, not
+//! reproduce, what a provider bills (Anthropic's tokenizer is not public). The engine is
+//! GitHub's `bpe-openai` (rust-gems): the same vocabularies, a pre-tokenizer that emulates
+//! tiktoken's split regexes, and a backtracking BPE that gives the same tokens as tiktoken's
+//! merge by rank, in linear time. It counts exactly what tiktoken-rs counts: the tests hold it
+//! to tiktoken-rs `encode_ordinary` token by token (`oracle_tests.rs`, both vocabularies) and
+//! on every string of the shared corpus (`tests/all/tokens_oracle.rs`). The rules per block,
+//! each with its source:
 //!
 //! | block | counted as |
 //! |---|---|
@@ -29,6 +37,8 @@ mod cut;
 mod framed;
 pub mod image;
 pub mod model;
+#[cfg(test)]
+mod oracle_tests;
 
 pub use breakdown::{BlockEntry, Breakdown, ToolEntry};
 pub use cache::{CacheStats, CachedCounter, DEFAULT_CACHE_CAPACITY};
@@ -38,7 +48,6 @@ pub use model::{Calibration, ModelRule, ModelTokens, Observation, RatioSource};
 
 use crate::conversation::{Block, Conversation, Message, ToolInput, ToolResultContent};
 use serde_json::Value;
-use tiktoken_rs::CoreBPE;
 
 /// Tokens added per message for the role and the message delimiters, whatever its content.
 ///
@@ -48,7 +57,7 @@ use tiktoken_rs::CoreBPE;
 /// added.
 pub const MESSAGE_OVERHEAD: usize = 3;
 
-/// Which BPE vocabulary [`TiktokenCounter`] encodes with.
+/// Which BPE vocabulary [`TiktokenCounter`] counts in.
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize,
 )]
@@ -112,9 +121,10 @@ pub trait TokenCounter: Send + Sync {
 
     /// The longest prefix of `text` that ends on a char boundary and counts at most
     /// `max_tokens` tokens (`text` itself when it fits; `""` for 0). For cutting a text to fit:
-    /// the head of a head + tail truncation, a capped block. The tiktoken counter encodes
-    /// `text` once and cuts at the token index (plus one check encode of the result); this
-    /// provided form searches with [`TokenCounter::count_text`] (about `log2(len)` encodes).
+    /// the head of a head + tail truncation, a capped block. [`TiktokenCounter`] encodes
+    /// `text` once (for a prefix, only its pre-tokenizer pieces up to the cut) and cuts at the
+    /// token index (plus one check count of the result); this provided form searches with
+    /// [`TokenCounter::count_text`] (about `log2(len)` encodes).
     /// Maximal within one token: a longer char-boundary prefix either counts more than
     /// `max_tokens` or the result counts at least `max_tokens - 1`.
     fn prefix_within<'t>(&self, text: &'t str, max_tokens: usize) -> &'t str {
@@ -192,28 +202,52 @@ pub trait TokenCounter: Send + Sync {
     }
 }
 
-/// The default counter: tiktoken-rs BPE, built once per process and shared (tiktoken-rs
-/// singletons), encoding with `encode_ordinary` (no special-token parsing).
+/// The default counter: tokens of tiktoken's `o200k_base` or `cl100k_base` vocabulary, exactly as
+/// tiktoken's `encode_ordinary` makes them (no special-token parsing), encoded by `bpe-openai`.
+///
+/// The name says what it counts (tiktoken's vocabularies, token for token), not which crate
+/// encodes: it kept its name when the engine moved from tiktoken-rs to bpe-openai, so callers
+/// and configurations did not change. Each vocabulary is loaded once per process and shared
+/// (bpe-openai's statics).
 #[derive(Clone)]
 pub struct TiktokenCounter {
     tokenizer: Tokenizer,
-    bpe: &'static CoreBPE,
+    bpe: &'static bpe_openai::Tokenizer,
 }
 
 impl TiktokenCounter {
-    /// A counter for `tokenizer`. The first call per vocabulary builds the BPE (tens of
-    /// milliseconds); later calls are free.
+    /// A counter for `tokenizer`. The first call per vocabulary loads it (the dictionary is
+    /// built at compile time and deserialized: about 60 ms for cl100k, 120-160 ms for o200k
+    /// here; docs/speed.md); later calls are free.
     pub fn new(tokenizer: Tokenizer) -> TiktokenCounter {
-        let bpe = match tokenizer {
-            Tokenizer::O200kBase => tiktoken_rs::o200k_base_singleton(),
-            Tokenizer::Cl100kBase => tiktoken_rs::cl100k_base_singleton(),
-        };
-        TiktokenCounter { tokenizer, bpe }
+        TiktokenCounter {
+            tokenizer,
+            bpe: engine(tokenizer),
+        }
     }
 
     /// The vocabulary in use.
     pub fn tokenizer(&self) -> Tokenizer {
         self.tokenizer
+    }
+}
+
+/// The bpe-openai tokenizer of a vocabulary (a process-wide static).
+///
+/// No `&str` reaches a panic in it (bpe-openai 0.3.2 `src/lib.rs`, bpe 0.2.3): its split slices
+/// the text at the ends of earlier pieces, which are char boundaries (a match ends on one, and
+/// the dropped look-ahead is one whole char); the `expect` and `assert_ne!` there run only for
+/// a match of `\s+\s`, two chars at least, so one is left after the look-ahead char is dropped
+/// (`every_whitespace_pair_before_every_kind_of_char_encodes_as_tiktoken_does` walks that path
+/// with every whitespace char); the regex-automata meta engine's search is infallible; the BPE
+/// encoder needs every single byte to be a token, which both vocabularies have; the `expect`s of
+/// the statics read the dictionaries built into the crate, not the input. Every char starts some
+/// piece (a letter a word, a digit a number, whitespace `\s+`, anything else punctuation), so
+/// no text is left unsplit and uncounted: the oracle tests check that the pieces cover the text.
+pub(crate) fn engine(tokenizer: Tokenizer) -> &'static bpe_openai::Tokenizer {
+    match tokenizer {
+        Tokenizer::O200kBase => bpe_openai::o200k_base(),
+        Tokenizer::Cl100kBase => bpe_openai::cl100k_base(),
     }
 }
 
@@ -234,10 +268,7 @@ impl std::fmt::Debug for TiktokenCounter {
 
 impl TokenCounter for TiktokenCounter {
     fn count_text(&self, text: &str) -> usize {
-        if text.is_empty() {
-            return 0;
-        }
-        self.bpe.encode_ordinary(text).len()
+        self.bpe.count(text)
     }
 
     fn count_at_least(&self, text: &str) -> usize {
@@ -288,12 +319,25 @@ impl<T: TokenCounter + ?Sized> TokenCounter for std::sync::Arc<T> {
 
 /// Pieces the `o200k_base` and `cl100k_base` pre-tokenizers are sure to cut `text` into, each
 /// at least one token, so at most [`TiktokenCounter::count_text`] of it in either vocabulary:
-/// the text's start, and every space followed by an ASCII letter. Why such a space starts a
-/// piece, by the two split regexes (tiktoken-rs `O200K_BASE_PAT_STR` and cl100k's pattern): a
-/// space is only ever the first character of a word or punctuation piece (`[^\r\n\p{L}\p{N}]?`,
-/// ` ?`); a whitespace piece holding it would have to end in a line break (`\s*[\r\n]`) or
-/// before a non-space (`\s+(?!\S)`, which stops before the space), and the letter after it
-/// is neither; contractions and numbers hold no space.
+/// the text's start, and every space followed by an ASCII letter.
+///
+/// Why such a space starts a piece, read from the patterns the engine splits with (bpe-openai
+/// `src/lib.rs`: one alternation `pat1` in tiktoken's order, then `\s+\s` whose last char is
+/// dropped from the piece, then `\s+`; the first that matches at a piece's start wins):
+/// - in a word piece (`[^\r\n\p{L}\p{N}]?` then letters and marks, a contraction after them)
+///   or a punctuation piece (` ?[^\s\p{L}\p{N}]+[\r\n/]*`), a space can only be the first
+///   character; number pieces (`\p{N}{1,3}`) and cl100k's contractions hold none;
+/// - a whitespace piece holding it must go on after it: `\s*[\r\n]+` to a line break,
+///   `\s+$` to the end, `\s+\s` to one more whitespace (the dropped look-ahead char: when the
+///   space is that char, the piece ends before it); the letter after the space is none of
+///   them;
+/// - `\s+` is tried only when all of those failed at the piece's start: a run of two or more
+///   whitespace chars before the letter matches `\s+\s`, and a lone space before a letter
+///   matches the word pattern (every ASCII letter is `Lu` or `Ll`, so one of o200k's two word
+///   forms takes it).
+///
+/// tiktoken's own patterns (`\s+(?!\S)` where bpe-openai has `\s+$` and `\s+\s`) give the
+/// same argument; the proptest below checks the floor against tiktoken-rs, the oracle.
 pub(crate) fn split_floor(text: &str) -> usize {
     let b = text.as_bytes();
     let Some(&first) = b.first() else { return 0 };
@@ -513,14 +557,17 @@ mod tests {
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]
 
-        /// The floor never exceeds the real count, in either vocabulary: texts of words,
-        /// spaces, line breaks, digits, punctuation, contractions and non-ASCII letters.
+        /// The floor never exceeds the count of the oracle (tiktoken-rs `encode_ordinary`, which
+        /// the engine equals: oracle_tests.rs), in either vocabulary: texts of words, spaces
+        /// and other whitespace, line breaks, digits, punctuation, contractions, non-ASCII
+        /// letters and marks.
         #[test]
         fn the_split_floor_is_at_most_the_count(
             parts in proptest::collection::vec(
                 proptest::sample::select(vec![
                     " ", "  ", "a", "Zeta", "word", " x", "\n", "\r\n", "\t", "1", "2024",
                     ".", "]", "`", "/", "'s", "'LL", "é", "中文", "—", "…", "\u{301}", "_",
+                    "\u{a0}", "\u{3000}", " \n", "ǅ", "ʰ", "🦀", "\0",
                 ]),
                 0..40,
             )
@@ -528,7 +575,11 @@ mod tests {
             let text: String = parts.concat();
             let floor = split_floor(&text);
             for vocabulary in [Tokenizer::O200kBase, Tokenizer::Cl100kBase] {
-                let count = TiktokenCounter::new(vocabulary).count_text(&text);
+                let oracle = match vocabulary {
+                    Tokenizer::O200kBase => tiktoken_rs::o200k_base_singleton(),
+                    Tokenizer::Cl100kBase => tiktoken_rs::cl100k_base_singleton(),
+                };
+                let count = oracle.encode_ordinary(&text).len();
                 proptest::prop_assert!(floor <= count, "{text:?}: floor {floor} > {count} ({vocabulary})");
             }
         }
