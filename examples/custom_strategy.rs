@@ -8,6 +8,7 @@
 //! built-in tier's.
 
 use compactor::conversation::Conversation;
+use compactor::facts::UserWords;
 use compactor::guard::{CutKind, Marker, MessageTokens, UnitEdit};
 use compactor::registry::{Built, Registry};
 use compactor::strategy::{Budget, Compaction, Context, Edit, Strategy, StrategyError};
@@ -45,7 +46,7 @@ impl Strategy for KeepTail {
         // the edit, if the dropped rounds held a failure this marker does not record).
         let marker = Marker {
             text: format!("[{} earlier messages dropped]", cut.index - pinned),
-            failures: Vec::new(),
+            ..Marker::default()
         };
         Ok(Compaction {
             plan: vec![UnitEdit::Drop {
@@ -57,6 +58,7 @@ impl Strategy for KeepTail {
                 to: cut.index,
                 calls: 0,
                 tokens: tokens.span(pinned..cut.index),
+                user_words: UserWords::default(),
             }],
             notes: Vec::new(),
             degraded: None,

@@ -23,7 +23,7 @@ pub use errors::{
     CLEARED_PREFIX, ERROR_LINE_CHARS, informative_lines, is_informative, output_text,
 };
 pub use paths::{PATH_CHARS, PathStyle, clip_left, file_name, mentions_path, parents_needed};
-pub use state::{Rendered, SessionState, summary_item};
+pub use state::{LeftOut, Rendered, SessionState, UserWords, summary_item};
 pub use state_size::StateSizes;
 pub use user::{
     CLAUDE_CODE_SUMMARY_PREFIX, CODEX_SUMMARY_PREFIX, COMPACTOR_SUMMARY_PREFIX, INSTRUCTION_WORDS,

@@ -26,8 +26,12 @@ use super::{FailureFact, FileAction, SummaryKind, around_constraints};
 use crate::conversation::Outcome;
 use crate::render::{clip, one_line_clipped};
 use crate::tokens::TokenCounter;
+use serde::Serialize;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::ops::Range;
+
+/// What a `[user]` line says after its number when its request is not verbatim.
+const SHORTENED_TAG: &str = " (shortened)";
 
 /// Characters kept of a command or argument in a `[then]` line, and of that line.
 const THEN_ARG_CHARS: usize = 60;
@@ -52,6 +56,9 @@ struct Request {
     /// The round's calls all succeeded (known outcomes, none failed). False when unknown (a
     /// merged earlier state) or when the round had no calls.
     settled: bool,
+    /// `text` is already a shortening of the person's words (read back from an earlier marker
+    /// whose line said so).
+    shortened: bool,
 }
 
 /// The session state of a span, ready to be written into a marker message.
@@ -74,6 +81,9 @@ pub struct SessionState {
     /// Leave out the `[then]` lines of settled rounds (all calls succeeded): the last resort
     /// when the marker with them does not fit the budget ([`SessionState::shedding_settled`]).
     shed_settled: bool,
+    /// Counter tokens the whole output can give the record, past which the user's words are
+    /// not kept whole ([`SessionState::with_words_ceiling`]); `None`: no ceiling.
+    words_ceiling: Option<usize>,
 }
 
 /// The lines a state keeps within a budget, and how many items it left out.
@@ -89,6 +99,77 @@ pub struct Rendered {
     /// break, with the section titles and the omitted-items line reserved. An estimate of the
     /// lines joined (usually a little above it), made without tokenizing them again.
     pub tokens: usize,
+    /// What the lines did to the user's words (which requests are not there verbatim).
+    pub user_words: UserWords,
+}
+
+/// What a record of a dropped span did to the user's requests, by request number (`#N` in
+/// its lines, counted from the session's first request). Empty when every request of the span
+/// is written verbatim.
+///
+/// The user's words come first in a record ([`SessionState::render`]) and are kept even past
+/// its room: a request is shortened when the requests whole would take more than half the
+/// room, and left out only when, shortened, they take more than three quarters of the words'
+/// ceiling (what the whole output can give the record, [`SessionState::with_words_ceiling`]):
+/// the first request (the task) and the newest ones are kept, the ones between named by a line
+/// `[… N earlier requests left out: #a–#b]`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct UserWords {
+    /// Requests written shortened around their constraint sentences (first sentence, every
+    /// sentence with an instruction word, last sentence; [`around_constraints`]), each line
+    /// tagged `(shortened)`.
+    pub shortened: Vec<usize>,
+    /// Requests left out of the record: one run between the first and the newest kept.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub left_out: Option<LeftOut>,
+}
+
+/// The run of requests a record left out ([`UserWords::left_out`]), by request number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct LeftOut {
+    /// How many requests.
+    pub count: usize,
+    /// The first one's number.
+    pub first: usize,
+    /// The last one's number (numbers between may be missing when an earlier record had
+    /// already left them out).
+    pub last: usize,
+}
+
+impl UserWords {
+    /// Whether every request of the span is written verbatim.
+    pub fn is_verbatim(&self) -> bool {
+        self.shortened.is_empty() && self.left_out.is_none()
+    }
+
+    /// The report's note: `the record's user words: 2 requests shortened around their
+    /// constraint sentences (#3, #7); 4980 requests left out (#2–#4981), the first and the
+    /// newest kept`.
+    pub fn note(&self) -> String {
+        let list = |ns: &[usize]| match ns {
+            [a, .., b] if ns.len() > 3 => format!("#{a}–#{b}"),
+            _ => ns
+                .iter()
+                .map(|n| format!("#{n}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+        };
+        let mut parts = Vec::new();
+        if !self.shortened.is_empty() {
+            parts.push(format!(
+                "{} requests shortened around their constraint sentences ({})",
+                self.shortened.len(),
+                list(&self.shortened)
+            ));
+        }
+        if let Some(l) = self.left_out {
+            parts.push(format!(
+                "{} requests left out (#{}–#{}), the first and the newest kept",
+                l.count, l.first, l.last
+            ));
+        }
+        format!("the record's user words: {}", parts.join("; "))
+    }
 }
 
 fn outcome_word(o: Option<Outcome>) -> &'static str {
@@ -165,6 +246,7 @@ impl SessionState {
                 text: u.text.clone(),
                 then: Some(then),
                 settled,
+                shortened: false,
             });
         }
         for t in in_range(&facts.touches, &range, |t| t.message) {
@@ -284,14 +366,22 @@ impl SessionState {
             };
             match tag {
                 "user" => {
-                    let (number, text) = number_of(body)
-                        .unwrap_or_else(|| (self.requests.len() + 1, body.to_string()));
+                    // `#N (shortened): …` was shortened by an earlier pass.
+                    let (shortened, body) = match body.split_once(SHORTENED_TAG) {
+                        Some((n, t)) if n.starts_with('#') && !n.contains(' ') => {
+                            (true, format!("{n}{t}"))
+                        }
+                        _ => (false, body.to_string()),
+                    };
+                    let (number, text) =
+                        number_of(&body).unwrap_or_else(|| (self.requests.len() + 1, body.clone()));
                     let text = text.replace("\n  ", "\n");
                     self.requests.push(Request {
                         number,
                         text,
                         then: None,
                         settled: false,
+                        shortened,
                     });
                 }
                 "then" => {
@@ -375,31 +465,88 @@ impl SessionState {
             + cost("[… 999 more items omitted]");
         let mut omitted = self.carried_omitted;
         // (1) the user's words: full first; shortened around constraints when they take more
-        // than half the budget.
-        let full: Vec<String> = self
+        // than half the budget; past three quarters of it, the first request (the task) and
+        // the newest ones, the ones between left out by one line that names them.
+        let mut user_words = UserWords::default();
+        let room = self
+            .words_ceiling
+            .map_or(usize::MAX, |c| c.saturating_sub(used) * 3 / 4);
+        // Each request's `[then]` line (none when shed), whole or shortened alike.
+        let thens: Vec<Option<String>> = self
             .requests
             .iter()
-            .map(|r| user_line(r, &r.text))
+            .map(|r| {
+                let t = r.then.as_ref()?;
+                if self.shed_settled && r.settled {
+                    omitted += 1;
+                    return None;
+                }
+                Some(format!("[then] #{}: {t}", r.number))
+            })
             .collect();
-        let full_cost: usize = full.iter().map(|l| cost(l)).sum();
-        let users: Vec<String> = if full_cost * 2 > max_tokens {
-            self.requests
-                .iter()
-                .map(|r| user_line(r, &around_constraints(&r.text)))
-                .collect()
-        } else {
-            full
-        };
-        let mut head = Vec::new();
-        for (r, l) in self.requests.iter().zip(users) {
-            used += cost(&l);
-            head.push(l);
-            if self.shed_settled && r.settled && r.then.is_some() {
-                omitted += 1;
-                continue;
+        let then_cost: usize = thens.iter().flatten().map(|l| cost(l)).sum();
+        let full_cost: usize = self
+            .requests
+            .iter()
+            .map(|r| cost(&user_line(r, &r.text, r.shortened)))
+            .sum();
+        let shorten = full_cost * 2 > max_tokens || full_cost.saturating_add(then_cost) > room;
+        let mut lines_of: Vec<Vec<String>> = Vec::with_capacity(self.requests.len());
+        let mut costs: Vec<usize> = Vec::with_capacity(self.requests.len());
+        let mut short: Vec<bool> = Vec::with_capacity(self.requests.len());
+        for (r, then) in self.requests.iter().zip(thens) {
+            let (text, shortened) = if shorten {
+                let short = around_constraints(&r.text);
+                let changed = short != r.text;
+                (short, r.shortened || changed)
+            } else {
+                (r.text.clone(), r.shortened)
+            };
+            short.push(shortened);
+            let ls: Vec<String> = std::iter::once(user_line(r, &text, shortened))
+                .chain(then)
+                .collect();
+            costs.push(ls.iter().map(|l| cost(l)).sum());
+            lines_of.push(ls);
+        }
+        let total: usize = costs.iter().sum();
+        // Requests kept: all, or the first and the newest that fit after it.
+        let mut keep = vec![true; self.requests.len()];
+        let mut left_out: Vec<usize> = Vec::new();
+        if total > room && self.requests.len() > 2 {
+            let gap = cost("[… 99999 earlier requests left out: #99999–#99999]");
+            let mut spent = costs[0] + gap;
+            let mut newest = self.requests.len();
+            while newest > 1 && spent + costs[newest - 1] <= room {
+                newest -= 1;
+                spent += costs[newest];
             }
-            if let Some(t) = &r.then {
-                let l = format!("[then] #{}: {t}", r.number);
+            // At least the newest request, whatever it costs.
+            newest = newest.min(self.requests.len() - 1).max(1);
+            for k in 1..newest {
+                keep[k] = false;
+                left_out.push(self.requests[k].number);
+            }
+        }
+        user_words.shortened = (0..self.requests.len())
+            .filter(|&k| keep[k] && short[k])
+            .map(|k| self.requests[k].number)
+            .collect();
+        if let (Some(&first), Some(&last)) = (left_out.first(), left_out.last()) {
+            user_words.left_out = Some(LeftOut {
+                count: left_out.len(),
+                first,
+                last,
+            });
+        }
+        let mut head = Vec::new();
+        for (k, ls) in lines_of.into_iter().enumerate() {
+            if keep[k] {
+                used += costs[k];
+                head.extend(ls);
+            } else if k == 1 {
+                // The line naming the left-out run (requests 1.., up to the newest kept).
+                let l = left_out_line(&left_out);
                 used += cost(&l);
                 head.push(l);
             }
@@ -528,6 +675,7 @@ impl SessionState {
             omitted,
             failures: self.failures.iter().map(|(id, _)| id.clone()).collect(),
             tokens: used,
+            user_words,
         }
     }
 
@@ -536,6 +684,16 @@ impl SessionState {
     /// marker does not fit.
     pub fn shedding_settled(mut self) -> SessionState {
         self.shed_settled = true;
+        self
+    }
+
+    /// The same state with a ceiling on the user's words: `tokens` (counter tokens) is what the
+    /// whole output can give the record at most, past its usual room. Without one the words
+    /// are kept whatever they cost (shortened around their constraints past half the room);
+    /// with one, past three quarters of the ceiling the first request and the newest are kept
+    /// and the ones between left out, by one line naming them ([`UserWords`]).
+    pub fn with_words_ceiling(mut self, tokens: usize) -> SessionState {
+        self.words_ceiling = Some(tokens);
         self
     }
 
@@ -561,31 +719,33 @@ impl SessionState {
         max_tokens: usize,
         counter: &dyn TokenCounter,
     ) -> (String, Vec<String>) {
-        let (s, failures, _) =
+        let (s, rendered) =
             self.marker_sized(removed_messages, removed_tokens, max_tokens, counter);
-        (s, failures)
+        (s, rendered.failures)
     }
 
-    /// [`SessionState::marker`] and an estimate of the text's counter tokens (the header's
-    /// count plus [`Rendered::tokens`]), for a caller that compares many candidate markers
-    /// without tokenizing each whole.
+    /// The marker's text and what its render kept ([`Rendered`], its `lines` moved into the
+    /// text and left empty; its `tokens` an estimate of the whole text's counter tokens: the
+    /// header's count plus the lines' budget), for a caller that compares many candidate
+    /// markers without tokenizing each whole.
     pub fn marker_sized(
         &self,
         removed_messages: usize,
         removed_tokens: usize,
         max_tokens: usize,
         counter: &dyn TokenCounter,
-    ) -> (String, Vec<String>, usize) {
+    ) -> (String, Rendered) {
         let mut s = format!(
             "{MARKER_PREFIX} A record of earlier work, not instructions to act on: {removed_messages} earlier messages ({removed_tokens} tokens) were replaced by this session state, made by code.\n"
         );
         let head = counter.count_text_cached(&s);
-        let rendered = self.render(max_tokens.saturating_sub(head), counter);
-        for l in rendered.lines {
+        let mut rendered = self.render(max_tokens.saturating_sub(head), counter);
+        for l in std::mem::take(&mut rendered.lines) {
             s.push_str(&l);
             s.push('\n');
         }
-        (s, rendered.failures, head + rendered.tokens)
+        rendered.tokens += head;
+        (s, rendered)
     }
 }
 
@@ -609,8 +769,19 @@ fn in_range<'a, T>(items: &'a [T], range: &Range<usize>, message: impl Fn(&T) ->
     &items[from..to]
 }
 
-fn user_line(r: &Request, text: &str) -> String {
-    format!("[user] #{}: {}", r.number, indent_rest(text))
+/// `[… N earlier requests left out: #a–#b]` (`[… 1 earlier request left out: #a]`).
+fn left_out_line(numbers: &[usize]) -> String {
+    match numbers {
+        [one] => format!("[… 1 earlier request left out: #{one}]"),
+        [a, .., b] => format!("[… {} earlier requests left out: #{a}–#{b}]", numbers.len()),
+        [] => String::new(),
+    }
+}
+
+/// `[user] #N: text`, or `[user] #N (shortened): text` when `text` is not the request whole.
+fn user_line(r: &Request, text: &str, shortened: bool) -> String {
+    let tag = if shortened { SHORTENED_TAG } else { "" };
+    format!("[user] #{}{tag}: {}", r.number, indent_rest(text))
 }
 
 /// `Bash, command cargo test: error: first | last -> fixed by toolu_x at message N`, from the
@@ -687,6 +858,143 @@ mod tests {
 
     fn counter() -> TiktokenCounter {
         TiktokenCounter::new(crate::tokens::Tokenizer::default())
+    }
+
+    /// A session of `n` user requests, each answered by the assistant.
+    fn chat(n: usize, text: impl Fn(usize) -> String) -> Vec<Message> {
+        (1..=n)
+            .flat_map(|k| {
+                [
+                    Message::text(Role::User, text(k)),
+                    Message::text(Role::Assistant, format!("done {k}")),
+                ]
+            })
+            .collect()
+    }
+
+    proptest::proptest! {
+        /// However many requests and whatever the room: every request of the span is written
+        /// verbatim, tagged shortened, or one of a single left-out run from #2 that a line
+        /// names; the first and the newest are always written; the user's lines stay within
+        /// three quarters of the room unless that is less than the first and the newest.
+        #[test]
+        fn every_request_is_written_tagged_or_named_as_left_out(
+            n in 1usize..400,
+            room in 40usize..6_000,
+            long_every in 1usize..6,
+        ) {
+            let text = |k: usize| {
+                if k % long_every == 0 {
+                    format!("Request {k} asks for a thing. It goes on. And on. You must keep file{k}.rs. The last word {k}.")
+                } else {
+                    format!("Request {k}: short.")
+                }
+            };
+            let msgs = chat(n, text);
+            let facts = Facts::of(&msgs, true);
+            let c = counter();
+            let r = SessionState::of(&facts, 0..msgs.len()).with_words_ceiling(room).render(room / 2, &c);
+            let user: Vec<&String> = r.lines.iter().filter(|l| l.starts_with("[user] #")).collect();
+            let written: Vec<usize> = user
+                .iter()
+                .map(|l| l["[user] #".len()..].split([' ', ':']).next().unwrap().parse().unwrap())
+                .collect();
+            // Written, in order, then the left-out run between the first and the rest.
+            let mut all = written.clone();
+            if let Some(l) = r.user_words.left_out {
+                all.extend(l.first..=l.last);
+            }
+            all.sort_unstable();
+            proptest::prop_assert_eq!(all, (1..=n).collect::<Vec<_>>());
+            proptest::prop_assert_eq!(written.first(), Some(&1));
+            proptest::prop_assert_eq!(written.last(), Some(&n));
+            if let Some(LeftOut { count, first: a, last: b }) = r.user_words.left_out {
+                proptest::prop_assert_eq!(a, 2);
+                proptest::prop_assert_eq!(b - a + 1, count);
+                let named = if a == b {
+                    "[… 1 earlier request left out: #2]".to_string()
+                } else {
+                    format!("[… {count} earlier requests left out: #2–#{b}]")
+                };
+                proptest::prop_assert!(r.lines.contains(&named), "{:?}", r.lines);
+                let users_cost: usize = user.iter().map(|l| c.count_text(l) + 1).sum::<usize>()
+                    + c.count_text(&named) + 1;
+                let two = user.iter().take(1).chain(user.last()).map(|l| c.count_text(l) + 1).sum::<usize>();
+                proptest::prop_assert!(users_cost <= (room * 3 / 4).max(two + c.count_text(&named) + 1), "{} of {}", users_cost, room);
+            } else {
+                proptest::prop_assert_eq!(written.len(), n);
+            }
+            // A line is tagged shortened exactly when its request is typed as shortened, and
+            // then it is not the request's text.
+            for (l, k) in user.iter().zip(&written) {
+                let tagged = l.starts_with(&format!("[user] #{k} (shortened): "));
+                proptest::prop_assert_eq!(tagged, r.user_words.shortened.contains(k));
+                let whole = format!("[user] #{k}: {}", text(*k));
+                proptest::prop_assert_eq!(tagged, **l != whole, "{}", l);
+            }
+        }
+    }
+
+    #[test]
+    fn a_shortened_request_stays_tagged_when_merged_forward() {
+        const ROOM: usize = 200;
+        let long = format!(
+            "Port the parser to nom. {}Never change the public API. Report the timings.",
+            "It is slow and old. ".repeat(30)
+        );
+        let msgs = chat(3, |k| {
+            if k == 2 {
+                long.clone()
+            } else {
+                format!("Request {k}.")
+            }
+        });
+        let c = counter();
+        let facts = Facts::of(&msgs, true);
+        // A room small enough that the words whole take more than half of it.
+        let first = SessionState::of(&facts, 0..msgs.len()).marker_text(6, 100, ROOM, &c);
+        assert!(
+            first.contains("[user] #2 (shortened): Port the parser to nom. … Never change the public API. … Report the timings."),
+            "{first}"
+        );
+        // The next pass reads it back: still shortened, once, with its number.
+        let again = Facts::of(&[Message::text(Role::User, first)], true);
+        let state = SessionState::of(&again, 0..1);
+        let r = state.render(2_000, &c);
+        assert_eq!(r.user_words.shortened, vec![2]);
+        assert!(
+            r.lines.contains(&"[user] #2 (shortened): Port the parser to nom. … Never change the public API. … Report the timings.".to_string()),
+            "{:?}",
+            r.lines
+        );
+    }
+
+    #[test]
+    fn five_thousand_requests_keep_the_task_and_the_newest_within_the_room() {
+        let msgs = chat(5_000, |k| format!("Please handle ticket {k} now."));
+        let c = counter();
+        let facts = Facts::of(&msgs, true);
+        let r = SessionState::of(&facts, 0..msgs.len())
+            .with_words_ceiling(2_000)
+            .render(1_000, &c);
+        let text = r.lines.join("\n");
+        assert!(c.count_text(&text) <= 2_000, "{}", c.count_text(&text));
+        let gap = r.user_words.left_out.expect("requests left out").count;
+        assert!(gap > 4_000, "{gap}");
+        // The task, its outcome, the line naming the run, then the newest requests.
+        assert_eq!(
+            r.lines[1..4],
+            [
+                "[user] #1: Please handle ticket 1 now.".to_string(),
+                "[then] #1: answered: done 1".to_string(),
+                format!("[… {gap} earlier requests left out: #2–#{}]", gap + 1),
+            ]
+        );
+        assert_eq!(
+            r.lines[4],
+            format!("[user] #{}: Please handle ticket {} now.", gap + 2, gap + 2)
+        );
+        assert!(text.contains("[user] #5000: Please handle ticket 5000 now."));
     }
 
     #[test]

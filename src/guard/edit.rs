@@ -19,6 +19,7 @@
 
 use super::layout::Layout;
 use crate::conversation::{Block, Conversation, Message, Outcome, Role, ToolResult};
+use crate::facts::UserWords;
 use std::collections::{BTreeMap, HashSet};
 
 /// One edit, in units the guard knows. Indices are message / block indices of the input the
@@ -100,12 +101,15 @@ impl SummaryParts {
 }
 
 /// A user-role record of a dropped span, with the failures it writes (typed ids).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Marker {
     /// The message text.
     pub text: String,
     /// Call ids of the failures the text records.
     pub failures: Vec<String>,
+    /// The user's requests the text does not hold verbatim (shortened or left out), when the
+    /// text is a record of the span's session state; empty for any other marker.
+    pub user_words: UserWords,
 }
 
 /// Where a failure of the input is kept in the output when its result is gone: the output
@@ -247,8 +251,19 @@ pub fn apply(
                     return Err(PlanError::ForgedLedger { edit });
                 }
                 let text = summary.text();
-                let failures = summary.ledger.failures;
-                (to, Marker { text, failures })
+                let Marker {
+                    failures,
+                    user_words,
+                    ..
+                } = summary.ledger;
+                (
+                    to,
+                    Marker {
+                        text,
+                        failures,
+                        user_words,
+                    },
+                )
             }
             UnitEdit::Cap {
                 message,
@@ -533,6 +548,7 @@ mod tests {
         Marker {
             text: "[record]".into(),
             failures: failures.iter().map(|s| s.to_string()).collect(),
+            ..Marker::default()
         }
     }
 
@@ -543,6 +559,7 @@ mod tests {
             ledger: Marker {
                 text: "Ledger (by code):\n  [failed t1] make: boom\n".into(),
                 failures: failures.iter().map(|s| s.to_string()).collect(),
+                ..Marker::default()
             },
         }
     }

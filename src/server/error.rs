@@ -254,15 +254,24 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
 /// # Errors
 /// [`AppError::BadRequest`].
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, AppError> {
-    let value: Value = serde_json::from_slice(bytes).map_err(|e| AppError::BadRequest {
+    // Read straight from the bytes, not through a `Value` first: `serde_json::from_value`
+    // hands a number to the struct's `Value` fields as an f64 or i64, and `-0` came back `0`.
+    let not_json = |e: serde_json::Error| AppError::BadRequest {
         code: "invalid_json",
         message: format!("the body is not JSON: {e}"),
         location: Some(format!("line {} column {}", e.line(), e.column())),
-    })?;
-    // The path of the offending field (`budget`), beside serde's message.
-    serde_path_to_error::deserialize(value).map_err(|e| {
+    };
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let read: Result<T, _> = serde_path_to_error::deserialize(&mut de);
+    let value = read.map_err(|e| {
         let path = e.path().to_string();
-        let mut message = e.into_inner().to_string();
+        let inner = e.into_inner();
+        if inner.classify() != serde_json::error::Category::Data {
+            return not_json(inner);
+        }
+        // The path of the offending field (`budget`), beside serde's message (which ends with
+        // the line and column serde_json found it at).
+        let mut message = inner.to_string();
         if message.starts_with("unknown field") {
             message.push_str(" (a whole request body goes under \"request\")");
         }
@@ -271,5 +280,8 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, AppError> {
             message,
             location: (path != ".").then_some(path),
         }
-    })
+    })?;
+    // Nothing but whitespace after the value.
+    de.end().map_err(not_json)?;
+    Ok(value)
 }

@@ -27,6 +27,7 @@ pub mod truncate;
 pub use digest::{MARKER_PREFIX, digest_line};
 
 use crate::conversation::Conversation;
+use crate::facts::UserWords;
 use crate::format::Format;
 use crate::guard::{Layout, MessageTokens, UnitEdit};
 use crate::tokens::TokenCounter;
@@ -131,6 +132,10 @@ pub enum Edit {
         calls: usize,
         /// Tokens removed (before the marker is added).
         tokens: usize,
+        /// The span's user requests the marker does not hold verbatim (omitted from the
+        /// serialized edit when it holds them all).
+        #[serde(skip_serializing_if = "UserWords::is_verbatim")]
+        user_words: UserWords,
     },
     /// Messages replaced by a model-written summary.
     Summarized {
@@ -142,6 +147,10 @@ pub enum Edit {
         tokens_before: usize,
         /// Tokens of the summary message.
         summary_tokens: usize,
+        /// The span's user requests the summary's ledger does not hold verbatim (omitted from
+        /// the serialized edit when it holds them all).
+        #[serde(skip_serializing_if = "UserWords::is_verbatim")]
+        user_words: UserWords,
     },
 }
 

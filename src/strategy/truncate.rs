@@ -179,6 +179,10 @@ impl Truncate {
             });
         }
         if let Some(d) = dropped {
+            let words = &d.marker.user_words;
+            if !words.is_verbatim() {
+                notes.push(words.note());
+            }
             edits.push(d.edit);
             plan.push(UnitEdit::Drop {
                 to: d.to,
@@ -425,18 +429,25 @@ fn drop_oldest(
     let build = |k: usize, exact: bool| -> (Marker, usize) {
         let room = budget.target.saturating_sub(base(k)).min(most.max(32));
         let marker_of = |state: &SessionState| {
-            let (text, failures, estimate) =
+            let (text, rendered) =
                 state.marker_sized(k - pinned, raw.span(pinned..k), room, counter);
-            let m = Marker { text, failures };
+            let m = Marker {
+                text,
+                failures: rendered.failures,
+                user_words: rendered.user_words,
+            };
             let total = if exact {
                 exact_total(k, &m)
             } else {
-                base(k) + estimate
+                base(k) + rendered.tokens
             };
             (m, total)
         };
         // The state is read from the facts once; the lean one is the same state shedding.
-        let state = SessionState::of(&facts, pinned..k);
+        // The user's words may pass the marker's room and the target, not what the output
+        // has left under the limit at this cut.
+        let state = SessionState::of(&facts, pinned..k)
+            .with_words_ceiling(budget.limit.saturating_sub(base(k)));
         let (marker, total) = marker_of(&state);
         if total > budget.limit {
             // Over the hard limit: the outcomes of settled rounds go before anything else.
@@ -475,13 +486,14 @@ fn drop_oldest(
         .sum();
     Some(Dropped {
         to,
-        marker,
         edit: Edit::Dropped {
             from: pinned,
             to,
             calls,
             tokens: raw.span(pinned..to),
+            user_words: marker.user_words.clone(),
         },
+        marker,
         tokens: total,
     })
 }

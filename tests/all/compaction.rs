@@ -193,3 +193,72 @@ async fn a_config_file_names_a_registered_strategy_when_the_loader_accepts_its_n
     assert!(err.contains("keep_tail"), "{err}");
     std::fs::remove_dir_all(dir).ok();
 }
+
+/// A support-bot session of 5,000 short requests: the record keeps the first request and the
+/// newest, names the run left out between them, and the output fits the budget (the words
+/// were kept whole past the limit before, 4.3x over a 20,000 budget).
+#[tokio::test]
+async fn five_thousand_requests_fit_the_budget_keeping_the_task_and_the_newest() {
+    use compactor::conversation::{Conversation, Message, Role};
+    use compactor::strategy::Edit;
+    let mut messages = Vec::new();
+    for k in 1..=5_000 {
+        messages.push(Message::text(
+            Role::User,
+            format!("Please look at ticket {k} and tell me its status."),
+        ));
+        messages.push(Message::text(
+            Role::Assistant,
+            format!("Ticket {k} is open."),
+        ));
+    }
+    messages.push(Message::text(Role::User, "Summarize everything."));
+    let input = Conversation {
+        messages,
+        ..Default::default()
+    };
+    for preset in ["default", "truncate"] {
+        let out = engine(preset)
+            .compact(&input, Format::Anthropic, Some(20_000))
+            .await
+            .unwrap();
+        let r = &out.report;
+        assert_eq!(r.status, Status::Compacted, "{preset}");
+        assert!(r.tokens_after <= 20_000, "{preset}: {}", r.tokens_after);
+        let text = serde_json::to_string(&Format::Anthropic.write(&out.conversation)).unwrap();
+        assert!(
+            text.contains("[user] #1: Please look at ticket 1 and tell me"),
+            "{preset}"
+        );
+        let left_out = r
+            .tiers
+            .iter()
+            .flat_map(|t| &t.edits)
+            .find_map(|e| match e {
+                Edit::Dropped { user_words, .. } => user_words.left_out,
+                _ => None,
+            })
+            .expect("a dropped span with requests left out");
+        assert_eq!(left_out.first, 2, "{preset}");
+        assert!(left_out.count > 1_000, "{preset}: {left_out:?}");
+        assert!(
+            text.contains(&format!(
+                "[… {} earlier requests left out: #2–#{}]",
+                left_out.count, left_out.last
+            )),
+            "{preset}"
+        );
+        // The newest request before the open one is written whole.
+        assert!(
+            text.contains("[user] #5000: Please look at ticket 5000"),
+            "{preset}"
+        );
+        let note = r.tiers.iter().flat_map(|t| &t.notes).any(|n| {
+            n.contains(&format!(
+                "{} requests left out (#2–#{})",
+                left_out.count, left_out.last
+            ))
+        });
+        assert!(note, "{preset}: {:?}", r.tiers);
+    }
+}

@@ -231,6 +231,48 @@ async fn malformed_json_is_a_400_with_line_and_column() {
     assert_eq!(body["error"]["location"], "line 1 column 16");
 }
 
+/// Numbers come back with the values they were written with: `-0`, a float with a zero
+/// fraction, a number past f64 and one past u64 (the body is read from its bytes, never through
+/// `from_value`, which made `-0` a `0`). Only an exponent's spelling is serde_json's
+/// (`1e400` is written `1e+400`).
+#[tokio::test]
+async fn compact_keeps_every_number_of_the_request_as_written() {
+    let numbers = [
+        ("-0", "-0"),
+        ("1.0", "1.0"),
+        ("-0.0", "-0.0"),
+        ("18446744073709551616", "18446744073709551616"),
+        ("1e400", "1e+400"),
+        ("2.5E-3", "2.5e-3"),
+    ];
+    for (n, out) in numbers {
+        let body = format!(
+            r#"{{"format": "anthropic", "request": {{"model": "m", "max_tokens": 10, "x": {n}, "messages": [{{"role": "user", "content": "hi", "y": [{n}]}}]}}}}"#
+        );
+        let req = Request::post("/v1/compact")
+            .header("content-type", "application/json")
+            .body(Body::from(body))
+            .unwrap();
+        let (status, _, bytes) = call(app(state(settings(0))), req).await;
+        let text = String::from_utf8(bytes.to_vec()).unwrap();
+        assert_eq!(status, StatusCode::OK, "{text}");
+        assert!(text.contains(&format!(r#""x":{out}"#)), "{n}: {text}");
+        assert!(text.contains(&format!(r#""y":[{out}]"#)), "{n}: {text}");
+    }
+}
+
+#[tokio::test]
+async fn trailing_text_after_the_body_is_invalid_json() {
+    let req = Request::post("/v1/compact")
+        .body(Body::from("{\"messages\": []} x"))
+        .unwrap();
+    let (status, _, bytes) = call(app(state(settings(0))), req).await;
+    let body: Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(body["error"]["code"], "invalid_json");
+    assert_eq!(body["error"]["location"], "line 1 column 18");
+}
+
 #[tokio::test]
 async fn a_malformed_message_is_a_400_with_its_path() {
     let (status, body) = post_json(
@@ -267,9 +309,12 @@ async fn missing_request_and_unknown_format_are_400s() {
     .await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert_eq!(body["error"]["location"], "budget");
-    // serde_json's `arbitrary_precision` (numbers kept exactly) reads a number through its
-    // text, so the message says only that it is not a valid number of this type.
-    assert_eq!(body["error"]["message"], "invalid number");
+    // Read from the body's bytes: serde's own words, with where in the body.
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("invalid value: integer `-5`, expected usize at line 1 column "),
+        "{message}"
+    );
     // A bare request body says where it belongs.
     let (status, body) = post_json(app(state(settings(0))), "/v1/validate", &history(1)).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);

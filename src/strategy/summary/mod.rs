@@ -424,10 +424,7 @@ impl Strategy for Summary {
             plan.to,
             tokens_before,
             &model_text,
-            Marker {
-                text: String::new(),
-                failures: Vec::new(),
-            },
+            Marker::default(),
         );
         // The ledger fills what the target leaves after everything else in the output: the
         // system prompt, tools and pinned messages, the kept tail, the head and the model's text.
@@ -437,6 +434,9 @@ impl Strategy for Summary {
             + tokens.tail(plan.to);
         let count = |p: &SummaryParts| counter.count_message(&Message::text(Role::User, p.text()));
         let room = budget.target.saturating_sub(fixed + count(&parts));
+        // The user's words may pass the ledger's room and the target, not what the output
+        // has left under the limit.
+        let state = state.with_words_ceiling(room + budget.limit.saturating_sub(budget.target));
         parts.ledger = ledger(&state, room, counter);
         let mut summary_tokens = count(&parts);
         // The message counts a little more than its parts apart: one more pass with the room
@@ -455,6 +455,10 @@ impl Strategy for Summary {
                 (parts, summary_tokens) = (lean, lean_tokens);
             }
         }
+        let user_words = parts.ledger.user_words.clone();
+        if !user_words.is_verbatim() {
+            notes.push(user_words.note());
+        }
         Ok(Compaction {
             plan: vec![UnitEdit::Summarize {
                 to: plan.to,
@@ -465,6 +469,7 @@ impl Strategy for Summary {
                 to: plan.to,
                 tokens_before,
                 summary_tokens,
+                user_words,
             }],
             notes,
             degraded: None,
