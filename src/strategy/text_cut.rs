@@ -245,7 +245,13 @@ fn keep_closing_lines(text: &str, head_end: usize, tail_start: usize) -> usize {
     if near_end(last_line) {
         start = start.min(last_line);
     }
-    if let Some(m) = crate::outcome::exit_marker(text)
+    // A marker near the end has its words in the last KEPT_CLOSING_BYTES: where they are not
+    // there, the whole text is not read for one.
+    let closing = text
+        .as_bytes()
+        .get(text.len().saturating_sub(KEPT_CLOSING_BYTES)..);
+    if closing.is_some_and(crate::outcome::mentions_exit_marker)
+        && let Some(m) = crate::outcome::exit_marker(text)
         && near_end(m.start)
     {
         start = start.min(m.start);
@@ -489,6 +495,46 @@ mod tests {
         );
         let (out, _, after) = cut_middle(&"word ".repeat(400), 50, &c).unwrap();
         assert_eq!(after, c.count_text(&out));
+    }
+
+    proptest::proptest! {
+        /// The closing part kept is the one found by reading the whole text for an exit-code
+        /// marker (before the quick test of the last bytes), wherever markers fall.
+        #[test]
+        fn the_quick_marker_test_keeps_what_the_whole_read_keeps(
+            parts in proptest::collection::vec(
+                proptest::prop_oneof![
+                    "[a-z ]{1,60}",
+                    proptest::strategy::Just("\n".to_string()),
+                    proptest::strategy::Just("\"exit_code\": 1".to_string()),
+                    proptest::strategy::Just("<returncode>2".to_string()),
+                    proptest::strategy::Just("Exit code: 3".to_string()),
+                    proptest::strategy::Just("exited with code 4".to_string()),
+                ],
+                0..40,
+            ),
+            head in 0usize..2_000,
+            tail in 0usize..2_000,
+        ) {
+            let text = parts.concat();
+            let (head_end, tail_start) = (head.min(text.len()), tail.min(text.len()));
+            let whole = {
+                let mut start = tail_start;
+                let near_end = |p: usize| p > head_end && text.len() - p <= KEPT_CLOSING_BYTES;
+                let body = text.trim_end_matches(['\n', '\r']);
+                let last_line = body.rfind('\n').map_or(0, |p| p + 1);
+                if near_end(last_line) {
+                    start = start.min(last_line);
+                }
+                if let Some(m) = crate::outcome::exit_marker(&text)
+                    && near_end(m.start)
+                {
+                    start = start.min(m.start);
+                }
+                start
+            };
+            proptest::prop_assert_eq!(keep_closing_lines(&text, head_end, tail_start), whole);
+        }
     }
 
     #[test]
