@@ -15,8 +15,9 @@
 //!
 //! `COMPACTOR_BENCH_TABLES_ONLY=1` prints the tables and skips criterion's measurements.
 //! `COMPACTOR_BENCH_LOOP=PRESET` (or `PRESET@CALLS` for a generated session of that many calls,
-//! a request every 25) compacts warm in a loop for about 10 s and prints the time per call,
-//! nothing else: a steady workload for `perf record`.
+//! a request every 25) compacts warm in a loop for about 10 s (`COMPACTOR_BENCH_LOOP_SECS`) and
+//! prints the time per call, nothing else: a steady workload for `perf record`, or for
+//! `valgrind --tool=callgrind --toggle-collect='*warm_runs*'` (instructions of warm calls only).
 //!
 //! Under `cargo bench` the paired tables (medians of alternating runs, and the ratios) are printed
 //! to stderr first, then criterion measures each case.
@@ -161,16 +162,30 @@ fn profile_loop(rt: &Runtime, spec: &str) {
     };
     let p = common::pipeline(preset);
     compact(rt, &p, &conv, budget);
+    let secs: u64 = std::env::var("COMPACTOR_BENCH_LOOP_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(10);
     let started = std::time::Instant::now();
-    let mut runs = 0u32;
-    while started.elapsed().as_secs() < 10 {
-        black_box(compact(rt, &p, &conv, budget));
-        runs += 1;
-    }
+    let runs = warm_runs(rt, &p, &conv, budget, secs);
     eprintln!(
         "warm {spec}: {runs} runs, {:.3} ms each",
         started.elapsed().as_secs_f64() * 1e3 / f64::from(runs)
     );
+}
+
+/// The warm calls of [`profile_loop`] for `secs` seconds, in a function of their own so that
+/// `valgrind --tool=callgrind --toggle-collect='*warm_runs*'` counts the instructions of warm
+/// calls only (divide by the runs printed).
+#[inline(never)]
+fn warm_runs(rt: &Runtime, p: &Compactor, conv: &Conversation, budget: usize, secs: u64) -> u32 {
+    let started = std::time::Instant::now();
+    let mut runs = 0u32;
+    while started.elapsed().as_secs() < secs {
+        black_box(compact(rt, p, conv, budget));
+        runs += 1;
+    }
+    runs
 }
 
 fn bench(c: &mut Criterion) {

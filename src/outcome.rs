@@ -160,6 +160,15 @@ pub fn exit_marker(text: &str) -> Option<ExitMarker> {
     None
 }
 
+/// Whether the words of any exit-code marker ([`MARKERS`]) occur in `bytes`: where none does
+/// in a part of a text, no marker [`exit_marker`] finds in that text starts there (a marker's
+/// words lie wholly after its start). A quick test before reading a long text whole.
+pub fn mentions_exit_marker(bytes: &[u8]) -> bool {
+    MARKERS
+        .iter()
+        .any(|(m, _)| memmem::find(bytes, m.as_bytes()).is_some())
+}
+
 /// The integer right after the marker at `start` (spaces allowed before it), as an
 /// [`ExitMarker`].
 fn code_at(bytes: &[u8], start: usize, needle: &[u8]) -> Option<ExitMarker> {

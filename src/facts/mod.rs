@@ -34,7 +34,7 @@ pub use user::{
 use crate::conversation::{Block, Message, Outcome, Role, ToolInput, ToolResult, ToolUse};
 use serde::Serialize;
 use serde_json::Value;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// The fixed first words of every marker message compactor writes; a later pass recognises its
 /// own markers by them and merges their state forward.
@@ -343,7 +343,8 @@ impl Facts {
                 results.insert(r.tool_use_id.as_str(), (i, r.outcome(has_error_flag), r));
             }
         }
-        let mut keys = Vec::new();
+        // Each call's block, for its key (computed only where a fix can be found, below).
+        let mut uses: Vec<&ToolUse> = Vec::new();
         for (i, m) in messages.iter().enumerate() {
             // Claude Code logs a slash command's expanded prompt (`isMeta`) right after the
             // command; the import joins them into one user message. The expansion is the
@@ -412,7 +413,7 @@ impl Facts {
                                 fixed_by: None,
                             });
                         }
-                        keys.push(call_key(t, &input));
+                        uses.push(t);
                         f.calls.push(CallFact {
                             id: t.id.clone(),
                             tool: t.name.clone(),
@@ -447,16 +448,34 @@ impl Facts {
                 .map(|a| crate::render::one_line_clipped(&f.style.show(a), ARG_CHARS));
         }
         // Fixes: walking back, the latest success of each call key seen so far is the first
-        // success after the failure at hand.
+        // success after the failure at hand. A key holds the tool name, so only the calls of a
+        // tool that failed, from its first failure on, are keyed.
+        let first_failed = f.failures.first().map_or(f.calls.len(), |fl| fl.call);
+        let failed_tools: HashSet<&str> = f
+            .failures
+            .iter()
+            .filter_map(|fl| f.calls.get(fl.call))
+            .map(|c| c.tool.as_str())
+            .collect();
+        let key = |ci: usize| {
+            let t = uses[ci];
+            match &t.input {
+                ToolInput::Json(v) => call_key(t, v),
+                other => call_key(t, &other.to_value()),
+            }
+        };
         let mut success_after: HashMap<u128, usize> = HashMap::new();
         let mut fix_of: HashMap<usize, usize> = HashMap::new();
-        for (ci, c) in f.calls.iter().enumerate().rev() {
+        for (ci, c) in f.calls.iter().enumerate().skip(first_failed).rev() {
+            if !failed_tools.contains(c.tool.as_str()) {
+                continue;
+            }
             match c.outcome {
                 Some(Outcome::Success) => {
-                    success_after.insert(keys[ci], ci);
+                    success_after.insert(key(ci), ci);
                 }
                 Some(Outcome::Error) => {
-                    if let Some(&s) = success_after.get(&keys[ci]) {
+                    if let Some(&s) = success_after.get(&key(ci)) {
                         fix_of.insert(ci, s);
                     }
                 }
@@ -568,6 +587,32 @@ mod tests {
             ),
             Message::new(Role::User, vec![result("t5", "Finished", false)]),
         ]
+    }
+
+    proptest::proptest! {
+        /// A failure's fix is the first later call of the same tool with the same input that
+        /// succeeded (counted here call by call), whatever other tools and inputs come between.
+        #[test]
+        fn a_fix_is_the_first_later_identical_success(
+            calls in proptest::collection::vec((0usize..3, 0usize..3, proptest::bool::ANY), 0..24)
+        ) {
+            let tools = ["Bash", "Grep", "Read"];
+            let mut msgs = Vec::new();
+            for (k, (tool, input, failed)) in calls.iter().enumerate() {
+                let id = format!("c{k}");
+                msgs.push(Message::new(Role::Assistant, vec![call(&id, tools[*tool], json!({"command": format!("x{input}")}))]));
+                msgs.push(Message::new(Role::User, vec![result(&id, "error: no", *failed)]));
+            }
+            let f = Facts::of(&msgs, true);
+            let failed: Vec<usize> = (0..calls.len()).filter(|&k| calls[k].2).collect();
+            proptest::prop_assert_eq!(f.failures.len(), failed.len());
+            for (fl, &k) in f.failures.iter().zip(&failed) {
+                let want = (k + 1..calls.len())
+                    .find(|&j| !calls[j].2 && calls[j].0 == calls[k].0 && calls[j].1 == calls[k].1)
+                    .map(|j| Fix { id: format!("c{j}"), message: 2 * j });
+                proptest::prop_assert_eq!(&fl.fixed_by, &want, "call {}", k);
+            }
+        }
     }
 
     #[test]

@@ -2,8 +2,6 @@
 //! the left so the file name and its nearest folders stay; and matched back by file name plus
 //! as many parent folders as it takes to tell the session's files apart.
 
-use std::collections::HashMap;
-
 /// Characters longer paths are clipped to (from the left, on a `/`).
 pub const PATH_CHARS: usize = 72;
 
@@ -18,22 +16,33 @@ pub struct PathStyle {
 impl PathStyle {
     /// The deepest folder (at least two levels deep) that more than half of the absolute
     /// `paths` lie under; `None` when there is no such folder.
+    ///
+    /// Found without counting every folder of every path: the paths under a folder are one run
+    /// of the sorted paths, so a folder holding more than half of them holds the middle one;
+    /// the folders of the middle path are tried deepest first, each counted by binary search.
     pub fn of<'a>(paths: impl Iterator<Item = &'a str>) -> PathStyle {
-        let mut counts: HashMap<&str, usize> = HashMap::new();
-        let mut absolute = 0usize;
-        for p in paths.filter(|p| p.starts_with('/')) {
-            absolute += 1;
-            for (i, _) in p.match_indices('/').skip(2) {
-                if let Some(folder) = p.get(..i) {
-                    *counts.entry(folder).or_default() += 1;
-                }
-            }
-        }
-        let root = counts
+        let mut sorted: Vec<&str> = paths.filter(|p| p.starts_with('/')).collect();
+        sorted.sort_unstable();
+        let absolute = sorted.len();
+        let Some(middle) = sorted.get(absolute / 2) else {
+            return PathStyle::default();
+        };
+        // Folders at least two levels deep: the middle path up to its third `/` or a later one.
+        let root = middle
+            .match_indices('/')
+            .skip(2)
+            .map(|(i, _)| i)
+            .collect::<Vec<_>>()
             .into_iter()
-            .filter(|(_, n)| 2 * n > absolute)
-            .max_by_key(|(dir, n)| (dir.len(), *n))
-            .map(|(dir, _)| dir.to_string());
+            .rev()
+            .filter_map(|i| Some((middle.get(..i)?, middle.get(..=i)?)))
+            .find(|(_, under)| {
+                // Paths starting with `folder/`: one run of the sorted paths.
+                let from = sorted.partition_point(|p| p < under);
+                let to = from + sorted[from..].partition_point(|p| p.starts_with(under));
+                2 * (to - from) > absolute
+            })
+            .map(|(folder, _)| folder.to_string());
         PathStyle { root }
     }
 
@@ -139,6 +148,52 @@ pub fn mentions_path(text: &str, path: &str, parents: usize) -> bool {
 mod tests {
     use super::*;
     use pretty_assertions::assert_eq;
+    use proptest::strategy::Strategy;
+    use std::collections::HashMap;
+
+    /// The style by its definition: every folder of every absolute path counted, the deepest
+    /// that more than half of them lie under.
+    fn counted_style(paths: &[String]) -> PathStyle {
+        let mut counts: HashMap<&str, usize> = HashMap::new();
+        let mut absolute = 0usize;
+        for p in paths.iter().filter(|p| p.starts_with('/')) {
+            absolute += 1;
+            for (i, _) in p.match_indices('/').skip(2) {
+                if let Some(folder) = p.get(..i) {
+                    *counts.entry(folder).or_default() += 1;
+                }
+            }
+        }
+        let root = counts
+            .into_iter()
+            .filter(|(_, n)| 2 * n > absolute)
+            .max_by_key(|(dir, n)| (dir.len(), *n))
+            .map(|(dir, _)| dir.to_string());
+        PathStyle { root }
+    }
+
+    proptest::proptest! {
+        /// The middle path's folders give the style counting every folder gives: paths from
+        /// a few shared folders, relative ones, trailing and doubled `/`, non-ASCII names.
+        #[test]
+        fn the_style_is_the_one_counting_every_folder_gives(
+            paths in proptest::collection::vec(
+                (
+                    proptest::sample::select(vec![
+                        "/home/u/p/", "/home/u/p/lib/", "/home/u/", "/home/u/p", "/tmp/", "",
+                        "/home//u/", "/",
+                    ]),
+                    proptest::collection::vec(
+                        proptest::sample::select(vec!["/", "lib", "a.rs", "é", "x-y", "//", "b"]),
+                        0..6,
+                    ),
+                ).prop_map(|(root, parts)| format!("{root}{}", parts.concat())),
+                0..30,
+            )
+        ) {
+            proptest::prop_assert_eq!(PathStyle::of(paths.iter().map(String::as_str)), counted_style(&paths));
+        }
+    }
 
     #[test]
     fn paths_under_the_common_root_are_written_relative() {

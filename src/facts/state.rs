@@ -601,8 +601,11 @@ impl SessionState {
             let mut kept: Vec<&str> = Vec::new();
             let mut line_cost = cost(&format!("[{}] ", action.word()));
             for p in &paths {
-                // A path that cannot fit by its floor is not counted.
-                if used + line_cost + counter.count_at_least(p) + 1 > max_tokens {
+                // A path that cannot fit by its floor is not counted (nor read once the room
+                // is spent: a path takes its separator at least).
+                if used + line_cost >= max_tokens
+                    || used + line_cost + counter.count_at_least(p) + 1 > max_tokens
+                {
                     omitted += 1;
                     continue;
                 }
@@ -624,8 +627,9 @@ impl SessionState {
             let mut keep = vec![false; lines.len()];
             for (i, l) in lines.iter().enumerate().rev() {
                 // Once the room is small most lines cannot fit by their floor
-                // (`count_at_least`): those are left out without tokenizing them.
-                if *used + counter.count_at_least(l) + 1 > max_tokens {
+                // (`count_at_least`): those are left out without tokenizing them; once it is
+                // spent (a line takes its line break at least), without reading them.
+                if *used >= max_tokens || *used + counter.count_at_least(l) + 1 > max_tokens {
                     *omitted += 1;
                     continue;
                 }

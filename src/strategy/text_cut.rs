@@ -1,6 +1,6 @@
 //! Head + tail truncation of text, on character (preferably line) boundaries.
 
-use crate::tokens::TokenCounter;
+use crate::tokens::{TokenCounter, pieces};
 
 /// The words of every truncation marker; text that already holds one is never cut again.
 pub const TRUNCATION_MARK: &str = "tokens truncated …]";
@@ -42,7 +42,17 @@ pub fn cut_middle_known(
     if text.len() <= max_tokens || text.contains(TRUNCATION_MARK) {
         return None;
     }
-    let tokens = known_tokens.unwrap_or_else(|| counter.count_text_cached(text));
+    // A text not counted before is counted in chunks (where the counter adds up at piece
+    // starts), so that the head's and the tail's counts below are read from the chunks' sums.
+    let mut chunks = None;
+    let tokens = known_tokens.unwrap_or_else(|| {
+        counter.count_text_cached_or(text, &mut || {
+            let c = Chunks::count(text, counter)?;
+            let total = c.total;
+            chunks = Some(c);
+            Some(total)
+        })
+    });
     if tokens <= max_tokens {
         return None;
     }
@@ -64,20 +74,157 @@ pub fn cut_middle_known(
     let (Some(head), Some(tail)) = (text.get(..head_end), text.get(tail_start..)) else {
         return None;
     };
+    let kept = Kept::count(text, (head, tail), counter, chunks.as_ref());
     // The middle is not tokenized: what goes is the whole minus what stays.
-    let removed =
-        tokens.saturating_sub(counter.count_text_cached(head) + counter.count_text_cached(tail));
-    let out = format!(
-        "{}\n[… {} {TRUNCATION_MARK}\n{}",
-        head,
-        thousands(removed),
-        tail
-    );
-    let after = counter.count_text_cached(&out);
+    let removed = tokens.saturating_sub(kept.head + kept.tail);
+    let mark = format!("\n[… {} {TRUNCATION_MARK}\n", thousands(removed));
+    let out = format!("{head}{mark}{tail}");
+    // Summed from the parts where the counter adds up (kept in its cache for the block's count
+    // later), else tokenized.
+    let after = counter.count_text_cached_or(&out, &mut || kept.joined(&mark, counter));
     if after >= tokens {
         return None;
     }
     Some((out, tokens, after))
+}
+
+/// The counts of a cut's head and tail, each counted in two parts split at a piece start
+/// ([`pieces`]) near the marker: `head = far + near`, `tail = near + far`. The cut text
+/// (`head + mark + tail`) then counts `far` of both plus the joined `near + mark + near`, a few
+/// bytes: the head and tail are not tokenized a second time.
+struct Kept<'t> {
+    /// Tokens of the head and of the tail.
+    head: usize,
+    tail: usize,
+    /// The head's part from its last piece start, and the tail's up to its first one (`""`
+    /// when the tail starts a piece right after the marker's line break).
+    head_near: &'t str,
+    tail_near: &'t str,
+    /// Tokens of the two far parts; None when the counter does not add up at piece starts.
+    far: Option<usize>,
+}
+
+impl<'t> Kept<'t> {
+    /// The counts of `head` and `tail`, a prefix and a suffix of `text`; the far parts are read
+    /// from `chunks` when the text was just counted in chunks (and kept in the counter's cache,
+    /// where the next cut of the same text finds them), else counted (usually found cached).
+    fn count(
+        text: &str,
+        (head, tail): (&'t str, &'t str),
+        counter: &dyn TokenCounter,
+        chunks: Option<&Chunks>,
+    ) -> Kept<'t> {
+        let count = |s: &str| {
+            if s.is_empty() {
+                0
+            } else {
+                counter.count_text_cached(s)
+            }
+        };
+        if !counter.adds_at_piece_starts() {
+            return Kept {
+                head: count(head),
+                tail: count(tail),
+                head_near: head,
+                tail_near: tail,
+                far: None,
+            };
+        }
+        let h = pieces::last_piece_start(head).unwrap_or(0);
+        let t = if pieces::piece_start_after_line_break(tail) {
+            0
+        } else {
+            pieces::first_piece_start(tail).unwrap_or(tail.len())
+        };
+        // Piece starts are char boundaries (ASCII on both sides).
+        let (head_far, head_near) = (head.get(..h).unwrap_or(""), head.get(h..).unwrap_or(head));
+        let (tail_near, tail_far) = (tail.get(..t).unwrap_or(tail), tail.get(t..).unwrap_or(""));
+        let tail_from = text.len() - tail.len() + t;
+        let (hf, tf) = match chunks {
+            Some(c) => (
+                known(counter, head_far, || c.prefix(text, h, counter)),
+                known(counter, tail_far, || c.suffix(text, tail_from, counter)),
+            ),
+            None => (count(head_far), count(tail_far)),
+        };
+        Kept {
+            head: hf + count(head_near),
+            tail: count(tail_near) + tf,
+            head_near,
+            tail_near,
+            far: Some(hf + tf),
+        }
+    }
+
+    /// Tokens of `head + mark + tail`, where the counter adds up at piece starts: the far
+    /// parts' counts and the joined near parts tokenized (the splits are piece starts of the
+    /// cut text too: the bytes around each are the same there).
+    fn joined(&self, mark: &str, counter: &dyn TokenCounter) -> Option<usize> {
+        let far = self.far?;
+        Some(far + counter.count_text(&format!("{}{mark}{}", self.head_near, self.tail_near)))
+    }
+}
+
+/// The count of `part` from `sum` (exact), kept in the counter's cache; 0 for `""`.
+fn known(counter: &dyn TokenCounter, part: &str, sum: impl Fn() -> usize) -> usize {
+    if part.is_empty() {
+        return 0;
+    }
+    counter.count_text_cached_or(part, &mut || Some(sum()))
+}
+
+/// A text counted in chunks that end at piece starts ([`pieces::piece_start`]): the count of
+/// a prefix that ends, or a suffix that starts, at a piece start is the chunks' sum before it
+/// plus the bytes from the nearest chunk end tokenized (under [`Chunks::BYTES`]).
+struct Chunks {
+    /// Byte offset of each chunk end (a piece start, ascending; the text's end last) and the
+    /// tokens before it.
+    ends: Vec<(usize, usize)>,
+    /// Tokens of the whole text.
+    total: usize,
+}
+
+impl Chunks {
+    /// Bytes of a chunk, about: each ends at the first piece start this far past the last.
+    const BYTES: usize = 1024;
+
+    /// `text` counted chunk by chunk; None when the counter does not add up at piece starts.
+    fn count(text: &str, counter: &dyn TokenCounter) -> Option<Chunks> {
+        if !counter.adds_at_piece_starts() {
+            return None;
+        }
+        let mut ends = Vec::with_capacity(text.len() / Self::BYTES + 1);
+        let (mut from, mut total) = (0, 0);
+        while from < text.len() {
+            let end = (from + Self::BYTES..text.len())
+                .find(|&at| pieces::piece_start(text, at))
+                .unwrap_or(text.len());
+            total += counter.count_text(text.get(from..end).unwrap_or(""));
+            ends.push((end, total));
+            from = end;
+        }
+        Some(Chunks { ends, total })
+    }
+
+    /// Tokens of `text[..at]`, `at` a piece start of `text`.
+    fn prefix(&self, text: &str, at: usize, counter: &dyn TokenCounter) -> usize {
+        // The last chunk end at or before `at` (0 before the first).
+        let k = self.ends.partition_point(|&(end, _)| end <= at);
+        let (end, before) = k.checked_sub(1).map_or((0, 0), |i| self.ends[i]);
+        before + counter.count_text(text.get(end..at).unwrap_or(""))
+    }
+
+    /// Tokens of `text[at..]`, `at` a piece start of `text` (or its end).
+    fn suffix(&self, text: &str, at: usize, counter: &dyn TokenCounter) -> usize {
+        // The first chunk end at or after `at` (the text's end is the last).
+        let j = self.ends.partition_point(|&(end, _)| end < at);
+        let (end, before) = self
+            .ends
+            .get(j)
+            .copied()
+            .unwrap_or((text.len(), self.total));
+        counter.count_text(text.get(at..end).unwrap_or("")) + self.total.saturating_sub(before)
+    }
 }
 
 /// Longest closing part, in bytes, that a cut keeps whole in its tail: the last line of the
@@ -98,7 +245,13 @@ fn keep_closing_lines(text: &str, head_end: usize, tail_start: usize) -> usize {
     if near_end(last_line) {
         start = start.min(last_line);
     }
-    if let Some(m) = crate::outcome::exit_marker(text)
+    // A marker near the end has its words in the last KEPT_CLOSING_BYTES: where they are not
+    // there, the whole text is not read for one.
+    let closing = text
+        .as_bytes()
+        .get(text.len().saturating_sub(KEPT_CLOSING_BYTES)..);
+    if closing.is_some_and(crate::outcome::mentions_exit_marker)
+        && let Some(m) = crate::outcome::exit_marker(text)
         && near_end(m.start)
     {
         start = start.min(m.start);
@@ -238,6 +391,149 @@ mod tests {
                 _ => at,
             };
             proptest::prop_assert_eq!(snap_forward_to_line(&text, at), forward);
+        }
+    }
+
+    /// A counter that counts every text whole (it does not claim to add up at piece starts).
+    struct Whole(crate::tokens::TiktokenCounter);
+    impl TokenCounter for Whole {
+        fn count_text(&self, text: &str) -> usize {
+            self.0.count_text(text)
+        }
+    }
+
+    /// Long texts of lines whose ends and starts put every kind of piece boundary at the cut:
+    /// indented and blank lines, `/`, punctuation, digits, non-ASCII letters, an exit code.
+    fn long_texts() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        let line = proptest::collection::vec(
+            prop_oneof![
+                "[a-zA-Z]{1,8}",
+                "[ \t]{1,4}",
+                "[0-9]{1,4}",
+                "[/.,:;)(\\]\\[{}`'\"_#-]{1,3}",
+                Just("é".to_string()),
+                Just("中文".to_string()),
+                Just("\u{3000}".to_string()),
+                Just("…".to_string()),
+                Just("\r".to_string()),
+            ],
+            0..12,
+        )
+        .prop_map(|parts| parts.concat());
+        (
+            proptest::collection::vec(line, 20..120),
+            any::<bool>(),
+            any::<bool>(),
+        )
+            .prop_map(|(lines, end, exit)| {
+                let mut text = lines.join("\n");
+                if exit {
+                    text.push_str("\n\"exit_code\": 1");
+                }
+                if end {
+                    text.push('\n');
+                }
+                text
+            })
+    }
+
+    proptest::proptest! {
+        /// Where the counter adds up at piece starts, the cut is the one counted whole (same
+        /// text, same counts) and its count is the cut text's plain count, in both
+        /// vocabularies and through the cache.
+        #[test]
+        fn a_summed_cut_count_is_the_plain_count(text in long_texts(), cap in 8usize..120) {
+            use crate::tokens::{CachedCounter, TiktokenCounter, Tokenizer};
+            for vocabulary in [Tokenizer::O200kBase, Tokenizer::Cl100kBase] {
+                let plain = TiktokenCounter::new(vocabulary);
+                let whole = cut_middle(&text, cap, &Whole(plain.clone()));
+                let summed = cut_middle(&text, cap, &plain);
+                proptest::prop_assert_eq!(&summed, &whole);
+                let cached = CachedCounter::new(plain.clone());
+                proptest::prop_assert_eq!(&cut_middle(&text, cap, &cached), &whole);
+                if let Some((out, before, after)) = summed {
+                    proptest::prop_assert_eq!(before, plain.count_text(&text));
+                    proptest::prop_assert_eq!(after, plain.count_text(&out), "{:?}", out);
+                    // The cache holds the cut text's count (found later without tokenizing).
+                    let misses = cached.stats().misses;
+                    proptest::prop_assert_eq!(cached.count_text_cached(&out), after);
+                    proptest::prop_assert_eq!(cached.stats().misses, misses);
+                    // The same cut again (a warm call) finds every count it needs cached.
+                    proptest::prop_assert_eq!(&cut_middle(&text, cap, &cached), &whole);
+                    proptest::prop_assert_eq!(cached.stats().misses, misses);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn only_the_bytes_next_to_the_marker_are_counted_again() {
+        use crate::tokens::{TiktokenCounter, Tokenizer};
+        let c = TiktokenCounter::new(Tokenizer::O200kBase);
+        let head = "line 1: cargo build\nline 2: ok }\n";
+        // The head's last piece start is the space after `ok` (a graphic, then a space); the
+        // tail starts a piece after the marker's line break (a graphic after `\n`).
+        let tail = "test result: ok\n";
+        let text = format!("{head}lost\n{tail}");
+        let kept = Kept::count(&text, (head, tail), &c, None);
+        assert_eq!(kept.head_near, " }\n");
+        assert_eq!(kept.tail_near, "");
+        assert_eq!(kept.head, c.count_text(head));
+        // A tail starting with indentation is counted from its first piece start on.
+        let (head, tail) = ("ok done\n", "    at foo (a.js)\n");
+        let text = format!("{head}lost\n{tail}");
+        let kept = Kept::count(&text, (head, tail), &c, None);
+        assert_eq!((kept.head_near, kept.tail_near), ("\n", "    at"));
+        // The same from chunks (the text counted in parts): equal counts.
+        let chunks = Chunks::count(&text, &c).unwrap();
+        assert_eq!(chunks.total, c.count_text(&text));
+        let summed = Kept::count(&text, (head, tail), &c, Some(&chunks));
+        assert_eq!(
+            (summed.head, summed.tail, summed.far),
+            (kept.head, kept.tail, kept.far)
+        );
+        let (out, _, after) = cut_middle(&"word ".repeat(400), 50, &c).unwrap();
+        assert_eq!(after, c.count_text(&out));
+    }
+
+    proptest::proptest! {
+        /// The closing part kept is the one found by reading the whole text for an exit-code
+        /// marker (before the quick test of the last bytes), wherever markers fall.
+        #[test]
+        fn the_quick_marker_test_keeps_what_the_whole_read_keeps(
+            parts in proptest::collection::vec(
+                proptest::prop_oneof![
+                    "[a-z ]{1,60}",
+                    proptest::strategy::Just("\n".to_string()),
+                    proptest::strategy::Just("\"exit_code\": 1".to_string()),
+                    proptest::strategy::Just("<returncode>2".to_string()),
+                    proptest::strategy::Just("Exit code: 3".to_string()),
+                    proptest::strategy::Just("exited with code 4".to_string()),
+                ],
+                0..40,
+            ),
+            head in 0usize..2_000,
+            tail in 0usize..2_000,
+        ) {
+            let text = parts.concat();
+            let (head_end, tail_start) = (head.min(text.len()), tail.min(text.len()));
+            let whole = {
+                let mut start = tail_start;
+                let near_end = |p: usize| p > head_end && text.len() - p <= KEPT_CLOSING_BYTES;
+                let body = text.trim_end_matches(['\n', '\r']);
+                let last_line = body.rfind('\n').map_or(0, |p| p + 1);
+                if near_end(last_line) {
+                    start = start.min(last_line);
+                }
+                if let Some(m) = crate::outcome::exit_marker(&text)
+                    && near_end(m.start)
+                {
+                    start = start.min(m.start);
+                }
+                start
+            };
+            proptest::prop_assert_eq!(keep_closing_lines(&text, head_end, tail_start), whole);
         }
     }
 

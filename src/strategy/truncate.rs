@@ -16,6 +16,7 @@ use super::{Budget, Compaction, Context, Edit, Strategy, StrategyError};
 use crate::conversation::{Block, Conversation, Message, Role, ToolInput, ToolResultContent};
 use crate::facts::{Facts, SessionState, StateSizes};
 use crate::guard::{Layout, Marker, MessageTokens, UnitEdit};
+use crate::tokens::pieces;
 use serde::Deserialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -419,11 +420,21 @@ fn drop_oldest(
             base(k) + reserve <= budget.target || k == last
         })
         .collect();
-    // The output's count with a marker: exact (the marker message tokenized), or estimated
-    // from the counts its render budgeted (no new tokenizing; for the probes of the search
-    // after the first).
+    // The output's count with a marker: exact, or estimated from the counts its render
+    // budgeted (no new tokenizing; for the probes of the search after the first). Exact is the
+    // message's frame plus its text (the per-block rules), the text summed from its lines'
+    // cached counts where the counter adds up at piece starts (each line was counted by the
+    // render; `pieces::count_by_lines`), else tokenized; the count stays in the cache for the
+    // output's count.
     let exact_total = |k: usize, m: &Marker| {
-        fixed + counter.count_message(&Message::text(Role::User, m.text.clone())) + tokens.tail(k)
+        let message = if counter.adds_at_piece_starts() {
+            frame
+                + counter
+                    .count_text_cached_or(&m.text, &mut || pieces::count_by_lines(counter, &m.text))
+        } else {
+            counter.count_message(&Message::text(Role::User, m.text.clone()))
+        };
+        fixed + message + tokens.tail(k)
     };
     // The real marker of cut `k` and the output's count with it (`exact` or estimated).
     let build = |k: usize, exact: bool| -> (Marker, usize) {

@@ -136,10 +136,17 @@ impl<C: TokenCounter> TokenCounter for CachedCounter<C> {
     }
 
     fn count_text_cached(&self, text: &str) -> usize {
-        let mut h = Xxh3::new();
-        h.update(b"text");
-        hash_str(&mut h, text);
-        self.cached(h.digest128(), || self.inner.count_text(text))
+        self.cached(text_key(text), || self.inner.count_text(text))
+    }
+
+    fn adds_at_piece_starts(&self) -> bool {
+        self.inner.adds_at_piece_starts()
+    }
+
+    fn count_text_cached_or(&self, text: &str, sum: &mut dyn FnMut() -> Option<usize>) -> usize {
+        self.cached(text_key(text), || {
+            sum().unwrap_or_else(|| self.inner.count_text(text))
+        })
     }
 
     fn count_block(&self, block: &Block) -> usize {
@@ -175,6 +182,15 @@ impl<C: TokenCounter> TokenCounter for CachedCounter<C> {
         hash_value(&mut h, v);
         self.cached(h.digest128(), || self.inner.count_tools(tools))
     }
+}
+
+/// The key of a text's count (shared by a text block, a text tool_result and
+/// [`TokenCounter::count_text_cached`]).
+fn text_key(text: &str) -> u128 {
+    let mut h = Xxh3::new();
+    h.update(b"text");
+    hash_str(&mut h, text);
+    h.digest128()
 }
 
 pub(crate) fn hash_str(h: &mut Xxh3, s: &str) {

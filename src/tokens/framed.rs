@@ -57,6 +57,14 @@ impl TokenCounter for FramedCounter<'_> {
         self.inner.count_at_least(text)
     }
 
+    fn adds_at_piece_starts(&self) -> bool {
+        self.inner.adds_at_piece_starts()
+    }
+
+    fn count_text_cached_or(&self, text: &str, sum: &mut dyn FnMut() -> Option<usize>) -> usize {
+        self.inner.count_text_cached_or(text, sum)
+    }
+
     fn prefix_within<'t>(&self, text: &'t str, max_tokens: usize) -> &'t str {
         self.inner.prefix_within(text, max_tokens)
     }

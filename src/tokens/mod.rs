@@ -39,6 +39,7 @@ pub mod image;
 pub mod model;
 #[cfg(test)]
 mod oracle_tests;
+pub mod pieces;
 
 pub use breakdown::{BlockEntry, Breakdown, ToolEntry};
 pub use cache::{CacheStats, CachedCounter, DEFAULT_CACHE_CAPACITY};
@@ -145,6 +146,22 @@ pub trait TokenCounter: Send + Sync {
     fn count_at_least(&self, text: &str) -> usize {
         let _ = text;
         0
+    }
+
+    /// Whether [`TokenCounter::count_text`] adds up at every [`pieces::piece_start`]:
+    /// `count_text(s) == count_text(&s[..at]) + count_text(&s[at..])` there. True for
+    /// [`TiktokenCounter`] (both vocabularies' pre-tokenizers start a piece there, see
+    /// [`pieces`]); false by default, and a caller then counts a joined text whole.
+    fn adds_at_piece_starts(&self) -> bool {
+        false
+    }
+
+    /// [`TokenCounter::count_text_cached`] of `text` for a caller that may know the count from
+    /// parts it counted: where the count is not cached, `sum()` is taken when it gives one (it
+    /// must equal `count_text(text)`: a sum at piece starts, [`pieces`]), else `text` is
+    /// tokenized. A caching counter keeps the count, so `text` is found later untokenized.
+    fn count_text_cached_or(&self, text: &str, sum: &mut dyn FnMut() -> Option<usize>) -> usize {
+        sum().unwrap_or_else(|| self.count_text_cached(text))
     }
 
     /// Tokens in one content block (see the rules in the [module docs](self)).
@@ -275,6 +292,10 @@ impl TokenCounter for TiktokenCounter {
         split_floor(text)
     }
 
+    fn adds_at_piece_starts(&self) -> bool {
+        true
+    }
+
     fn prefix_within<'t>(&self, text: &'t str, max_tokens: usize) -> &'t str {
         cut::prefix_within(self.bpe, text, max_tokens)
     }
@@ -293,6 +314,12 @@ impl<T: TokenCounter + ?Sized> TokenCounter for std::sync::Arc<T> {
     }
     fn count_at_least(&self, text: &str) -> usize {
         (**self).count_at_least(text)
+    }
+    fn adds_at_piece_starts(&self) -> bool {
+        (**self).adds_at_piece_starts()
+    }
+    fn count_text_cached_or(&self, text: &str, sum: &mut dyn FnMut() -> Option<usize>) -> usize {
+        (**self).count_text_cached_or(text, sum)
     }
     fn prefix_within<'t>(&self, text: &'t str, max_tokens: usize) -> &'t str {
         (**self).prefix_within(text, max_tokens)
