@@ -523,9 +523,9 @@ impl SessionState {
             }
             // At least the newest request, whatever it costs.
             newest = newest.min(self.requests.len() - 1).max(1);
-            for k in 1..newest {
+            for (k, r) in self.requests.iter().enumerate().take(newest).skip(1) {
                 keep[k] = false;
-                left_out.push(self.requests[k].number);
+                left_out.push(r.number);
             }
         }
         user_words.shortened = (0..self.requests.len())
@@ -888,7 +888,7 @@ mod tests {
             long_every in 1usize..6,
         ) {
             let text = |k: usize| {
-                if k % long_every == 0 {
+                if k.is_multiple_of(long_every) {
                     format!("Request {k} asks for a thing. It goes on. And on. You must keep file{k}.rs. The last word {k}.")
                 } else {
                     format!("Request {k}: short.")
@@ -901,7 +901,7 @@ mod tests {
             let user: Vec<&String> = r.lines.iter().filter(|l| l.starts_with("[user] #")).collect();
             let written: Vec<usize> = user
                 .iter()
-                .map(|l| l["[user] #".len()..].split([' ', ':']).next().unwrap().parse().unwrap())
+                .map(|l| l.strip_prefix("[user] #").unwrap().split([' ', ':']).next().unwrap().parse().unwrap())
                 .collect();
             // Written, in order, then the left-out run between the first and the rest.
             let mut all = written.clone();
