@@ -126,7 +126,39 @@ pub fn one_line_tail(s: &str, max_chars: usize) -> Option<String> {
 pub fn clip(s: &str, max_chars: usize) -> String {
     match s.char_indices().nth(max_chars) {
         None => s.to_string(),
-        Some((pos, _)) => format!("{}…", s.get(..pos).unwrap_or(s)),
+        Some((pos, _)) => {
+            let pos = grapheme_floor(s, pos);
+            format!("{}…", s.get(..pos).unwrap_or(s))
+        }
+    }
+}
+
+/// `at` moved back to the nearest grapheme cluster boundary (Unicode UAX #29, extended
+/// clusters, by `unicode-segmentation`), so text cut there keeps an emoji ZWJ sequence, a flag
+/// or a letter with its combining marks whole or leaves it out whole. `at` past the end is
+/// the end; a position inside a UTF-8 sequence moves back too.
+pub fn grapheme_floor(text: &str, at: usize) -> usize {
+    // The cursor takes char boundaries only (it panics inside a UTF-8 sequence).
+    let at = text.floor_char_boundary(at);
+    let mut cursor = unicode_segmentation::GraphemeCursor::new(at, text.len(), true);
+    // The whole text is the one chunk given, so the cursor never asks for more context.
+    match cursor.is_boundary(text, 0) {
+        Ok(true) => at,
+        _ => cursor.prev_boundary(text, 0).ok().flatten().unwrap_or(0),
+    }
+}
+
+/// `at` moved forward to the nearest grapheme cluster boundary (see [`grapheme_floor`]).
+pub fn grapheme_ceil(text: &str, at: usize) -> usize {
+    let at = text.ceil_char_boundary(at);
+    let mut cursor = unicode_segmentation::GraphemeCursor::new(at, text.len(), true);
+    match cursor.is_boundary(text, 0) {
+        Ok(true) => at,
+        _ => cursor
+            .next_boundary(text, 0)
+            .ok()
+            .flatten()
+            .unwrap_or(text.len()),
     }
 }
 
@@ -192,6 +224,23 @@ pub fn conversation_lines(c: &Conversation) -> String {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn clips_and_grapheme_bounds_keep_clusters_whole() {
+        let family = "👩\u{200d}👩\u{200d}👧";
+        let text = format!("ab{family}cd");
+        // Inside the family (after its first woman): back to before it, or on past it.
+        let inside = 2 + "👩\u{200d}".len();
+        assert_eq!(grapheme_floor(&text, inside), 2);
+        assert_eq!(grapheme_ceil(&text, inside), 2 + family.len());
+        // Inside a UTF-8 sequence, and past the end.
+        assert_eq!(grapheme_floor(&text, 3), 2);
+        assert_eq!(grapheme_ceil(&text, 1_000), text.len());
+        assert_eq!(grapheme_floor(&text, 2), 2);
+        // A clip at 3 chars would end after the first woman: the family goes whole.
+        assert_eq!(clip(&text, 3), "ab…");
+        assert_eq!(clip("e\u{301}\u{302}x", 2), "…");
+    }
 
     proptest! {
         /// The shortcuts give what collapsing the whole text first gives.

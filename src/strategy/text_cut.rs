@@ -1,5 +1,6 @@
 //! Head + tail truncation of text, on character (preferably line) boundaries.
 
+use crate::render::{grapheme_ceil, grapheme_floor};
 use crate::tokens::{TokenCounter, pieces};
 
 /// The words of every truncation marker; text that already holds one is never cut again.
@@ -20,8 +21,8 @@ pub fn thousands(n: usize) -> String {
 
 /// Shortens `text` to about `max_tokens` tokens, keeping its head and tail and putting
 /// `[… N tokens truncated …]` between them. Returns `None` when the text already fits or was
-/// truncated before. Cuts fall on character boundaries (never inside a UTF-8 sequence), and on
-/// a line break when one is near.
+/// truncated before. Cuts fall between grapheme clusters (never inside a UTF-8 sequence, an
+/// emoji ZWJ sequence or a letter's combining marks), and on a line break when one is near.
 pub fn cut_middle(
     text: &str,
     max_tokens: usize,
@@ -64,9 +65,14 @@ pub fn cut_middle_known(
     let keep_chars = ((keep_tokens as f64 * per_token) * 0.9) as usize;
     let head_chars = keep_chars * 3 / 5;
     let tail_chars = keep_chars - head_chars;
-    let head_end = snap_back_to_line(text, byte_at_char(text, head_chars));
+    // Between grapheme clusters: a ZWJ emoji or a letter with its marks is kept whole or
+    // cut out whole.
+    let head_end = grapheme_floor(
+        text,
+        snap_back_to_line(text, byte_at_char(text, head_chars)),
+    );
     let tail_start = snap_forward_to_line(text, byte_at_char_from_end(text, tail_chars));
-    let tail_start = keep_closing_lines(text, head_end, tail_start);
+    let tail_start = grapheme_ceil(text, keep_closing_lines(text, head_end, tail_start));
     if tail_start <= head_end {
         return None;
     }
@@ -328,6 +334,41 @@ mod tests {
         assert!(out.contains(TRUNCATION_MARK));
         assert_eq!(before, text.chars().count());
         assert!(after <= 200, "{after}");
+    }
+
+    proptest::proptest! {
+        /// The head and the tail a cut keeps are each made of whole grapheme clusters of the
+        /// text (the clusters' boundaries from unicode-segmentation's iterator), whatever mix of
+        /// ZWJ emoji, flags, combining marks, CRLF and ASCII lines the text holds.
+        #[test]
+        fn a_cut_keeps_whole_grapheme_clusters(
+            parts in proptest::collection::vec(
+                proptest::sample::select(vec![
+                    "👩‍👩‍👧‍👦", "🇫🇷", "é́", "e\u{301}\u{302}", "a", "line\n", "\r\n", "🏳️‍🌈", "한", "ok ",
+                ]),
+                50..400,
+            ),
+            cap in 8usize..80,
+        ) {
+            use unicode_segmentation::UnicodeSegmentation;
+            let text = parts.concat();
+            if let Some((out, _, _)) = cut_middle(&text, cap, &Chars) {
+                let at = out.find("\n[… ").expect("the marker");
+                let head = out.get(..at).unwrap();
+                let tail = out
+                    .get(out.find(TRUNCATION_MARK).unwrap() + TRUNCATION_MARK.len() + 1..)
+                    .unwrap();
+                let bounds: std::collections::HashSet<usize> = text
+                    .grapheme_indices(true)
+                    .map(|(i, _)| i)
+                    .chain([text.len()])
+                    .collect();
+                proptest::prop_assert!(text.starts_with(head));
+                proptest::prop_assert!(text.ends_with(tail));
+                proptest::prop_assert!(bounds.contains(&head.len()), "head ends inside a cluster at {}", head.len());
+                proptest::prop_assert!(bounds.contains(&(text.len() - tail.len())), "tail starts inside a cluster");
+            }
+        }
     }
 
     #[test]
