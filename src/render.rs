@@ -85,6 +85,7 @@ pub fn one_line_clipped(s: &str, max_chars: usize) -> String {
         let room = max_chars - chars;
         match word.char_indices().nth(room) {
             Some((cut, _)) => {
+                let cut = grapheme_floor(word, cut);
                 out.push_str(word.get(..cut).unwrap_or(word));
                 out.push('…');
                 return out;

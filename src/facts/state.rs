@@ -78,6 +78,9 @@ pub struct SessionState {
     rest: Vec<String>,
     /// Items earlier passes left out.
     carried_omitted: usize,
+    /// Requests an earlier record left out (its `[… N earlier requests left out: #a–#b]`
+    /// line), carried into this record's run.
+    carried_left_out: Option<LeftOut>,
     /// Leave out the `[then]` lines of settled rounds (all calls succeeded): the last resort
     /// when the marker with them does not fit the budget ([`SessionState::shedding_settled`]).
     shed_settled: bool,
@@ -109,10 +112,11 @@ pub struct Rendered {
 ///
 /// The user's words come first in a record ([`SessionState::render`]) and are kept even past
 /// its room: a request is shortened when the requests whole would take more than half the
-/// room, and left out only when, shortened, they take more than three quarters of the words'
-/// ceiling (what the whole output can give the record, [`SessionState::with_words_ceiling`]):
-/// the first request (the task) and the newest ones are kept, the ones between named by a line
-/// `[… N earlier requests left out: #a–#b]`.
+/// room, and left out only when, shortened, they take more than the words' ceiling leaves
+/// after the section titles and the failures (the ceiling: what the whole output can give the
+/// record, [`SessionState::with_words_ceiling`]): the first request (the task) and the newest
+/// ones are kept, the ones between named by a line `[… N earlier requests left out: #a–#b]`
+/// (one run, with the requests earlier records had left out).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct UserWords {
     /// Requests written shortened around their constraint sentences (first sentence, every
@@ -127,13 +131,23 @@ pub struct UserWords {
 /// The run of requests a record left out ([`UserWords::left_out`]), by request number.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct LeftOut {
-    /// How many requests.
+    /// How many requests (this record's and those earlier records had left out).
     pub count: usize,
     /// The first one's number.
     pub first: usize,
-    /// The last one's number (numbers between may be missing when an earlier record had
-    /// already left them out).
+    /// The last one's number.
     pub last: usize,
+}
+
+impl LeftOut {
+    /// One run of both: the counts added, from the first of either to the last of either.
+    pub fn joined(self, other: LeftOut) -> LeftOut {
+        LeftOut {
+            count: self.count + other.count,
+            first: self.first.min(other.first),
+            last: self.last.max(other.last),
+        }
+    }
 }
 
 impl UserWords {
@@ -415,6 +429,14 @@ impl SessionState {
                     self.failures.push((id.to_string(), body.to_string()));
                 }
                 t if t.starts_with("ran ") => self.commands.push(item.clone()),
+                t if t.starts_with('…')
+                    && let Some(run) = left_out_of(t, body) =>
+                {
+                    self.carried_left_out = Some(match self.carried_left_out {
+                        Some(c) => c.joined(run),
+                        None => run,
+                    });
+                }
                 t if t.starts_with('…') => {
                     let n = t.trim_start_matches('…').split_whitespace().next();
                     self.carried_omitted += n.and_then(|n| n.parse().ok()).unwrap_or(0);
@@ -465,12 +487,20 @@ impl SessionState {
             + cost("[… 999 more items omitted]");
         let mut omitted = self.carried_omitted;
         // (1) the user's words: full first; shortened around constraints when they take more
-        // than half the budget; past three quarters of it, the first request (the task) and
-        // the newest ones, the ones between left out by one line that names them.
+        // than half the budget; past what the ceiling leaves after the failures, the first
+        // request (the task) and the newest ones, the ones between left out by one line that
+        // names them.
         let mut user_words = UserWords::default();
+        // Failures are kept whatever they cost: what they take is not the words' to take.
+        let fails: Vec<String> = self
+            .failures
+            .iter()
+            .map(|(id, l)| format!("[failed {id}] {l}"))
+            .collect();
+        let fails_cost = fails.iter().map(|l| cost(l)).sum::<usize>();
         let room = self
             .words_ceiling
-            .map_or(usize::MAX, |c| c.saturating_sub(used) * 3 / 4);
+            .map_or(usize::MAX, |c| c.saturating_sub(used + fails_cost));
         // Each request's `[then]` line (none when shed), whole or shortened alike.
         let thens: Vec<Option<String>> = self
             .requests
@@ -532,24 +562,41 @@ impl SessionState {
             .filter(|&k| keep[k] && short[k])
             .map(|k| self.requests[k].number)
             .collect();
-        if let (Some(&first), Some(&last)) = (left_out.first(), left_out.last()) {
-            user_words.left_out = Some(LeftOut {
+        let this_pass = match (left_out.first(), left_out.last()) {
+            (Some(&first), Some(&last)) => Some(LeftOut {
                 count: left_out.len(),
                 first,
                 last,
-            });
-        }
+            }),
+            _ => None,
+        };
+        // One run with what earlier records left out (they left out the requests after their
+        // first, so the runs meet).
+        user_words.left_out = match (self.carried_left_out, this_pass) {
+            (Some(c), Some(t)) => Some(c.joined(t)),
+            (c, t) => c.or(t),
+        };
         let mut head = Vec::new();
         for (k, ls) in lines_of.into_iter().enumerate() {
             if keep[k] {
                 used += costs[k];
                 head.extend(ls);
-            } else if k == 1 {
-                // The line naming the left-out run (requests 1.., up to the newest kept).
-                let l = left_out_line(&left_out);
+            }
+            // The line naming the left-out run, after the first request.
+            if k == 0
+                && let Some(run) = user_words.left_out
+            {
+                let l = left_out_line(run);
                 used += cost(&l);
                 head.push(l);
             }
+        }
+        if self.requests.is_empty()
+            && let Some(run) = user_words.left_out
+        {
+            let l = left_out_line(run);
+            used += cost(&l);
+            head.push(l);
         }
         let mut sums = Vec::new();
         for (kind, text) in &self.summaries {
@@ -562,13 +609,8 @@ impl SessionState {
             used += cost(&l);
             sums.push(l);
         }
-        // (2) failures: always.
-        let fails: Vec<String> = self
-            .failures
-            .iter()
-            .map(|(id, l)| format!("[failed {id}] {l}"))
-            .collect();
-        used += fails.iter().map(|l| cost(l)).sum::<usize>();
+        // (2) failures: always (their lines made above).
+        used += fails_cost;
         // (3) files: writes first, then reads; each path once per bucket.
         let mut files = Vec::new();
         for action in [
@@ -694,8 +736,8 @@ impl SessionState {
     /// The same state with a ceiling on the user's words: `tokens` (counter tokens) is what the
     /// whole output can give the record at most, past its usual room. Without one the words
     /// are kept whatever they cost (shortened around their constraints past half the room);
-    /// with one, past three quarters of the ceiling the first request and the newest are kept
-    /// and the ones between left out, by one line naming them ([`UserWords`]).
+    /// with one, past what the ceiling leaves after the failures the first request and the
+    /// newest are kept and the ones between left out, by one line naming them ([`UserWords`]).
     pub fn with_words_ceiling(mut self, tokens: usize) -> SessionState {
         self.words_ceiling = Some(tokens);
         self
@@ -774,12 +816,34 @@ fn in_range<'a, T>(items: &'a [T], range: &Range<usize>, message: impl Fn(&T) ->
 }
 
 /// `[… N earlier requests left out: #a–#b]` (`[… 1 earlier request left out: #a]`).
-fn left_out_line(numbers: &[usize]) -> String {
-    match numbers {
-        [one] => format!("[… 1 earlier request left out: #{one}]"),
-        [a, .., b] => format!("[… {} earlier requests left out: #{a}–#{b}]", numbers.len()),
-        [] => String::new(),
+fn left_out_line(run: LeftOut) -> String {
+    if run.count == 1 && run.first == run.last {
+        format!("[… 1 earlier request left out: #{}]", run.first)
+    } else {
+        format!(
+            "[… {} earlier requests left out: #{}–#{}]",
+            run.count, run.first, run.last
+        )
     }
+}
+
+/// The run a [`left_out_line`] names, read back from its tag (`… N earlier requests left
+/// out`) and body (`#a–#b` or `#a`).
+fn left_out_of(tag: &str, body: &str) -> Option<LeftOut> {
+    let words = tag.trim_start_matches('…').trim();
+    let (n, rest) = words.split_once(' ')?;
+    if rest != "earlier requests left out" && rest != "earlier request left out" {
+        return None;
+    }
+    let count = n.parse().ok()?;
+    let body = body.trim();
+    let (first, last) = body.split_once('–').unwrap_or((body, body));
+    let number = |x: &str| x.trim().strip_prefix('#')?.parse().ok();
+    Some(LeftOut {
+        count,
+        first: number(first)?,
+        last: number(last)?,
+    })
 }
 
 /// `[user] #N: text`, or `[user] #N (shortened): text` when `text` is not the request whole.
@@ -880,7 +944,7 @@ mod tests {
         /// However many requests and whatever the room: every request of the span is written
         /// verbatim, tagged shortened, or one of a single left-out run from #2 that a line
         /// names; the first and the newest are always written; the user's lines stay within
-        /// three quarters of the room unless that is less than the first and the newest.
+        /// the ceiling unless that is less than the first and the newest.
         #[test]
         fn every_request_is_written_tagged_or_named_as_left_out(
             n in 1usize..400,
@@ -924,7 +988,7 @@ mod tests {
                 let users_cost: usize = user.iter().map(|l| c.count_text(l) + 1).sum::<usize>()
                     + c.count_text(&named) + 1;
                 let two = user.iter().take(1).chain(user.last()).map(|l| c.count_text(l) + 1).sum::<usize>();
-                proptest::prop_assert!(users_cost <= (room * 3 / 4).max(two + c.count_text(&named) + 1), "{} of {}", users_cost, room);
+                proptest::prop_assert!(users_cost <= room.max(two + c.count_text(&named) + 1), "{} of {}", users_cost, room);
             } else {
                 proptest::prop_assert_eq!(written.len(), n);
             }
@@ -971,6 +1035,93 @@ mod tests {
             "{:?}",
             r.lines
         );
+    }
+
+    #[test]
+    fn a_left_out_run_is_carried_into_the_next_record() {
+        let c = counter();
+        let msgs = chat(600, |k| format!("Please handle ticket {k} now."));
+        let facts = Facts::of(&msgs, true);
+        let first = SessionState::of(&facts, 0..msgs.len())
+            .with_words_ceiling(1_000)
+            .marker_text(msgs.len(), 0, 500, &c);
+        let run1 = SessionState::of(&facts, 0..msgs.len())
+            .with_words_ceiling(1_000)
+            .render(500, &c)
+            .user_words
+            .left_out
+            .expect("a run left out");
+        // The next pass: the record, then 100 new requests, all dropped with a tight ceiling.
+        let mut again = vec![Message::text(Role::User, first)];
+        again.extend(chat(100, |k| format!("And then ticket {}.", 600 + k)));
+        let facts = Facts::of(&again, true);
+        let r = SessionState::of(&facts, 0..again.len())
+            .with_words_ceiling(600)
+            .render(300, &c);
+        let run2 = r.user_words.left_out.expect("a run left out");
+        // One run from #2: the earlier one and this pass's, counted together.
+        assert_eq!(run2.first, 2);
+        assert!(run2.count > run1.count, "{run1:?} {run2:?}");
+        assert!(run2.last > 600, "{run2:?}");
+        let named = format!(
+            "[… {} earlier requests left out: #2–#{}]",
+            run2.count, run2.last
+        );
+        assert_eq!(r.lines[1..4].last(), Some(&named), "{:?}", &r.lines[..6]);
+        // Every request is written or inside the run: none is lost without a mention.
+        let written: Vec<usize> = r
+            .lines
+            .iter()
+            .filter_map(|l| l.strip_prefix("[user] #"))
+            .map(|l| l.split([' ', ':']).next().unwrap().parse().unwrap())
+            .collect();
+        assert_eq!(written[0], 1);
+        assert_eq!(written[1], run2.last + 1);
+        assert_eq!(*written.last().unwrap(), 700);
+        assert_eq!(run2.count + written.len(), 700);
+        // Not counted again as other omitted items.
+        assert!(
+            !r.lines
+                .iter()
+                .any(|l| l.contains("more items omitted") && l.contains(&run1.count.to_string()))
+        );
+    }
+
+    #[test]
+    fn failures_are_counted_before_the_user_words_take_their_share() {
+        let c = counter();
+        let mut msgs = Vec::new();
+        for k in 1..=300 {
+            msgs.push(Message::text(
+                Role::User,
+                format!("Please handle ticket {k} now."),
+            ));
+            if k % 7 == 0 {
+                let id = format!("t{k}");
+                msgs.push(Message::new(
+                    Role::Assistant,
+                    vec![call(&id, "Bash", json!({"command": format!("deploy {k}")}))],
+                ));
+                msgs.push(Message::new(
+                    Role::User,
+                    vec![result(
+                        &id,
+                        "error: the deploy failed because the host is down",
+                        true,
+                    )],
+                ));
+            }
+            msgs.push(Message::text(Role::Assistant, format!("done {k}")));
+        }
+        let facts = Facts::of(&msgs, true);
+        let ceiling = 3_000;
+        let r = SessionState::of(&facts, 0..msgs.len())
+            .with_words_ceiling(ceiling)
+            .render(1_500, &c);
+        assert_eq!(r.failures.len(), 42);
+        assert!(r.user_words.left_out.is_some());
+        let text = r.lines.join("\n");
+        assert!(c.count_text(&text) <= ceiling, "{}", c.count_text(&text));
     }
 
     #[test]

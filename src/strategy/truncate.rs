@@ -455,10 +455,15 @@ fn drop_oldest(
             (m, total)
         };
         // The state is read from the facts once; the lean one is the same state shedding.
-        // The user's words may pass the marker's room and the target, not what the output
-        // has left under the limit at this cut.
-        let state = SessionState::of(&facts, pinned..k)
-            .with_words_ceiling(budget.limit.saturating_sub(base(k)));
+        // The user's words may pass the marker's room and the target (an earlier cut that
+        // keeps them whole is not passed over for one that leaves some out); at the latest
+        // cut, the fallback, not what the output has left under the limit.
+        let state = SessionState::of(&facts, pinned..k);
+        let state = if k == last {
+            state.with_words_ceiling(budget.limit.saturating_sub(base(k)))
+        } else {
+            state
+        };
         let (marker, total) = marker_of(&state);
         if total > budget.limit {
             // Over the hard limit: the outcomes of settled rounds go before anything else.
