@@ -27,6 +27,7 @@ use crate::facts::{
     Facts, FileAction, around_constraints, has_phrase, is_constraint, mentions_path,
     parents_needed, person_text, sentences,
 };
+use crate::guard;
 use crate::render::one_line;
 use crate::strategy::MARKER_PREFIX;
 use serde::Serialize;
@@ -693,7 +694,8 @@ pub fn failed_calls(c: &Conversation, has_error_flag: bool) -> Vec<String> {
 }
 
 /// A failure stays visible when the output keeps a failed result for the id, or has a line that
-/// names the id together with `error` / `fail` (a digest line `[result id (error): …]`). Weaker
+/// names the id together with `error` / `fail` (a digest line `[result id (error): …]`; the
+/// guard's own rule, [`guard::mentions_failure`], for outputs built without records). Weaker
 /// than [`failure_told`], which the probes use.
 pub fn failure_visible(output: &Conversation, id: &str, has_error_flag: bool) -> bool {
     let result_kept = output
@@ -701,13 +703,7 @@ pub fn failure_visible(output: &Conversation, id: &str, has_error_flag: bool) ->
         .iter()
         .flat_map(Message::tool_results)
         .any(|r| r.tool_use_id == id && r.outcome(has_error_flag) == Outcome::Error);
-    result_kept
-        || texts(output).iter().any(|t| {
-            t.lines().any(|l| {
-                let lower = l.to_lowercase();
-                l.contains(id) && (lower.contains("error") || lower.contains("fail"))
-            })
-        })
+    result_kept || texts(output).iter().any(|t| guard::mentions_failure(t, id))
 }
 
 /// The first informative error line of each failed call, in [`failed_calls`] order (from

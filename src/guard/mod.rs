@@ -51,7 +51,7 @@ mod violation;
 pub use edit::{Applied, FailureRecord, Marker, PlanError, SummaryParts, UnitEdit, apply};
 pub use envelope::{check_envelope, settle};
 pub use layout::{Layout, MessageTokens};
-pub use preserve::{check_compaction, check_compaction_with, check_continuation};
+pub use preserve::{check_compaction, check_compaction_with, check_continuation, mentions_failure};
 pub use units::{Cut, CutKind, Exchange, Round, Units, is_clean_user};
 pub use validate::{Junction, ValidateOptions, has_reference, validate, validate_continuation};
 pub use violation::{Violation, ViolationKind};
