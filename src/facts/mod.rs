@@ -32,9 +32,9 @@ pub use user::{
 };
 
 use crate::conversation::{Block, Message, Outcome, Role, ToolInput, ToolResult, ToolUse};
+use foldhash::{HashMap, HashMapExt, HashSet};
 use serde::Serialize;
 use serde_json::Value;
-use std::collections::{HashMap, HashSet};
 
 /// The fixed first words of every marker message compactor writes; a later pass recognises its
 /// own markers by them and merges their state forward.
@@ -337,7 +337,8 @@ impl Facts {
     pub fn of(messages: &[Message], has_error_flag: bool) -> Facts {
         let mut f = Facts::default();
         // Results by call id: (message index, outcome, text).
-        let mut results: HashMap<&str, (usize, Outcome, &ToolResult)> = HashMap::new();
+        let mut results: HashMap<&str, (usize, Outcome, &ToolResult)> =
+            HashMap::with_capacity(messages.iter().map(|m| m.tool_results().count()).sum());
         for (i, m) in messages.iter().enumerate() {
             for r in m.tool_results() {
                 results.insert(r.tool_use_id.as_str(), (i, r.outcome(has_error_flag), r));

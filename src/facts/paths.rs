@@ -147,9 +147,9 @@ pub fn mentions_path(text: &str, path: &str, parents: usize) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use foldhash::{HashMap, HashMapExt};
     use pretty_assertions::assert_eq;
     use proptest::strategy::Strategy;
-    use std::collections::HashMap;
 
     /// The style by its definition: every folder of every absolute path counted, the deepest
     /// that more than half of them lie under.

@@ -26,8 +26,9 @@ use super::{FailureFact, FileAction, SummaryKind, around_constraints};
 use crate::conversation::Outcome;
 use crate::render::{clip, one_line_clipped};
 use crate::tokens::TokenCounter;
+use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use serde::Serialize;
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::BTreeSet;
 use std::ops::Range;
 
 /// What a `[user]` line says after its number when its request is not verbatim.

@@ -14,7 +14,7 @@
 use super::{Facts, around_constraints};
 use crate::conversation::Outcome;
 use crate::tokens::TokenCounter;
-use std::collections::HashSet;
+use foldhash::{HashSet, HashSetExt};
 
 /// Tokens assumed for one `[then]` line (its text depends on where the range ends).
 const THEN_TOKENS: usize = 24;

@@ -20,7 +20,8 @@
 use super::layout::Layout;
 use crate::conversation::{Block, Conversation, Message, Outcome, Role, ToolResult};
 use crate::facts::UserWords;
-use std::collections::{BTreeMap, HashSet};
+use foldhash::HashSet;
+use std::collections::BTreeMap;
 
 /// One edit, in units the guard knows. Indices are message / block indices of the input the
 /// strategy was given.

@@ -48,7 +48,7 @@ pub fn check_envelope(
     };
     let surplus = n_before > cache::MAX_BREAKPOINTS;
     let keys = before.extra.keys().chain(after.extra.keys());
-    let mut seen = std::collections::HashSet::new();
+    let mut seen = foldhash::HashSet::default();
     for key in keys {
         if !seen.insert(key) {
             continue;

@@ -8,7 +8,7 @@ use super::validate::Junction;
 use super::violation::{Violation, ViolationKind};
 use crate::conversation::{Block, Conversation, Message, Outcome, Role, ToolResult};
 use crate::format::Format;
-use std::collections::{HashMap, HashSet};
+use foldhash::{HashMap, HashSet};
 
 /// Compares a compaction's output with its input and returns what it failed to keep:
 /// - the system prompt and the pinned prefix (OpenAI's system / developer messages, and

@@ -11,8 +11,8 @@
 //! | Anthropic `compaction` block, Responses `compaction` item: a summary of everything before it | Anthropic docs, "Compaction" (context management `compact_20260112`: content before the block is dropped by the API); OpenAI docs, "Conversation state / compaction" (`compaction` item with `encrypted_content`) |
 
 use crate::conversation::{Block, Conversation};
+use foldhash::{HashMap, HashMapExt};
 use serde_json::Value;
-use std::collections::HashMap;
 
 /// Block / item types of a server-side tool call (Anthropic): `server_tool_use` and the MCP
 /// connector's `mcp_tool_use`.

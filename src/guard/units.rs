@@ -11,7 +11,7 @@
 
 use super::refs;
 use crate::conversation::{Conversation, Message, Role};
-use std::collections::HashSet;
+use foldhash::HashSet;
 
 /// One tool exchange: a run of assistant messages that issues tool calls, plus the messages that
 /// carry their results. Parallel calls are one exchange. Exchanges are atomic: a strategy keeps,

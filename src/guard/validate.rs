@@ -5,8 +5,8 @@ use super::units::{Units, is_clean_user};
 use super::violation::{Violation, ViolationKind, path_of};
 use crate::conversation::{Block, ContentForm, Conversation, Role, ToolInput};
 use crate::format::Format;
+use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use std::borrow::Cow;
-use std::collections::{HashMap, HashSet};
 
 /// Options of [`validate`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

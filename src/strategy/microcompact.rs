@@ -29,9 +29,9 @@ use crate::conversation::{
 use crate::guard::UnitEdit;
 use crate::outcome::exit_marker;
 use crate::render::clip;
+use foldhash::HashMap;
 use serde::Deserialize;
 use serde_json::Value;
-use std::collections::HashMap;
 
 pub use crate::facts::CLEARED_PREFIX;
 
