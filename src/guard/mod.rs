@@ -41,6 +41,7 @@
 pub mod cache;
 mod edit;
 mod envelope;
+mod fields;
 mod layout;
 mod preserve;
 pub mod refs;
@@ -50,6 +51,7 @@ mod violation;
 
 pub use edit::{Applied, FailureRecord, Marker, PlanError, SummaryParts, UnitEdit, apply};
 pub use envelope::{check_envelope, settle};
+pub(crate) use fields::Count;
 pub use layout::{Layout, MessageTokens};
 pub use preserve::{check_compaction, check_compaction_with, check_continuation};
 pub use units::{Cut, CutKind, Exchange, Round, Units, is_clean_user};

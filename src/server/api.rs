@@ -12,6 +12,7 @@ use super::error::parse_json;
 use super::{AppError, AppState};
 use crate::conversation::Conversation;
 use crate::format::{Format, detect::guess_format};
+use crate::guard::Count;
 use crate::guard::{self, ValidateOptions};
 use crate::tokens::TokenCounter;
 use axum::Json;
@@ -20,8 +21,9 @@ use axum::extract::rejection::BytesRejection;
 use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
-use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer};
+use serde_json::{Map, Number, Value, json};
 use std::borrow::Cow;
 
 /// The body of `/v1/compact`, `/v1/count_tokens` and `/v1/validate`.
@@ -37,8 +39,8 @@ pub(crate) struct ApiRequest {
     /// `anthropic`, `openai-chat`, `openai-responses`; detected when absent.
     #[serde(default)]
     format: Option<String>,
-    /// Budget in tokens (default: the preset's).
-    #[serde(default)]
+    /// Budget in tokens (default: the preset's): an integer, read exactly ([`token_budget`]).
+    #[serde(default, deserialize_with = "token_budget")]
     budget: Option<usize>,
     /// A preset name (default: the configured one).
     #[serde(default)]
@@ -49,6 +51,25 @@ pub(crate) struct ApiRequest {
     /// `/v1/validate`: reject a history that ends with calls waiting for results.
     #[serde(default)]
     strict: bool,
+}
+
+/// `budget`: an integer from 0 (refused by `/v1/compact` with its own words) to `usize::MAX`,
+/// read from the number's digits (a number past u64 is no float to serde here); `null` is none.
+/// Anything else is refused naming the value and the range.
+fn token_budget<'de, D: Deserializer<'de>>(d: D) -> Result<Option<usize>, D::Error> {
+    let Some(n) = Option::<Number>::deserialize(d)? else {
+        return Ok(None);
+    };
+    let range = format!("a token budget is an integer from 1 to {}", usize::MAX);
+    let why = match Count::of(&n) {
+        Count::Whole(u) => match usize::try_from(u) {
+            Ok(budget) => return Ok(Some(budget)),
+            Err(_) => "is out of range",
+        },
+        Count::Negative | Count::TooLarge => "is out of range",
+        Count::NotInteger => "is not an integer (no fraction or exponent)",
+    };
+    Err(D::Error::custom(format!("budget {n} {why}: {range}")))
 }
 
 impl ApiRequest {
