@@ -9,6 +9,7 @@
 //! it would stall `/healthz` (docs/service.md, "Nothing stalls it").
 
 use super::error::parse_json;
+use super::unique::Unique;
 use super::{AppError, AppState};
 use crate::conversation::Conversation;
 use crate::format::{Format, detect::guess_format};
@@ -30,12 +31,13 @@ use std::borrow::Cow;
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ApiRequest {
-    /// A whole request body (`{"model", "system", "messages", ...}`) or a message array.
+    /// A whole request body (`{"model", "system", "messages", ...}`) or a message array; a key
+    /// twice in one of its objects is refused ([`Unique`]).
     #[serde(default)]
-    request: Option<Value>,
-    /// A bare message array (instead of `request`).
+    request: Option<Unique>,
+    /// A bare message array (instead of `request`), read as `request`.
     #[serde(default)]
-    messages: Option<Value>,
+    messages: Option<Unique>,
     /// `anthropic`, `openai-chat`, `openai-responses`; detected when absent.
     #[serde(default)]
     format: Option<String>,
@@ -76,7 +78,7 @@ impl ApiRequest {
     /// The request value, its format, and the conversation read from it.
     fn read(&self) -> Result<(&Value, Format, Conversation), AppError> {
         let value = match (&self.request, &self.messages) {
-            (Some(v), None) | (None, Some(v)) => v,
+            (Some(Unique(v)), None) | (None, Some(Unique(v))) => v,
             (Some(_), Some(_)) => {
                 return Err(AppError::bad_request(
                     "invalid_request",

@@ -384,6 +384,62 @@ async fn a_body_nested_too_deep_or_holding_an_unpaired_surrogate_is_named_where(
     }
 }
 
+/// A key twice in one object of `request` (or `messages`) is refused at its path on every
+/// route: serde would keep the last one silently, and a provider may read the other. A field of
+/// the API's own body twice is refused by name.
+#[tokio::test]
+async fn a_key_twice_in_one_object_is_refused_at_its_path() {
+    let message = r#"{"role": "user", "content": "hi"}"#;
+    let cases = [
+        (
+            format!(
+                r#"{{"request": {{"model": "m", "max_tokens": 8, "messages": [], "messages": [{message}]}}}}"#
+            ),
+            "request.messages",
+        ),
+        (
+            r#"{"messages": [{"role": "user", "content": [{"type": "text", "text": "a", "text": "b"}]}]}"#
+                .to_string(),
+            "messages[0].content[0].text",
+        ),
+        (
+            format!(
+                r#"{{"request": {{"model": "m", "messages": [{message}], "metadata": {{"user_id": "a", "user_id": "b"}}}}}}"#
+            ),
+            "request.metadata.user_id",
+        ),
+    ];
+    for route in ROUTES {
+        for (text, path) in &cases {
+            let (status, body) = post_text(route, text.clone()).await;
+            assert_eq!(status, StatusCode::BAD_REQUEST, "{route} {text}");
+            assert_eq!(body["error"]["code"], "invalid_request", "{route} {text}");
+            assert_eq!(body["error"]["location"], *path, "{route} {text}");
+            let key = path.rsplit('.').next().unwrap();
+            let text = body["error"]["message"].as_str().unwrap();
+            assert!(
+                text.starts_with(&format!(
+                    "the key \"{key}\" appears twice in this object: a body means one value by \
+                     a key, and the service and the provider could read different ones at line 1 \
+                     column "
+                )),
+                "{route}: {text}"
+            );
+        }
+        let twice = format!(r#"{{"messages": [{message}], "messages": [{message}]}}"#);
+        let (status, body) = post_text(route, twice).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{route}");
+        assert_eq!(body["error"]["code"], "invalid_request", "{route}");
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .unwrap()
+                .starts_with("duplicate field `messages` at line 1 column "),
+            "{route}: {body}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn trailing_text_after_the_body_is_invalid_json() {
     let req = Request::post("/v1/compact")
