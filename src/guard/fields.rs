@@ -1,6 +1,9 @@
 //! JSON numbers read as counts (of tokens): a budget, a request's `max_tokens`.
 
-use serde_json::Number;
+use super::{Violation, ViolationKind};
+use crate::conversation::Conversation;
+use crate::format::Format;
+use serde_json::{Number, Value};
 
 /// What a JSON number is, read as a count. The providers read such fields as integers: a
 /// fraction or an exponent makes a number no integer, even when its value is whole (`1e3`,
@@ -39,10 +42,59 @@ impl Count {
     }
 }
 
+/// The top-level fields of a `format` request that cap the answer's tokens: Anthropic
+/// `max_tokens` (required); Chat Completions `max_tokens` (deprecated) and
+/// `max_completion_tokens`; Responses `max_output_tokens` (both optional, `null` for none).
+fn token_limits(format: Format) -> &'static [&'static str] {
+    match format {
+        Format::Anthropic => &["max_tokens"],
+        Format::OpenAiChat => &["max_tokens", "max_completion_tokens"],
+        Format::OpenAiResponses => &["max_output_tokens"],
+    }
+}
+
+/// The request's output token limits that the provider refuses: each one given must be an
+/// integer of at least 1 (API references: "integer", "x >= 1"), written without a fraction or
+/// an exponent, as the providers' JSON readers tell integers from floats; `-0` is 0. `null`
+/// is none for OpenAI (Anthropic requires the integer). A model's own maximum is not checked,
+/// nor a missing `max_tokens` (a bare message array has none).
+pub fn check_token_limits(conversation: &Conversation, format: Format) -> Vec<Violation> {
+    token_limits(format)
+        .iter()
+        .filter_map(|&field| {
+            let value = conversation.extra.get(field)?;
+            let found = match value {
+                Value::Number(n) => match Count::of(n) {
+                    Count::Whole(u) if u >= 1 => return None,
+                    // Past u64: no integer the check can fault; the model's maximum applies.
+                    Count::TooLarge => return None,
+                    Count::Whole(_) | Count::Negative | Count::NotInteger => n.to_string(),
+                },
+                Value::Null if format != Format::Anthropic => return None,
+                Value::Null => "null".into(),
+                Value::Bool(_) => "a boolean".into(),
+                Value::String(_) => "a string".into(),
+                Value::Array(_) => "an array".into(),
+                Value::Object(_) => "an object".into(),
+            };
+            Some(Violation {
+                path: field.to_string(),
+                message: None,
+                block: None,
+                kind: ViolationKind::BadTokenLimit {
+                    field: field.to_string(),
+                    found,
+                },
+            })
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use pretty_assertions::assert_eq;
+    use serde_json::json;
 
     fn count(text: &str) -> Count {
         Count::of(&serde_json::from_str::<Number>(text).unwrap())
@@ -69,5 +121,62 @@ mod tests {
         ] {
             assert_eq!(count(text), expected, "{text}");
         }
+    }
+
+    fn faults(format: Format, body: &str) -> Vec<String> {
+        let value: Value = serde_json::from_str(body).unwrap();
+        check_token_limits(&format.read(&value).unwrap(), format)
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    }
+
+    #[test]
+    fn a_token_limit_must_be_an_integer_of_at_least_one() {
+        let user = json!([{"role": "user", "content": "hi"}]);
+        for n in ["1", "64000", "18446744073709551616"] {
+            let body = format!(r#"{{"model": "m", "max_tokens": {n}, "messages": {user}}}"#);
+            assert_eq!(
+                faults(Format::Anthropic, &body),
+                Vec::<String>::new(),
+                "{n}"
+            );
+        }
+        for (n, found) in [
+            ("0", "0"),
+            ("-0", "-0"),
+            ("-5", "-5"),
+            ("1.5", "1.5"),
+            ("1024.0", "1024.0"),
+            ("1e3", "1e+3"),
+            ("1e400", "1e+400"),
+            ("null", "null"),
+            (r#""1024""#, "a string"),
+        ] {
+            let body = format!(r#"{{"model": "m", "max_tokens": {n}, "messages": {user}}}"#);
+            assert_eq!(
+                faults(Format::Anthropic, &body),
+                vec![format!(
+                    "max_tokens: max_tokens must be an integer of at least 1 (no fraction or \
+                     exponent), not {found}"
+                )],
+                "{n}"
+            );
+        }
+        // OpenAI: null is none; each limit of the format is checked.
+        let body = format!(
+            r#"{{"model": "m", "max_tokens": null, "max_completion_tokens": 2.0, "messages": {user}}}"#
+        );
+        assert_eq!(
+            faults(Format::OpenAiChat, &body),
+            vec![
+                "max_completion_tokens: max_completion_tokens must be an integer of at least 1 \
+                 (no fraction or exponent), not 2.0"
+            ]
+        );
+        let body = r#"{"model": "m", "max_output_tokens": -0, "input": [{"role": "user", "content": "hi"}]}"#;
+        assert_eq!(faults(Format::OpenAiResponses, body).len(), 1);
+        // A bare message array has no limits.
+        assert_eq!(faults(Format::Anthropic, &user.to_string()).len(), 0);
     }
 }

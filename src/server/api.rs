@@ -248,13 +248,15 @@ pub(crate) async fn validate(
 
 fn validate_now(req: &ApiRequest) -> Result<Value, AppError> {
     let (_, format, conversation) = req.read()?;
-    let violations = guard::validate(
+    // The request's own fields first (they stand before the messages), then the history.
+    let mut violations = guard::check_token_limits(&conversation, format);
+    violations.extend(guard::validate(
         &conversation,
         format,
         ValidateOptions {
             allow_open_tail: !req.strict,
         },
-    );
+    ));
     let located: Vec<Value> = violations
         .iter()
         .map(|v| {

@@ -640,6 +640,59 @@ async fn validate_gives_the_verdict_with_located_violations() {
     );
 }
 
+/// A validator reports the request's token limits the provider refuses (no integer, below 1),
+/// while `/v1/compact` passes them through as they came (a number's value exactly).
+#[tokio::test]
+async fn validate_reports_a_token_limit_that_is_no_integer_of_at_least_one() {
+    for (n, found) in [
+        ("1e400", "1e+400"),
+        ("-0", "-0"),
+        ("1024.0", "1024.0"),
+        ("0", "0"),
+    ] {
+        let request = format!(
+            r#"{{"model": "m", "max_tokens": {n}, "messages": [{{"role": "user", "content": "hi"}}]}}"#
+        );
+        let (status, body) =
+            post_text("/v1/validate", format!(r#"{{"request": {request}}}"#)).await;
+        assert_eq!(status, StatusCode::OK, "{n}");
+        assert_eq!(
+            body,
+            json!({"valid": false, "format": "anthropic", "violations": [{
+                "path": "max_tokens", "message": null, "block": null,
+                "kind": {"rule": "bad_token_limit", "field": "max_tokens", "found": found},
+                "text": format!("max_tokens: max_tokens must be an integer of at least 1 (no \
+                                 fraction or exponent), not {found}")
+            }]}),
+            "{n}"
+        );
+        let req = Request::post("/v1/compact")
+            .header("content-type", "application/json")
+            .body(Body::from(format!(r#"{{"request": {request}}}"#)))
+            .unwrap();
+        let (status, _, bytes) = call(app(state(settings(0))), req).await;
+        let text = String::from_utf8(bytes.to_vec()).unwrap();
+        assert_eq!(status, StatusCode::OK, "{n}: {text}");
+        assert!(
+            text.contains(&format!(r#""max_tokens":{found}"#)),
+            "{n}: {text}"
+        );
+    }
+    let (status, body) = post_json(
+        app(state(settings(0))),
+        "/v1/validate",
+        &json!({"format": "openai-chat",
+                "request": {"model": "m", "max_completion_tokens": 100, "max_tokens": null,
+                            "messages": [{"role": "user", "content": "hi"}]}}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        body,
+        json!({"valid": true, "format": "openai-chat", "violations": []})
+    );
+}
+
 #[tokio::test]
 async fn a_route_of_the_service_with_another_method_is_a_json_405() {
     for (method, path) in [
