@@ -36,11 +36,13 @@
 //! | Anthropic `cache_control`: at most 4, none on an empty text block; compaction never adds one; a surplus in the input is removed from every output by [`settle`] (history first, then `tools`), and the report says which | [`validate`], [`settle`], [`check_envelope`] via [`cache`] | Anthropic "Prompt caching" docs; error texts `A maximum of 4 blocks with cache_control may be provided. Found N.`, `cache_control cannot be set for empty text blocks` |
 //! | envelope: every top-level field other than the history byte-identical | [`check_envelope`] | Anthropic and OpenAI "Prompt caching" docs (exact prefix match over tools and system) |
 //! | inline base64 image data not empty and decodable | [`validate`] | Anthropic error texts `image cannot be empty`, `Could not process image`; OpenAI `Invalid image` |
+//! | a request's output token limit (`max_tokens`, `max_completion_tokens`, `max_output_tokens`) is an integer of at least 1 (`/v1/validate` only; compaction passes it through) | [`check_token_limits`] | Anthropic Messages and OpenAI Chat / Responses API references (integer, at least 1) |
 //! | what a compaction must keep (system prompt, newest message, thinking blocks, open tool loop, failures) | [`check_compaction`] | Anthropic "Extended thinking" docs (signatures); this project's preservation rules |
 
 pub mod cache;
 mod edit;
 mod envelope;
+mod fields;
 mod layout;
 mod preserve;
 pub mod refs;
@@ -50,6 +52,9 @@ mod violation;
 
 pub use edit::{Applied, FailureRecord, Marker, PlanError, SummaryParts, UnitEdit, apply};
 pub use envelope::{check_envelope, settle};
+#[cfg(feature = "server")]
+pub(crate) use fields::Count;
+pub use fields::check_token_limits;
 pub use layout::{Layout, MessageTokens};
 pub use preserve::{check_compaction, check_compaction_with, check_continuation, mentions_failure};
 pub use units::{Cut, CutKind, Exchange, Round, Units, is_clean_user};

@@ -149,6 +149,16 @@ pub enum ViolationKind {
     /// the input is missing from the output or changed: it holds the provider's summary of all
     /// that came before it.
     CompactionItemLost,
+    /// A request's output token limit (`max_tokens`, `max_completion_tokens`,
+    /// `max_output_tokens`) that is no integer of at least 1 (Anthropic Messages and OpenAI API
+    /// references: an integer, at least 1). Checked by [`super::check_token_limits`], not by
+    /// [`super::validate`]: compaction passes the field through as it came.
+    BadTokenLimit {
+        /// The field.
+        field: String,
+        /// What it holds: the number as serde_json writes it (`1e+400`, `-0`), or its type.
+        found: String,
+    },
     /// Compaction: a top-level field other than the history changed (tools, model, metadata,
     /// ...), which would break the provider's prompt cache and tool definitions.
     EnvelopeChanged {
@@ -259,6 +269,10 @@ impl std::fmt::Display for ViolationKind {
             CompactionItemLost => write!(
                 f,
                 "a provider compaction item of the input is missing or changed"
+            ),
+            BadTokenLimit { field, found } => write!(
+                f,
+                "{field} must be an integer of at least 1 (no fraction or exponent), not {found}"
             ),
             EnvelopeChanged { key } => write!(f, "top-level field {key:?} changed"),
             CacheBreakpointsAdded { before, after } => {

@@ -9,9 +9,11 @@
 //! it would stall `/healthz` (docs/service.md, "Nothing stalls it").
 
 use super::error::parse_json;
+use super::unique::Unique;
 use super::{AppError, AppState};
 use crate::conversation::Conversation;
 use crate::format::{Format, detect::guess_format};
+use crate::guard::Count;
 use crate::guard::{self, ValidateOptions};
 use crate::tokens::TokenCounter;
 use axum::Json;
@@ -20,25 +22,27 @@ use axum::extract::rejection::BytesRejection;
 use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
-use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer};
+use serde_json::{Map, Number, Value, json};
 use std::borrow::Cow;
 
 /// The body of `/v1/compact`, `/v1/count_tokens` and `/v1/validate`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ApiRequest {
-    /// A whole request body (`{"model", "system", "messages", ...}`) or a message array.
+    /// A whole request body (`{"model", "system", "messages", ...}`) or a message array; a key
+    /// twice in one of its objects is refused ([`Unique`]).
     #[serde(default)]
-    request: Option<Value>,
-    /// A bare message array (instead of `request`).
+    request: Option<Unique>,
+    /// A bare message array (instead of `request`), read as `request`.
     #[serde(default)]
-    messages: Option<Value>,
+    messages: Option<Unique>,
     /// `anthropic`, `openai-chat`, `openai-responses`; detected when absent.
     #[serde(default)]
     format: Option<String>,
-    /// Budget in tokens (default: the preset's).
-    #[serde(default)]
+    /// Budget in tokens (default: the preset's): an integer, read exactly ([`token_budget`]).
+    #[serde(default, deserialize_with = "token_budget")]
     budget: Option<usize>,
     /// A preset name (default: the configured one).
     #[serde(default)]
@@ -51,11 +55,30 @@ pub(crate) struct ApiRequest {
     strict: bool,
 }
 
+/// `budget`: an integer from 0 (refused by `/v1/compact` with its own words) to `usize::MAX`,
+/// read from the number's digits (a number past u64 is no float to serde here); `null` is none.
+/// Anything else is refused naming the value and the range.
+fn token_budget<'de, D: Deserializer<'de>>(d: D) -> Result<Option<usize>, D::Error> {
+    let Some(n) = Option::<Number>::deserialize(d)? else {
+        return Ok(None);
+    };
+    let range = format!("a token budget is an integer from 1 to {}", usize::MAX);
+    let why = match Count::of(&n) {
+        Count::Whole(u) => match usize::try_from(u) {
+            Ok(budget) => return Ok(Some(budget)),
+            Err(_) => "is out of range",
+        },
+        Count::Negative | Count::TooLarge => "is out of range",
+        Count::NotInteger => "is not an integer (no fraction or exponent)",
+    };
+    Err(D::Error::custom(format!("budget {n} {why}: {range}")))
+}
+
 impl ApiRequest {
     /// The request value, its format, and the conversation read from it.
     fn read(&self) -> Result<(&Value, Format, Conversation), AppError> {
         let value = match (&self.request, &self.messages) {
-            (Some(v), None) | (None, Some(v)) => v,
+            (Some(Unique(v)), None) | (None, Some(Unique(v))) => v,
             (Some(_), Some(_)) => {
                 return Err(AppError::bad_request(
                     "invalid_request",
@@ -225,13 +248,15 @@ pub(crate) async fn validate(
 
 fn validate_now(req: &ApiRequest) -> Result<Value, AppError> {
     let (_, format, conversation) = req.read()?;
-    let violations = guard::validate(
+    // The request's own fields first (they stand before the messages), then the history.
+    let mut violations = guard::check_token_limits(&conversation, format);
+    violations.extend(guard::validate(
         &conversation,
         format,
         ValidateOptions {
             allow_open_tail: !req.strict,
         },
-    );
+    ));
     let located: Vec<Value> = violations
         .iter()
         .map(|v| {

@@ -30,6 +30,7 @@ mod proxy;
 pub mod reads;
 pub mod replay;
 pub mod store;
+mod unique;
 mod upstream;
 pub mod usage;
 

@@ -261,6 +261,185 @@ async fn compact_keeps_every_number_of_the_request_as_written() {
     }
 }
 
+/// `text` posted as it is to `path`: the status and the JSON answer.
+async fn post_text(path: &str, text: impl Into<Body>) -> (StatusCode, Value) {
+    let req = Request::post(path)
+        .header("content-type", "application/json")
+        .body(text.into())
+        .unwrap();
+    let (status, _, bytes) = call(app(state(settings(0))), req).await;
+    (status, serde_json::from_slice(&bytes).unwrap())
+}
+
+const ROUTES: [&str; 3] = ["/v1/compact", "/v1/count_tokens", "/v1/validate"];
+
+/// A budget is an integer read from its digits, never through a float: one past u64, a
+/// negative one, a fraction or an exponent (also of a whole value) is refused on every route
+/// naming the field, the value and the range; `-0` is 0, refused by `/v1/compact` as such.
+#[tokio::test]
+async fn a_budget_that_is_no_token_count_is_refused_naming_the_field_and_the_range() {
+    let cases = [
+        (
+            "18446744073709551616",
+            "18446744073709551616 is out of range",
+        ),
+        ("-5", "-5 is out of range"),
+        (
+            "-18446744073709551616",
+            "-18446744073709551616 is out of range",
+        ),
+        ("1.5", "1.5 is not an integer (no fraction or exponent)"),
+        (
+            "60000.0",
+            "60000.0 is not an integer (no fraction or exponent)",
+        ),
+        ("6E4", "6e+4 is not an integer (no fraction or exponent)"),
+        (
+            "1e400",
+            "1e+400 is not an integer (no fraction or exponent)",
+        ),
+    ];
+    let request = json!({"messages": [{"role": "user", "content": "hi"}]});
+    for (n, why) in cases {
+        for route in ROUTES {
+            let (status, body) =
+                post_text(route, format!(r#"{{"request": {request}, "budget": {n}}}"#)).await;
+            assert_eq!(status, StatusCode::BAD_REQUEST, "{route} {n}: {body}");
+            assert_eq!(body["error"]["code"], "invalid_request", "{route} {n}");
+            assert_eq!(body["error"]["location"], "budget", "{route} {n}");
+            let message = body["error"]["message"].as_str().unwrap();
+            let expected = format!(
+                "budget {why}: a token budget is an integer from 1 to 18446744073709551615 at \
+                 line 1 column "
+            );
+            assert!(message.starts_with(&expected), "{route} {n}: {message}");
+        }
+    }
+    let (status, body) = post_text(
+        "/v1/compact",
+        format!(r#"{{"request": {request}, "budget": -0}}"#),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(body["error"]["location"], "budget");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("it must be at least 1"),
+        "{body}"
+    );
+    // The largest is a budget like any other: nothing to shorten under it.
+    let (status, body) = post_text(
+        "/v1/compact",
+        format!(r#"{{"request": {request}, "budget": 18446744073709551615}}"#),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["request"], request);
+    assert_eq!(body["report"]["budget"], json!(u64::MAX));
+}
+
+/// JSON that is no body the service reads is `invalid_request` at its JSON path, in plain
+/// words: nesting past 127 levels, an unpaired surrogate escape; a byte-order mark before the
+/// body is read past.
+#[tokio::test]
+async fn a_body_nested_too_deep_or_holding_an_unpaired_surrogate_is_named_where() {
+    let deep = format!(
+        r#"{{"messages": [{{"role": "user", "content": "hi", "x": {}{}}}]}}"#,
+        "[".repeat(200),
+        "]".repeat(200)
+    );
+    for route in ROUTES {
+        let (status, body) = post_text(route, deep.clone()).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{route}");
+        assert_eq!(body["error"]["code"], "invalid_request", "{route}");
+        let location = body["error"]["location"].as_str().unwrap();
+        assert!(location.starts_with("messages[0].x[0][0]"), "{location}");
+        assert!(
+            body["error"]["message"].as_str().unwrap().starts_with(
+                "the body nests arrays and objects deeper than 127 levels, the most this \
+                 service reads, at line 1 column "
+            ),
+            "{body}"
+        );
+        let surrogate = r#"{"messages": [{"role": "user", "content": "a\ud800b"}]}"#;
+        let (status, body) = post_text(route, surrogate).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{route}");
+        assert_eq!(
+            body["error"],
+            json!({
+                "code": "invalid_request",
+                "message": "the string holds an unpaired UTF-16 surrogate escape (\\uD800 to \
+                            \\uDFFF without its other half), which is no Unicode text, at line \
+                            1 column 51",
+                "location": "messages[0].content"
+            }),
+            "{route}"
+        );
+        let mut bom = b"\xEF\xBB\xBF".to_vec();
+        bom.extend_from_slice(br#"{"messages": [{"role": "user", "content": "hi"}]}"#);
+        let (status, body) = post_text(route, bom).await;
+        assert_eq!(status, StatusCode::OK, "{route}: {body}");
+    }
+}
+
+/// A key twice in one object of `request` (or `messages`) is refused at its path on every
+/// route: serde would keep the last one silently, and a provider may read the other. A field of
+/// the API's own body twice is refused by name.
+#[tokio::test]
+async fn a_key_twice_in_one_object_is_refused_at_its_path() {
+    let message = r#"{"role": "user", "content": "hi"}"#;
+    let cases = [
+        (
+            format!(
+                r#"{{"request": {{"model": "m", "max_tokens": 8, "messages": [], "messages": [{message}]}}}}"#
+            ),
+            "request.messages",
+        ),
+        (
+            r#"{"messages": [{"role": "user", "content": [{"type": "text", "text": "a", "text": "b"}]}]}"#
+                .to_string(),
+            "messages[0].content[0].text",
+        ),
+        (
+            format!(
+                r#"{{"request": {{"model": "m", "messages": [{message}], "metadata": {{"user_id": "a", "user_id": "b"}}}}}}"#
+            ),
+            "request.metadata.user_id",
+        ),
+    ];
+    for route in ROUTES {
+        for (text, path) in &cases {
+            let (status, body) = post_text(route, text.clone()).await;
+            assert_eq!(status, StatusCode::BAD_REQUEST, "{route} {text}");
+            assert_eq!(body["error"]["code"], "invalid_request", "{route} {text}");
+            assert_eq!(body["error"]["location"], *path, "{route} {text}");
+            let key = path.rsplit('.').next().unwrap();
+            let text = body["error"]["message"].as_str().unwrap();
+            assert!(
+                text.starts_with(&format!(
+                    "the key \"{key}\" appears twice in this object: a body means one value by \
+                     a key, and the service and the provider could read different ones at line 1 \
+                     column "
+                )),
+                "{route}: {text}"
+            );
+        }
+        let twice = format!(r#"{{"messages": [{message}], "messages": [{message}]}}"#);
+        let (status, body) = post_text(route, twice).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{route}");
+        assert_eq!(body["error"]["code"], "invalid_request", "{route}");
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .unwrap()
+                .starts_with("duplicate field `messages` at line 1 column "),
+            "{route}: {body}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn trailing_text_after_the_body_is_invalid_json() {
     let req = Request::post("/v1/compact")
@@ -312,7 +491,10 @@ async fn missing_request_and_unknown_format_are_400s() {
     // Read from the body's bytes: serde's own words, with where in the body.
     let message = body["error"]["message"].as_str().unwrap();
     assert!(
-        message.starts_with("invalid value: integer `-5`, expected usize at line 1 column "),
+        message.starts_with(
+            "budget -5 is out of range: a token budget is an integer from 1 to \
+             18446744073709551615 at line 1 column "
+        ),
         "{message}"
     );
     // A bare request body says where it belongs.
@@ -455,6 +637,59 @@ async fn validate_gives_the_verdict_with_located_violations() {
     assert_eq!(
         body,
         json!({"valid": true, "format": "anthropic", "violations": []})
+    );
+}
+
+/// A validator reports the request's token limits the provider refuses (no integer, below 1),
+/// while `/v1/compact` passes them through as they came (a number's value exactly).
+#[tokio::test]
+async fn validate_reports_a_token_limit_that_is_no_integer_of_at_least_one() {
+    for (n, found) in [
+        ("1e400", "1e+400"),
+        ("-0", "-0"),
+        ("1024.0", "1024.0"),
+        ("0", "0"),
+    ] {
+        let request = format!(
+            r#"{{"model": "m", "max_tokens": {n}, "messages": [{{"role": "user", "content": "hi"}}]}}"#
+        );
+        let (status, body) =
+            post_text("/v1/validate", format!(r#"{{"request": {request}}}"#)).await;
+        assert_eq!(status, StatusCode::OK, "{n}");
+        assert_eq!(
+            body,
+            json!({"valid": false, "format": "anthropic", "violations": [{
+                "path": "max_tokens", "message": null, "block": null,
+                "kind": {"rule": "bad_token_limit", "field": "max_tokens", "found": found},
+                "text": format!("max_tokens: max_tokens must be an integer of at least 1 (no \
+                                 fraction or exponent), not {found}")
+            }]}),
+            "{n}"
+        );
+        let req = Request::post("/v1/compact")
+            .header("content-type", "application/json")
+            .body(Body::from(format!(r#"{{"request": {request}}}"#)))
+            .unwrap();
+        let (status, _, bytes) = call(app(state(settings(0))), req).await;
+        let text = String::from_utf8(bytes.to_vec()).unwrap();
+        assert_eq!(status, StatusCode::OK, "{n}: {text}");
+        assert!(
+            text.contains(&format!(r#""max_tokens":{found}"#)),
+            "{n}: {text}"
+        );
+    }
+    let (status, body) = post_json(
+        app(state(settings(0))),
+        "/v1/validate",
+        &json!({"format": "openai-chat",
+                "request": {"model": "m", "max_completion_tokens": 100, "max_tokens": null,
+                            "messages": [{"role": "user", "content": "hi"}]}}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        body,
+        json!({"valid": true, "format": "openai-chat", "violations": []})
     );
 }
 
