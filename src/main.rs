@@ -429,7 +429,13 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
             let options = ValidateOptions {
                 allow_open_tail: !strict,
             };
-            let violations = guard::validate(&loaded.conversation, loaded.format, options);
+            // As `/v1/validate`: the request's own token limits, then the history.
+            let mut violations = guard::check_token_limits(&loaded.conversation, loaded.format);
+            violations.extend(guard::validate(
+                &loaded.conversation,
+                loaded.format,
+                options,
+            ));
             if violations.is_empty() {
                 write_stdout(
                     format!(

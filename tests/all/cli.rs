@@ -70,6 +70,23 @@ fn a_format_hint_the_body_contradicts_is_refused_with_exit_1_naming_the_block() 
 }
 
 #[test]
+fn validate_reports_a_token_limit_the_provider_refuses_as_the_api_does() {
+    for (limit, found) in [("1e400", "1e+400"), ("-0", "-0"), ("1024.0", "1024.0")] {
+        let mut body = anthropic().to_string();
+        body = body.replace("\"max_tokens\":256", &format!("\"max_tokens\":{limit}"));
+        assert!(body.contains(&format!("\"max_tokens\":{limit}")), "{body}");
+        let input = write("limit.json", &body);
+        let o = run(&["validate", input.to_str().unwrap()]);
+        assert_eq!(code(&o), 1, "{limit}: {}", stderr(&o));
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            out.starts_with("max_tokens: ") && out.contains(&format!("not {found}")),
+            "{limit}: {out}"
+        );
+    }
+}
+
+#[test]
 fn exit_codes_follow_the_table() {
     let input = write("codes.json", &anthropic().to_string());
     let input = input.to_str().unwrap();
