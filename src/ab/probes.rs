@@ -1021,6 +1021,7 @@ mod tests {
             is_error,
             extra: Default::default(),
             outcome: Default::default(),
+            rewritten: None,
         }))
     }
 

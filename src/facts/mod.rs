@@ -524,6 +524,7 @@ pub(crate) mod test_blocks {
             is_error: is_error.then_some(true),
             extra: Default::default(),
             outcome: Default::default(),
+            rewritten: None,
         }))
     }
 }
