@@ -57,6 +57,7 @@ async fn main() -> anyhow::Result<()> {
                     is_error: None,
                     extra: Default::default(),
                     outcome: Default::default(),
+                    rewritten: None,
                 },
             ))],
         ));

@@ -301,6 +301,25 @@ pub struct ToolResult {
     /// is read ([`crate::outcome::OutcomePolicy::classify`]); not a wire field, never written.
     /// A result built by hand starts [`Outcome::Unknown`] until a policy classifies it.
     pub outcome: Outcome,
+    /// What compactor wrote in this result's content, set by [`crate::guard::apply`] from the
+    /// edit it applied (`Clear` -> [`Rewrite::Cleared`], `Cap` -> [`Rewrite::Capped`]) and
+    /// carried through every later tier and the in-process memory; not a wire field, never
+    /// written. A result read from the wire has `None`, even one holding an earlier
+    /// compaction's placeholder (docs/fidelity.md, "Placeholders").
+    pub rewritten: Option<Rewrite>,
+}
+
+/// What compactor did to a tool result's content ([`ToolResult::rewritten`]). A rewritten
+/// result is frozen for later caps: its placeholder or head-and-tail is kept whole (the tool
+/// name, call id and size a placeholder names stay readable), and only a capped one may still
+/// be cleared.
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Rewrite {
+    /// Replaced by microcompact's placeholder (tool, call id, size; a failure's error lines).
+    Cleared,
+    /// Cut to head and tail around a `[… N tokens truncated …]` marker.
+    Capped,
 }
 
 /// The content of a tool result.
@@ -406,6 +425,7 @@ mod tests {
             is_error: None,
             extra: Object::new(),
             outcome: Outcome::Unknown,
+            rewritten: None,
         };
         assert_eq!(r.text(), "one\ntwo\nthree");
     }
@@ -418,6 +438,7 @@ mod tests {
             is_error: None,
             extra: Object::new(),
             outcome: Outcome::Success,
+            rewritten: None,
         };
         assert_eq!(r.outcome(false), Outcome::Success);
         assert_eq!(r.outcome(true), Outcome::Success);

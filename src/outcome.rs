@@ -228,6 +228,7 @@ mod tests {
             is_error,
             extra: Object::new(),
             outcome: Outcome::Unknown,
+            rewritten: None,
         }
     }
 

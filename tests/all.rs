@@ -26,6 +26,8 @@ mod limits;
 mod lossless;
 #[path = "all/outcomes.rs"]
 mod outcomes;
+#[path = "all/placeholders.rs"]
+mod placeholders;
 #[path = "all/server.rs"]
 mod server;
 #[path = "all/store.rs"]

@@ -1017,6 +1017,7 @@ mod tests {
             is_error,
             extra: Default::default(),
             outcome: Default::default(),
+            rewritten: None,
         }))
     }
 

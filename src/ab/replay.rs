@@ -308,6 +308,7 @@ mod tests {
                     is_error: None,
                     extra: Default::default(),
                     outcome: Default::default(),
+                    rewritten: None,
                 })],
             ),
         ]

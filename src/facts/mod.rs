@@ -27,8 +27,8 @@ pub use state::{LeftOut, Rendered, SessionState, UserWords, summary_item};
 pub use state_size::StateSizes;
 pub use user::{
     CLAUDE_CODE_SUMMARY_PREFIX, CODEX_SUMMARY_PREFIX, COMPACTOR_SUMMARY_PREFIX, INSTRUCTION_WORDS,
-    SummaryKind, around_constraints, has_phrase, is_constraint, person_text, sentences,
-    summary_kind,
+    Shortened, SummaryKind, around_constraints, has_phrase, is_constraint, person_text, sentences,
+    shorten_around_constraints, summary_kind,
 };
 
 use crate::conversation::{Block, Message, Outcome, Role, ToolInput, ToolResult, ToolUse};
@@ -525,6 +525,7 @@ pub(crate) mod test_blocks {
             is_error: is_error.then_some(true),
             extra: Default::default(),
             outcome: Default::default(),
+            rewritten: None,
         }))
     }
 }

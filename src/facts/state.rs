@@ -22,7 +22,7 @@
 //! written as `tool, argument`, never as `Name(args)` a model could imitate.
 
 use super::{ARG_CHARS, Facts, MARKER_PREFIX};
-use super::{FailureFact, FileAction, SummaryKind, around_constraints};
+use super::{FailureFact, FileAction, SummaryKind, shorten_around_constraints};
 use crate::conversation::Outcome;
 use crate::render::{clip, one_line_clipped};
 use crate::tokens::TokenCounter;
@@ -37,6 +37,10 @@ const SHORTENED_TAG: &str = " (shortened)";
 /// Characters kept of a command or argument in a `[then]` line, and of that line.
 const THEN_ARG_CHARS: usize = 60;
 const THEN_CHARS: usize = 200;
+
+/// The title of the user's words when some line is not verbatim (a `(shortened)` tag, a run
+/// named as left out); [`TITLES`]' first when every line is.
+const WORDS_TITLE_MARKED: &str = "The user's words, oldest first, verbatim except where marked:";
 
 /// The section titles, in the order the marker writes them.
 const TITLES: [&str; 6] = [
@@ -121,12 +125,21 @@ pub struct Rendered {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct UserWords {
     /// Requests written shortened around their constraint sentences (first sentence, every
-    /// sentence with an instruction word, last sentence; [`around_constraints`]), each line
+    /// sentence with an instruction word, last sentence; [`super::around_constraints`]), each line
     /// tagged `(shortened)`.
     pub shortened: Vec<usize>,
     /// Requests left out of the record: one run between the first and the newest kept.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub left_out: Option<LeftOut>,
+    /// Sentences this record's shortening of the written requests left out as repeats of a
+    /// kept one (`Always run tests. [… 39 repeats left out]`;
+    /// [`super::Shortened::repeats_left_out`]), summed over those requests.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub repeats_left_out: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// The run of requests a record left out ([`UserWords::left_out`]), by request number.
@@ -154,7 +167,7 @@ impl LeftOut {
 impl UserWords {
     /// Whether every request of the span is written verbatim.
     pub fn is_verbatim(&self) -> bool {
-        self.shortened.is_empty() && self.left_out.is_none()
+        self.shortened.is_empty() && self.left_out.is_none() && self.repeats_left_out == 0
     }
 
     /// The report's note: `the record's user words: 2 requests shortened around their
@@ -171,8 +184,12 @@ impl UserWords {
         };
         let mut parts = Vec::new();
         if !self.shortened.is_empty() {
+            let repeats = match self.repeats_left_out {
+                0 => String::new(),
+                n => format!(", {n} repeated sentences left out"),
+            };
             parts.push(format!(
-                "{} requests shortened around their constraint sentences ({})",
+                "{} requests shortened around their constraint sentences ({}){repeats}",
                 self.shortened.len(),
                 list(&self.shortened)
             ));
@@ -486,6 +503,10 @@ impl SessionState {
             .map(|(t, _)| cost(t))
             .sum::<usize>()
             + cost("[… 999 more items omitted]");
+        // The words' title is known once the words are: what the longer one adds is kept out of
+        // the words' room, and spent when it is the one written.
+        let marked_title =
+            usize::from(present[0]) * cost(WORDS_TITLE_MARKED).saturating_sub(cost(TITLES[0]));
         let mut omitted = self.carried_omitted;
         // (1) the user's words: full first; shortened around constraints when they take more
         // than half the budget; past what the ceiling leaves after the failures, the first
@@ -499,9 +520,9 @@ impl SessionState {
             .map(|(id, l)| format!("[failed {id}] {l}"))
             .collect();
         let fails_cost = fails.iter().map(|l| cost(l)).sum::<usize>();
-        let room = self
-            .words_ceiling
-            .map_or(usize::MAX, |c| c.saturating_sub(used + fails_cost));
+        let room = self.words_ceiling.map_or(usize::MAX, |c| {
+            c.saturating_sub(used + fails_cost + marked_title)
+        });
         // Each request's `[then]` line (none when shed), whole or shortened alike.
         let thens: Vec<Option<String>> = self
             .requests
@@ -525,12 +546,15 @@ impl SessionState {
         let mut lines_of: Vec<Vec<String>> = Vec::with_capacity(self.requests.len());
         let mut costs: Vec<usize> = Vec::with_capacity(self.requests.len());
         let mut short: Vec<bool> = Vec::with_capacity(self.requests.len());
+        let mut repeats: Vec<usize> = Vec::with_capacity(self.requests.len());
         for (r, then) in self.requests.iter().zip(thens) {
             let (text, shortened) = if shorten {
-                let short = around_constraints(&r.text);
-                let changed = short != r.text;
-                (short, r.shortened || changed)
+                let short = shorten_around_constraints(&r.text);
+                let changed = short.text != r.text;
+                repeats.push(short.repeats_left_out);
+                (short.text, r.shortened || changed)
             } else {
+                repeats.push(0);
                 (r.text.clone(), r.shortened)
             };
             short.push(shortened);
@@ -563,6 +587,13 @@ impl SessionState {
             .filter(|&k| keep[k] && short[k])
             .map(|k| self.requests[k].number)
             .collect();
+        user_words.repeats_left_out = (0..self.requests.len())
+            .filter(|&k| keep[k])
+            .map(|k| repeats[k])
+            .sum();
+        if !user_words.is_verbatim() {
+            used += marked_title;
+        }
         let this_pass = match (left_out.first(), left_out.last()) {
             (Some(&first), Some(&last)) => Some(LeftOut {
                 count: left_out.len(),
@@ -708,8 +739,14 @@ impl SessionState {
                 lines.extend(items);
             }
         };
-        for (title, items) in TITLES
-            .iter()
+        // The words are called verbatim only when every line of them is.
+        let words_title = if user_words.is_verbatim() {
+            TITLES[0]
+        } else {
+            WORDS_TITLE_MARKED
+        };
+        for (title, items) in std::iter::once(&words_title)
+            .chain(&TITLES[1..])
             .zip([head, sums, files, fails, commands, rest])
         {
             section(title, items);
@@ -1001,6 +1038,15 @@ mod tests {
                 let whole = format!("[user] #{k}: {}", text(*k));
                 proptest::prop_assert_eq!(tagged, **l != whole, "{}", l);
             }
+            // The title says verbatim exactly when no line is tagged or names a left-out run.
+            let marked = user.iter().any(|l| l.contains(" (shortened): "))
+                || r.lines.iter().any(|l| l.contains(" left out: #"));
+            let title = if marked {
+                "The user's words, oldest first, verbatim except where marked:"
+            } else {
+                "The user's words, verbatim, oldest first:"
+            };
+            proptest::prop_assert_eq!(r.lines.first().map(String::as_str), Some(title));
         }
     }
 
@@ -1284,6 +1330,10 @@ mod tests {
         }
         let facts = Facts::of(&msgs, true);
         let r = SessionState::of(&facts, 0..msgs.len()).render(60, &counter());
+        assert_eq!(
+            r.lines[0],
+            "The user's words, oldest first, verbatim except where marked:"
+        );
         assert!(
             r.lines
                 .iter()
@@ -1300,6 +1350,34 @@ mod tests {
         assert_eq!(
             r.lines.last().map(String::as_str),
             Some(format!("[… {} more items omitted]", r.omitted).as_str())
+        );
+    }
+
+    #[test]
+    fn a_shortened_request_keeps_a_repeated_instruction_once_and_types_the_repeats() {
+        let long = format!(
+            "Clean up the parser. {}Rename the module. Never touch the lexer. Report.",
+            "Always run tests. ".repeat(40)
+        );
+        let msgs = vec![Message::text(Role::User, long)];
+        let facts = Facts::of(&msgs, true);
+        let r = SessionState::of(&facts, 0..1).render(60, &counter());
+        assert_eq!(
+            r.lines,
+            vec![
+                "The user's words, oldest first, verbatim except where marked:".to_string(),
+                "[user] #1 (shortened): Clean up the parser. … Always run tests. [… 39 repeats \
+                 left out] … Never touch the lexer. … Report."
+                    .to_string(),
+                "[then] #1: continued in the messages below".to_string(),
+            ]
+        );
+        assert_eq!(r.user_words.shortened, vec![1]);
+        assert_eq!(r.user_words.repeats_left_out, 39);
+        assert_eq!(
+            r.user_words.note(),
+            "the record's user words: 1 requests shortened around their constraint sentences \
+             (#1), 39 repeated sentences left out"
         );
     }
 

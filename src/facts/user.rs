@@ -198,22 +198,63 @@ pub fn is_constraint(sentence: &str) -> bool {
     INSTRUCTION_WORDS.iter().any(|w| has_phrase(&lower, w))
 }
 
+/// A long text shortened around its constraints ([`shorten_around_constraints`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Shortened {
+    /// The text as written: the kept sentences joined by ` … `, a repeated one written once
+    /// and followed by `[… N repeats left out]`.
+    pub text: String,
+    /// Sentences left out as repeats: identical (after trimming) to a kept sentence before
+    /// them. Each distinct kept sentence is written once.
+    pub repeats_left_out: usize,
+}
+
 /// A long text shortened around its constraints: the first sentence (what is asked), every
 /// constraint sentence ([`is_constraint`]) and the last sentence, verbatim, in their order,
-/// joined by ` … `. Returns the text unchanged when it has three sentences or fewer.
-pub fn around_constraints(text: &str) -> String {
+/// joined by ` … `; a sentence kept before is not written again, its repeats counted after it
+/// (40 times `Always run tests.` -> `Always run tests. [… 39 repeats left out]`). The text
+/// unchanged when it has three sentences or fewer.
+pub fn shorten_around_constraints(text: &str) -> Shortened {
     let all = sentences(text);
     if all.len() <= 3 {
-        return text.to_string();
+        return Shortened {
+            text: text.to_string(),
+            repeats_left_out: 0,
+        };
     }
     let last = all.len() - 1;
-    let kept: Vec<&str> = all
+    // Each distinct kept sentence, in order of its first place, with its repeats.
+    let mut kept: Vec<(&str, usize)> = Vec::new();
+    let mut at: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    for (i, s) in all.iter().enumerate() {
+        if !(i == 0 || i == last || is_constraint(s)) {
+            continue;
+        }
+        match at.get(s) {
+            Some(&k) => kept[k].1 += 1,
+            None => {
+                at.insert(s, kept.len());
+                kept.push((s, 0));
+            }
+        }
+    }
+    let parts: Vec<String> = kept
         .iter()
-        .enumerate()
-        .filter(|(i, s)| *i == 0 || *i == last || is_constraint(s))
-        .map(|(_, s)| *s)
+        .map(|&(s, repeats)| match repeats {
+            0 => s.to_string(),
+            1 => format!("{s} [… 1 repeat left out]"),
+            n => format!("{s} [… {n} repeats left out]"),
+        })
         .collect();
-    kept.join(" … ")
+    Shortened {
+        text: parts.join(" … "),
+        repeats_left_out: kept.iter().map(|(_, r)| r).sum(),
+    }
+}
+
+/// The text of [`shorten_around_constraints`].
+pub fn around_constraints(text: &str) -> String {
+    shorten_around_constraints(text).text
 }
 
 #[cfg(test)]
@@ -309,5 +350,60 @@ mod tests {
             "Migrate billing. … Hard rule: never edit migrations/legacy/. … Report at the end."
         );
         assert_eq!(around_constraints("One. Two."), "One. Two.");
+    }
+
+    #[test]
+    fn a_repeated_instruction_is_kept_once_with_its_repeats_counted() {
+        let text = format!(
+            "Fix the login. {}Keep it small. Never edit vendor/. Always run tests. Done.",
+            "Always run tests. ".repeat(40)
+        );
+        assert_eq!(
+            shorten_around_constraints(&text),
+            Shortened {
+                text: "Fix the login. … Always run tests. [… 40 repeats left out] … Never edit \
+                       vendor/. … Done."
+                    .to_string(),
+                repeats_left_out: 40,
+            }
+        );
+    }
+
+    proptest::proptest! {
+        /// Sentences drawn from a small pool, so they repeat: the shortened text holds each
+        /// distinct sentence the rule keeps (first, constraints, last) exactly once, in order
+        /// of first place, and the repeats it counts are the kept places minus the distinct.
+        #[test]
+        fn shortening_keeps_every_distinct_kept_sentence_once(
+            picks in proptest::collection::vec(0usize..6, 4..60),
+        ) {
+            const POOL: [&str; 6] = [
+                "Always run tests.", "Read the code.", "Never push to main.",
+                "Then plan.", "You must keep the API.", "Write it up.",
+            ];
+            let text = picks.iter().map(|&i| POOL[i]).collect::<Vec<_>>().join(" ");
+            let last = picks.len() - 1;
+            let places: Vec<&str> = picks
+                .iter()
+                .enumerate()
+                .filter(|&(i, &p)| i == 0 || i == last || POOL[p].contains("Always")
+                    || POOL[p].contains("Never") || POOL[p].contains("must"))
+                .map(|(_, &p)| POOL[p])
+                .collect();
+            let mut distinct: Vec<&str> = Vec::new();
+            for s in &places {
+                if !distinct.contains(s) {
+                    distinct.push(s);
+                }
+            }
+            let got = shorten_around_constraints(&text);
+            let written: Vec<&str> = got
+                .text
+                .split(" … ")
+                .map(|p| p.split(" [… ").next().unwrap_or(p))
+                .collect();
+            proptest::prop_assert_eq!(&written, &distinct);
+            proptest::prop_assert_eq!(got.repeats_left_out, places.len() - distinct.len());
+        }
     }
 }

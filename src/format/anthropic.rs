@@ -138,6 +138,7 @@ fn read_block(value: &Value, path: &str) -> Result<Block, FormatError> {
             },
             extra: without(obj, &["type", "tool_use_id", "content", "is_error"]),
             outcome: Outcome::Unknown,
+            rewritten: None,
         })),
         "thinking" | "redacted_thinking" => Block::Thinking(value.clone()),
         "image" => Block::Image(value.clone()),

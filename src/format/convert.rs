@@ -128,6 +128,7 @@ fn anthropic_block(b: &Block, role: Role) -> Option<Block> {
             },
             extra: Object::new(),
             outcome: r.outcome,
+            rewritten: r.rewritten,
         }),
         Block::Thinking(v) if v.get("type").and_then(Value::as_str) == Some("reasoning") => {
             return None;
@@ -277,6 +278,7 @@ fn chat_tool_message(r: &ToolResult) -> Message {
             is_error: None,
             extra: Object::new(),
             outcome: r.outcome,
+            rewritten: r.rewritten,
         })],
         extra: Object::new(),
         form: ContentForm::String,

@@ -104,6 +104,7 @@ pub(crate) fn read_message(value: &Value, path: &str) -> Result<Message, FormatE
             is_error: None,
             extra: result_extra,
             outcome: Outcome::Unknown,
+            rewritten: None,
         });
         return Ok(Message {
             role,

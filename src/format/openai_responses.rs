@@ -155,6 +155,7 @@ pub(crate) fn read_item(value: &Value, path: &str) -> Result<Message, FormatErro
                     is_error: None,
                     extra: without(obj, skip),
                     outcome: Outcome::Unknown,
+                    rewritten: None,
                 })),
             )
         }

@@ -5,10 +5,12 @@
 //! apply(input, layout, plan)
 //!   -> checks each edit against the layout  (a legal cut, no protected message, a block
 //!                                            of the same kind and call id, a failure
-//!                                            stays one, no two edits on one block)
+//!                                            stays one, no two edits on one block, no cap
+//!                                            of a result compactor already rewrote)
 //!   -> drops a span with its tool_use / tool_result partners together, writes the marker
 //!      (or the summary message, from its parts: head, narrative, code-made ledger)
-//!   -> records where each failure is kept     (typed: FailureRecord)
+//!   -> records where each failure is kept     (typed: FailureRecord) and what each edited
+//!      result now is                          (typed: ToolResult::rewritten)
 //!   -> Applied | PlanError naming the edit
 //! ```
 //!
@@ -18,7 +20,7 @@
 //! immediately after`; OpenAI Chat: tool messages must answer a preceding `tool_calls`).
 
 use super::layout::Layout;
-use crate::conversation::{Block, Conversation, Message, Outcome, Role, ToolResult};
+use crate::conversation::{Block, Conversation, Message, Outcome, Rewrite, Role, ToolResult};
 use crate::facts::UserWords;
 use foldhash::HashSet;
 use std::collections::BTreeMap;
@@ -29,7 +31,9 @@ use std::collections::BTreeMap;
 #[non_exhaustive]
 pub enum UnitEdit {
     /// A block capped (head + tail with a truncation marker): `with` is the capped block, of the
-    /// same kind (and call id) as the one it replaces.
+    /// same kind (and call id) as the one it replaces. A tool result is marked
+    /// [`Rewrite::Capped`] in the output; one already rewritten is refused
+    /// ([`PlanError::Rewritten`]).
     Cap {
         /// Message index.
         message: usize,
@@ -39,6 +43,8 @@ pub enum UnitEdit {
         with: Block,
     },
     /// A tool_result's content replaced by a placeholder; id, `is_error` and outcome unchanged.
+    /// Marked [`Rewrite::Cleared`] in the output; a result already cleared is refused
+    /// ([`PlanError::Rewritten`]), a capped one may be cleared.
     Clear {
         /// Message index.
         message: usize,
@@ -220,6 +226,20 @@ pub enum PlanError {
         /// Call id.
         id: String,
     },
+    /// A tool result compactor already rewrote (an earlier tier's placeholder or cap, known from
+    /// [`ToolResult::rewritten`]) would be cut again, or a placeholder cleared again: what it
+    /// names (tool, call id, size, error lines) would be lost or misstated.
+    #[error("edit {edit}: messages[{message}].content[{block}] was already {done:?} by compactor")]
+    Rewritten {
+        /// Edit index.
+        edit: usize,
+        /// Message index.
+        message: usize,
+        /// Block index.
+        block: usize,
+        /// What was done to it.
+        done: Rewrite,
+    },
     /// A summary's narrative holds its ledger's header line, so model text would read as the
     /// code-made ledger.
     #[error("edit {edit}: the summary's narrative holds the ledger's header line")]
@@ -271,7 +291,20 @@ pub fn apply(
                 block,
                 with,
             } => {
-                check_block(input, layout, edit, message, block, &with)?;
+                check_block(
+                    input,
+                    layout,
+                    (edit, message, block),
+                    &with,
+                    Rewrite::Capped,
+                )?;
+                let with = match with {
+                    Block::ToolResult(r) => Block::ToolResult(ToolResult {
+                        rewritten: Some(Rewrite::Capped),
+                        ..r
+                    }),
+                    other => other,
+                };
                 insert(&mut blocks, edit, message, block, with)?;
                 continue;
             }
@@ -280,8 +313,17 @@ pub fn apply(
                 block,
                 with,
             } => {
-                let with = Block::ToolResult(with);
-                check_block(input, layout, edit, message, block, &with)?;
+                let with = Block::ToolResult(ToolResult {
+                    rewritten: Some(Rewrite::Cleared),
+                    ..with
+                });
+                check_block(
+                    input,
+                    layout,
+                    (edit, message, block),
+                    &with,
+                    Rewrite::Cleared,
+                )?;
                 insert(&mut blocks, edit, message, block, with)?;
                 continue;
             }
@@ -411,14 +453,15 @@ fn insert(
     Ok(())
 }
 
-/// A replacement block must be the same kind, the same call, and keep a failure one.
+/// A replacement block must be the same kind, the same call, and keep a failure one; a result
+/// compactor already rewrote is not capped again, nor a cleared one cleared again (`doing`:
+/// what the edit does).
 fn check_block(
     input: &Conversation,
     layout: &Layout,
-    edit: usize,
-    message: usize,
-    block: usize,
+    (edit, message, block): (usize, usize, usize),
     with: &Block,
+    doing: Rewrite,
 ) -> Result<(), PlanError> {
     let Some(old) = input
         .messages
@@ -457,7 +500,17 @@ fn check_block(
                     id: a.tool_use_id.clone(),
                 });
             }
-            Ok(())
+            match a.rewritten {
+                // A capped result may still give way to a placeholder.
+                Some(Rewrite::Capped) if doing == Rewrite::Cleared => Ok(()),
+                Some(done) => Err(PlanError::Rewritten {
+                    edit,
+                    message,
+                    block,
+                    done,
+                }),
+                None => Ok(()),
+            }
         }
         (Block::ToolUse(a), Block::ToolUse(b)) if a.id == b.id && a.name == b.name => Ok(()),
         (Block::ToolUse(_), Block::ToolUse(_)) => Err(mismatch("the call's id or name changed")),
@@ -697,6 +750,58 @@ mod tests {
                 id: "t1".into()
             })
         );
+    }
+
+    /// A clear or a cap is typed on the result it writes; a later plan may clear a capped
+    /// result, but not cap what was written, nor clear a placeholder again.
+    #[test]
+    fn a_rewritten_result_is_typed_and_not_cut_again() {
+        let c = history();
+        let Some(Block::ToolResult(r)) = c.messages[5].content.first() else {
+            panic!("a tool_result");
+        };
+        let placeholder = ToolResult {
+            content: Some(crate::conversation::ToolResultContent::Text(
+                "[cleared]".into(),
+            )),
+            ..r.clone()
+        };
+        let clear = |with: &ToolResult| UnitEdit::Clear {
+            message: 5,
+            block: 0,
+            with: with.clone(),
+        };
+        let cap = |with: &ToolResult| UnitEdit::Cap {
+            message: 5,
+            block: 0,
+            with: Block::ToolResult(with.clone()),
+        };
+        let rewritten = |plan: Vec<UnitEdit>, on: &Conversation| {
+            let out = apply(on, &Layout::of(on), plan, Some(&[])).unwrap();
+            let Some(Block::ToolResult(r)) = out.conversation.messages[5].content.first() else {
+                panic!("a tool_result");
+            };
+            (out.conversation.clone(), r.rewritten)
+        };
+        assert_eq!(r.rewritten, None);
+        let (capped, done) = rewritten(vec![cap(r)], &c);
+        assert_eq!(done, Some(Rewrite::Capped));
+        let (cleared, done) = rewritten(vec![clear(&placeholder)], &capped);
+        assert_eq!(done, Some(Rewrite::Cleared));
+        let refused = |plan, on: &Conversation, done| {
+            assert_eq!(
+                apply(on, &Layout::of(on), plan, Some(&[])),
+                Err(PlanError::Rewritten {
+                    edit: 0,
+                    message: 5,
+                    block: 0,
+                    done
+                })
+            );
+        };
+        refused(vec![cap(r)], &capped, Rewrite::Capped);
+        refused(vec![cap(&placeholder)], &cleared, Rewrite::Cleared);
+        refused(vec![clear(&placeholder)], &cleared, Rewrite::Cleared);
     }
 
     #[test]

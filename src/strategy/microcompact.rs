@@ -24,7 +24,7 @@
 use super::text_cut::thousands;
 use super::{Budget, Compaction, Context, Edit, Strategy, StrategyError};
 use crate::conversation::{
-    Block, Conversation, Outcome, ToolInput, ToolResult, ToolResultContent, ToolUse,
+    Block, Conversation, Outcome, Rewrite, ToolInput, ToolResult, ToolResultContent, ToolUse,
 };
 use crate::guard::UnitEdit;
 use crate::outcome::exit_marker;
@@ -175,7 +175,12 @@ impl Microcompact {
                 };
                 // No content: nothing to clear, or a built-in tool's non-text output (a
                 // `computer_call_output` screenshot) that must keep its shape.
-                if r.content.is_none() || r.text_ref().starts_with(CLEARED_PREFIX) {
+                // Cleared already: by an earlier tier (typed), or by an earlier compaction
+                // whose output came back as input (only its text tells then).
+                if r.content.is_none()
+                    || r.rewritten == Some(Rewrite::Cleared)
+                    || r.text_ref().starts_with(CLEARED_PREFIX)
+                {
                     continue;
                 }
                 let before = cx
@@ -284,6 +289,7 @@ fn clear_result(
         is_error: r.is_error,
         extra: r.extra.clone(),
         outcome: r.outcome,
+        rewritten: r.rewritten,
     });
     let after = cx.counter.count_block(&cleared);
     let Block::ToolResult(cleared) = cleared else {

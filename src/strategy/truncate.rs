@@ -2,7 +2,8 @@
 //!
 //! 1. Cap: every tool_result, tool_use input string and long text over its cap that can be
 //!    kept is cut to head + tail with a `[… N tokens truncated …]` marker (never twice); what
-//!    is dropped whole is never cut.
+//!    is dropped whole is never cut, nor a result an earlier tier rewrote
+//!    ([`crate::conversation::ToolResult::rewritten`]: microcompact's placeholder stays whole).
 //! 2. Drop: the oldest whole units go, cutting only where the guard allows, and one user-role
 //!    marker message with the [`SessionState`] of what went (made by code) takes their place.
 //! 3. Squeeze: when even the newest turn is over the limit, the kept tool results and inputs are
@@ -234,6 +235,9 @@ fn cap_blocks(
                 continue;
             }
             let capped = match b {
+                // What compactor already wrote (a placeholder, an earlier cap) stays whole: the
+                // guard refuses a cap of it (`PlanError::Rewritten`).
+                Block::ToolResult(r) if r.rewritten.is_some() => None,
                 Block::ToolResult(r) => {
                     let mut r = r.clone();
                     cap_result(&mut r.content, caps.result, block_tokens, cx).map(

@@ -350,6 +350,7 @@ mod tests {
             is_error: None,
             extra: Object::new(),
             outcome: Default::default(),
+            rewritten: None,
         });
         Conversation {
             system: Some(json!("be brief")),

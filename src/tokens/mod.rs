@@ -530,6 +530,7 @@ mod tests {
             is_error: None,
             extra: Object::new(),
             outcome: Default::default(),
+            rewritten: None,
         });
         assert_eq!(c.count_block(&r), 4);
     }
