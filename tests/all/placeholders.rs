@@ -5,6 +5,7 @@
 //! parallel tool batches, results of random sizes, some failed, in Anthropic and OpenAI Chat.
 
 use crate::guard_props::persisted;
+use crate::support::runtime;
 use compactor::config::{Loader, Settings};
 use compactor::conversation::{Conversation, Rewrite, ToolResult};
 use compactor::format::Format;
@@ -36,15 +37,6 @@ fn engines() -> &'static (Compactor, Compactor) {
             Compactor::from_config(settings()).unwrap(),
             Compactor::from_config(alone).unwrap(),
         )
-    })
-}
-
-fn runtime() -> &'static tokio::runtime::Runtime {
-    static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
-    RT.get_or_init(|| {
-        tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap()
     })
 }
 

@@ -4,6 +4,7 @@
 //! output passes the guard (the oracle is the guard's check, not the pipeline that ran it).
 
 use crate::guard_props::{persisted, plan, read, render};
+use crate::support::runtime;
 use compactor::config::{Loader, Settings};
 use compactor::conversation::{Block, Conversation, ToolResultContent};
 use compactor::guard::{self, Layout, MessageTokens, Units, ValidateOptions};
@@ -53,15 +54,6 @@ fn engines() -> &'static Vec<Compactor> {
                 Compactor::from_config(s).unwrap()
             })
             .collect()
-    })
-}
-
-fn runtime() -> &'static tokio::runtime::Runtime {
-    static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
-    RT.get_or_init(|| {
-        tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap()
     })
 }
 

@@ -3,6 +3,7 @@
 //! `Exit code:`, `<returncode>`, `[…`) in tool results, tool inputs and texts never makes a
 //! strategy panic, and every preset returns a request the guard accepts.
 
+use crate::support::runtime;
 use compactor::config::Loader;
 use compactor::format::Format;
 use compactor::guard::{self, ValidateOptions};
@@ -30,15 +31,6 @@ fn engines() -> &'static Vec<Compactor> {
                 Compactor::from_config(s).unwrap()
             })
             .collect()
-    })
-}
-
-fn runtime() -> &'static tokio::runtime::Runtime {
-    static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
-    RT.get_or_init(|| {
-        tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap()
     })
 }
 

@@ -32,3 +32,14 @@ pub fn shared_dir(sub: &str) -> Vec<PathBuf> {
     paths.sort();
     paths
 }
+
+/// One current-thread tokio runtime shared by a test module's property cases (a runtime per case
+/// would dominate their time).
+pub fn runtime() -> &'static tokio::runtime::Runtime {
+    static RT: std::sync::OnceLock<tokio::runtime::Runtime> = std::sync::OnceLock::new();
+    RT.get_or_init(|| {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+    })
+}
