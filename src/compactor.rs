@@ -467,4 +467,130 @@ mod tests {
         assert!(!std::ptr::addr_eq(own, Arc::as_ptr(&given)));
         assert!(!std::ptr::addr_eq(own, Arc::as_ptr(&plain.counter)));
     }
+
+    /// A faulty tier: blanks the first assistant text it may edit. `guard::apply` takes the
+    /// plan (a text for a text), the provider would not (an empty text block).
+    struct Blank;
+
+    #[async_trait::async_trait]
+    impl Strategy for Blank {
+        fn name(&self) -> &str {
+            "blank"
+        }
+        async fn compact(
+            &self,
+            conversation: &Conversation,
+            _budget: Budget,
+            cx: &Context<'_>,
+        ) -> Result<Compaction, StrategyError> {
+            let at = conversation.messages.iter().enumerate().find(|(i, m)| {
+                m.role == crate::conversation::Role::Assistant
+                    && !cx.layout.is_protected(*i)
+                    && cx.layout.newest() != Some(*i)
+                    && matches!(m.content.first(), Some(crate::conversation::Block::Text(_)))
+            });
+            let Some((message, _)) = at else {
+                return Ok(Compaction::unchanged(
+                    conversation,
+                    "blank: nothing to blank",
+                ));
+            };
+            Ok(Compaction {
+                plan: vec![crate::guard::UnitEdit::Cap {
+                    message,
+                    block: 0,
+                    with: crate::conversation::Block::text(""),
+                }],
+                edits: vec![crate::strategy::Edit::Truncated {
+                    message,
+                    block: 0,
+                    what: "text",
+                    id: None,
+                    tokens_before: 3,
+                    tokens_after: 0,
+                }],
+                notes: Vec::new(),
+                degraded: None,
+            })
+        }
+    }
+
+    /// A tier that never edits.
+    struct Idle;
+
+    #[async_trait::async_trait]
+    impl Strategy for Idle {
+        fn name(&self) -> &str {
+            "idle"
+        }
+        async fn compact(
+            &self,
+            conversation: &Conversation,
+            _budget: Budget,
+            _cx: &Context<'_>,
+        ) -> Result<Compaction, StrategyError> {
+            Ok(Compaction::unchanged(conversation, "idle"))
+        }
+    }
+
+    /// A first tier's output that is smaller but short of the target is handed to the next
+    /// tier before the guard's verdict; when it ends up the output, the verdict comes then:
+    /// refused, it is not taken, its tier names the violation, and the input stands.
+    #[tokio::test]
+    async fn an_output_passed_on_unjudged_is_judged_when_it_ends_up_the_output() {
+        let mut settings = Settings::default();
+        settings.policy.remember = false;
+        let counter = crate::tokens::counter_for(settings.tokens.tokenizer);
+        let engine =
+            Compactor::with_parts(settings, counter, vec![Box::new(Blank), Box::new(Idle)]);
+        let input = history(8);
+        let out = engine
+            .compact(&input, Format::Anthropic, Some(2_000))
+            .await
+            .unwrap();
+        assert_eq!(out.report.status, Status::OverBudget, "{:?}", out.report);
+        assert_eq!(*out.conversation, input);
+        let blank = &out.report.tiers[0];
+        assert!(!blank.accepted);
+        assert!(
+            blank.violations.iter().any(|v| v.contains("empty")),
+            "{:?}",
+            blank.violations
+        );
+        assert_eq!(out.report.rejections(), 1);
+        assert_eq!(out.report.applied(), "none");
+        // The same faulty tier last: judged at once, with the same verdict.
+        let counter = crate::tokens::counter_for(Settings::default().tokens.tokenizer);
+        let mut settings = Settings::default();
+        settings.policy.remember = false;
+        let alone = Compactor::with_parts(settings, counter, vec![Box::new(Blank)]);
+        let once = alone
+            .compact(&input, Format::Anthropic, Some(2_000))
+            .await
+            .unwrap();
+        assert_eq!(once.report.tiers[0].violations, blank.violations);
+        assert_eq!(once.report.status, Status::OverBudget);
+    }
+
+    /// Passed on unjudged and then built on: the later tier's output is judged against the
+    /// original input on its own, and both tiers are named as applied.
+    #[tokio::test]
+    async fn an_output_passed_on_and_built_on_is_settled_by_the_later_verdict() {
+        let mut settings = Settings::default();
+        settings.policy.remember = false;
+        settings.policy.tiers = vec!["microcompact".into(), "truncate".into()];
+        let engine = Compactor::from_config(settings).unwrap();
+        let input = history_with_failures(12, 1);
+        let out = engine
+            .compact(&input, Format::Anthropic, Some(2_000))
+            .await
+            .unwrap();
+        assert_eq!(out.report.status, Status::Compacted, "{:?}", out.report);
+        assert_eq!(out.report.applied(), "microcompact+truncate");
+        assert_eq!(out.report.rejections(), 0);
+        assert!(
+            crate::guard::validate(&out.conversation, Format::Anthropic, Default::default())
+                .is_empty()
+        );
+    }
 }

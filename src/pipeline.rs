@@ -161,6 +161,24 @@ struct Best {
     /// Typed failure records of `conversation` (the input has none of its own; a remembered
     /// output brings its own from the memory).
     records: Vec<FailureRecord>,
+    /// When `conversation` is a tier's output taken without the guard's verdict yet (see
+    /// [`Pending`]): that tier and the best output before it.
+    pending: Option<Pending>,
+}
+
+/// A tier's output taken as the next tier's input before the guard has judged it. It is
+/// judged only if it ends up the output: a later tier's output that the guard accepts is
+/// checked against the original input on its own, so the one it was built from never needs
+/// its own verdict (the first tier of the default preset rarely reaches the target alone, and
+/// a verdict on its whole output was a tenth of a warm compaction). When the later tiers'
+/// outputs are not taken, [`settle_pending`] judges it, and a refused one gives way to `prior`.
+struct Pending {
+    /// Index of the tier's run in the report's tiers.
+    tier: usize,
+    /// The best output before the tier's (its `pending` is `None`).
+    prior: Box<Best>,
+    /// The note the tier added to the report's notes (why it is degraded), if it did.
+    note: Option<String>,
 }
 
 /// [`Compactor::compact_with`](crate::Compactor::compact_with): the steps above.
@@ -298,6 +316,7 @@ pub(crate) async fn compact_shared(
         tokens: tokens_before,
         degraded: None,
         records: Vec::new(),
+        pending: None,
     };
     // The output junction of a continuation that was taken.
     let mut continued: Option<Junction> = None;
@@ -372,13 +391,24 @@ pub(crate) async fn compact_shared(
         // Continued but over the trigger: the tiers work on the continuation's layout.
         best.layout = Some(Layout::of(c));
     }
-    for tier in compactor.tiers() {
-        let tier_run = run_tier(&run, tier.as_ref(), instructions, &mut best, &mut report).await;
+    let tiers = compactor.tiers();
+    for (i, tier) in tiers.iter().enumerate() {
+        let more = i + 1 < tiers.len();
+        let tier_run = run_tier(
+            &run,
+            tier.as_ref(),
+            instructions,
+            more,
+            &mut best,
+            &mut report,
+        )
+        .await;
         report.tiers.push(tier_run);
         if best.conversation.is_some() && targets.reached(best.tokens) {
             break;
         }
     }
+    settle_pending(&run, &mut best, &mut report);
     finish(
         &run,
         &mut report,
@@ -562,12 +592,43 @@ fn continue_from(
     Ok(predecessor)
 }
 
+/// Gives the pending output (see [`Pending`]) the guard's verdict: kept when it passes, else
+/// the best output before it comes back and its tier's run names the violations.
+fn settle_pending(run: &Run<'_>, best: &mut Best, report: &mut Report) {
+    let Some(pending) = best.pending.take() else {
+        return;
+    };
+    let Some(output) = &best.conversation else {
+        return;
+    };
+    let violations = run.verify(output, Some(&best.records), report);
+    if violations.is_empty() {
+        return;
+    }
+    tracing::warn!(
+        violations = violations.len(),
+        "guard rejected a strategy output"
+    );
+    if let Some(t) = report.tiers.get_mut(pending.tier) {
+        t.accepted = false;
+        t.violations = violation_lines(&violations);
+    }
+    if let Some(note) = pending.note {
+        if let Some(at) = report.notes.iter().position(|n| *n == note) {
+            report.notes.remove(at);
+        }
+    }
+    *best = *pending.prior;
+}
+
 /// Runs one tier on the best output so far (or the input) and takes its output when the guard
-/// accepts it and it is smaller.
+/// accepts it and it is smaller. With `more` tiers after it, an output that is smaller but
+/// does not reach the target is taken for the next tier without a verdict yet ([`Pending`]).
 async fn run_tier(
     run: &Run<'_>,
     tier: &dyn Strategy,
     instructions: Option<&str>,
+    more: bool,
     best: &mut Best,
     report: &mut Report,
 ) -> TierRun {
@@ -644,7 +705,6 @@ async fn run_tier(
     tier_run
         .notes
         .extend(settled.iter().map(ToString::to_string));
-    let violations = run.verify(&output, Some(&records), report);
     // A message copied unchanged keeps its count (`settle` may still have edited any message,
     // then each is counted).
     let out_per = MessageTokens::reusing(&output, run.counter, |k| {
@@ -659,6 +719,16 @@ async fn run_tier(
         + run.counter.count_tools(output.tools())
         + out_per.tail(0);
     tier_run.tokens_after = run.basis.to_model(tokens);
+    // Judged now unless it is taken for the next tier only (at most one output waits).
+    let defer = more
+        && best.pending.is_none()
+        && !run.targets.reached(tokens)
+        && run.targets.takes(tokens, best.tokens);
+    let violations = if defer {
+        Vec::new()
+    } else {
+        run.verify(&output, Some(&records), report)
+    };
     if !violations.is_empty() {
         tracing::warn!(
             strategy = tier.name(),
@@ -677,16 +747,30 @@ async fn run_tier(
         return tier_run;
     }
     tier_run.accepted = true;
-    if let Some(why) = compaction.degraded {
+    let note = compaction.degraded.clone();
+    let taken = Best {
+        conversation: Some(output),
+        layout: None,
+        per: Some(out_per),
+        tokens,
+        degraded: compaction.degraded.or_else(|| best.degraded.clone()),
+        records,
+        pending: None,
+    };
+    let prior = std::mem::replace(best, taken);
+    if let Some(why) = &note {
         // Why the output is degraded belongs on the report itself, not only in the tier.
         report.notes.push(why.clone());
-        best.degraded = Some(why);
     }
-    best.tokens = tokens;
-    best.records = records;
-    best.layout = None;
-    best.per = Some(out_per);
-    best.conversation = Some(output);
+    // A verdict on this output settles the one it was built from (checked against the
+    // original input, it stands on its own); a deferred one keeps what it would give way to.
+    if defer {
+        best.pending = Some(Pending {
+            tier: report.tiers.len(),
+            prior: Box::new(prior),
+            note,
+        });
+    }
     tier_run
 }
 

@@ -13,6 +13,14 @@
 
 #![allow(dead_code)] // each bench binary uses its own part of this module
 
+/// The benches allocate as the `compactor` binary does (src/main.rs: jemalloc, with the `cli`
+/// feature, on by default), so their figures are those of the product an operator runs.
+/// `cargo bench --no-default-features --features server,ab` would measure the system
+/// allocator instead (a library user's default; docs/speed.md gives both).
+#[cfg(feature = "cli")]
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 use compactor::config::Loader;
 use compactor::conversation::{Block, ToolInput, ToolResultContent};
 use compactor::format::detect::{ImportOptions, Source};
