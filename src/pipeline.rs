@@ -613,10 +613,10 @@ fn settle_pending(run: &Run<'_>, best: &mut Best, report: &mut Report) {
         t.accepted = false;
         t.violations = violation_lines(&violations);
     }
-    if let Some(note) = pending.note {
-        if let Some(at) = report.notes.iter().position(|n| *n == note) {
-            report.notes.remove(at);
-        }
+    if let Some(note) = pending.note
+        && let Some(at) = report.notes.iter().position(|n| *n == note)
+    {
+        report.notes.remove(at);
     }
     *best = *pending.prior;
 }
