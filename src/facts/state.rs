@@ -245,7 +245,7 @@ impl SessionState {
             let then = if round.is_empty() {
                 in_range(replies, &(u.message + 1..end), |r| r.message)
                     .first()
-                    .map(|r| format!("answered: {}", clip(&r.line, ARG_CHARS)))
+                    .map(|r| ["answered: ", &clip(&r.line, ARG_CHARS)].concat())
                     .unwrap_or_else(|| "continued in the messages below".into())
             } else {
                 let failed = round
@@ -255,18 +255,22 @@ impl SessionState {
                 let mut parts: Vec<String> = round
                     .iter()
                     .map(|c| match (&c.command_line, &c.argument_line) {
-                        (Some(cmd), _) => format!(
-                            "ran {}: {}",
-                            clip(cmd, THEN_ARG_CHARS),
-                            outcome_word(c.outcome)
-                        ),
-                        (None, Some(a)) => format!(
-                            "{} {}: {}",
-                            c.tool,
-                            clip(a, THEN_ARG_CHARS),
-                            outcome_word(c.outcome)
-                        ),
-                        (None, None) => format!("{}: {}", c.tool, outcome_word(c.outcome)),
+                        (Some(cmd), _) => [
+                            "ran ",
+                            &clip(cmd, THEN_ARG_CHARS),
+                            ": ",
+                            outcome_word(c.outcome),
+                        ]
+                        .concat(),
+                        (None, Some(a)) => [
+                            &c.tool,
+                            " ",
+                            &clip(a, THEN_ARG_CHARS),
+                            ": ",
+                            outcome_word(c.outcome),
+                        ]
+                        .concat(),
+                        (None, None) => [&c.tool, ": ", outcome_word(c.outcome)].concat(),
                     })
                     .take(2)
                     .collect();
@@ -305,7 +309,8 @@ impl SessionState {
         }
         // Commands, deduplicated by (command, outcome): count and last id.
         let mut groups: Vec<(&str, &'static str, usize, &str)> = Vec::new();
-        let mut group_of: HashMap<(&str, &'static str), usize> = HashMap::new();
+        let mut group_of: HashMap<(&str, &'static str), usize> =
+            HashMap::with_capacity(calls.len());
         for c in calls {
             let Some(cmd) = c.command_line.as_deref() else {
                 continue;
@@ -322,6 +327,8 @@ impl SessionState {
                 }
             }
         }
+        // One line per item of the range, most never shown (a render keeps what fits): each
+        // is joined from its parts at its final length, not grown through `format!`.
         for (cmd, word, n, id) in groups {
             let times = if n > 1 {
                 format!("×{n}, last ")
@@ -329,23 +336,26 @@ impl SessionState {
                 String::new()
             };
             st.commands
-                .push(format!("[ran {word}] {cmd} ({times}{id})"));
+                .push(["[ran ", word, "] ", cmd, " (", &times, id, ")"].concat());
         }
         for c in calls.iter().filter(|c| c.command.is_none()) {
-            let arg = c
-                .argument_line
-                .as_deref()
-                .map(|a| format!(", {a}"))
-                .unwrap_or_default();
-            st.rest.push(format!(
-                "[call {}] {}{arg}: {}",
-                c.id,
-                c.tool,
-                outcome_word(c.outcome)
-            ));
+            let (sep, arg) = c.argument_line.as_deref().map_or(("", ""), |a| (", ", a));
+            st.rest.push(
+                [
+                    "[call ",
+                    &c.id,
+                    "] ",
+                    &c.tool,
+                    sep,
+                    arg,
+                    ": ",
+                    outcome_word(c.outcome),
+                ]
+                .concat(),
+            );
         }
         for r in replies {
-            st.rest.push(format!("[assistant] {}", r.line));
+            st.rest.push(["[assistant] ", &r.line].concat());
         }
         st
     }
@@ -697,7 +707,7 @@ impl SessionState {
             }
         }
         // (4) commands, newest first; (5) the rest, newest first.
-        let pick = |lines: &[String], used: &mut usize, omitted: &mut usize| -> Vec<String> {
+        let pick = |lines: &[&str], used: &mut usize, omitted: &mut usize| -> Vec<String> {
             let mut keep = vec![false; lines.len()];
             for (i, l) in lines.iter().enumerate().rev() {
                 // Once the room is small most lines cannot fit by their floor
@@ -719,16 +729,17 @@ impl SessionState {
                 .iter()
                 .zip(keep)
                 .filter(|(_, k)| *k)
-                .map(|(l, _)| l.clone())
+                .map(|(l, _)| l.to_string())
                 .collect()
         };
-        let commands = pick(&self.commands, &mut used, &mut omitted);
-        let mut seen = HashSet::new();
-        let rest: Vec<String> = self
+        let commands: Vec<&str> = self.commands.iter().map(String::as_str).collect();
+        let commands = pick(&commands, &mut used, &mut omitted);
+        let mut seen = HashSet::with_capacity(self.rest.len());
+        let rest: Vec<&str> = self
             .rest
             .iter()
-            .filter(|l| seen.insert(l.as_str()))
-            .cloned()
+            .map(String::as_str)
+            .filter(|l| seen.insert(*l))
             .collect();
         let rest = pick(&rest, &mut used, &mut omitted);
 
