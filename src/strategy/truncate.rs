@@ -478,7 +478,9 @@ fn drop_oldest(
         }
         (marker, total)
     };
-    let fits = |k: usize, total: usize| total <= budget.target || k == last;
+    // Whether the output of cut `k` is under the target; when none is, the search takes the
+    // latest cut (the fallback).
+    let fits = |total: usize| total <= budget.target;
     let mut probes = 0usize;
     let chosen = earliest_fitting(&candidates, |k| {
         // The first probe (the one usually taken) is counted exactly; after it a cut that
@@ -487,10 +489,10 @@ fn drop_oldest(
         let exact = probes == 0;
         probes += 1;
         let (m, mut total) = build(k, exact);
-        let mut ok = fits(k, total);
+        let mut ok = fits(total);
         if ok && !exact {
             total = exact_total(k, &m);
-            ok = fits(k, total);
+            ok = fits(total);
         }
         (ok, (k, m, total, exact || ok))
     });
@@ -520,9 +522,9 @@ fn drop_oldest(
 
 /// The first of `candidates` for which `probe` says it fits, assuming that once one fits the
 /// later ones do too (the tail shrinks faster than the marker grows): the first is probed,
-/// then the ones after it at distances 1, 2, 4 … until one fits, then the gap is halved
-/// (O(log n) probes). The last candidate is taken when none fits. `probe` returns whether the
-/// candidate fits and what it built.
+/// then the last (when it does not fit, none does, and it is taken: two probes), then the
+/// ones after the first at distances 1, 2, 4 … until one fits, then the gap is halved
+/// (O(log n) probes). `probe` returns whether the candidate fits and what it built.
 fn earliest_fitting<T>(
     candidates: &[usize],
     mut probe: impl FnMut(usize) -> (bool, T),
@@ -532,12 +534,19 @@ fn earliest_fitting<T>(
     if ok || n == 1 {
         return Some(first);
     }
-    // `lo` does not fit; find `hi` that does (or the last).
+    let (ok, last) = probe(candidates[n - 1]);
+    if !ok || n == 2 {
+        return Some(last);
+    }
+    // `lo` does not fit and the last does; find the first `hi` after `lo` that fits.
     let (mut lo, mut step) = (0usize, 1usize);
     let (mut hi, mut at_hi) = loop {
-        let i = (lo + step).min(n - 1);
+        let i = lo + step;
+        if i >= n - 1 {
+            break (n - 1, last);
+        }
         let (ok, built) = probe(candidates[i]);
-        if ok || i == n - 1 {
+        if ok {
             break (i, built);
         }
         lo = i;
@@ -587,7 +596,11 @@ mod tests {
                 .unwrap_or(candidates[n - 1]);
             prop_assert_eq!(got, Some(want));
             let log = usize::BITS - n.leading_zeros();
-            prop_assert!(probes <= 2 * log as usize + 2, "{} probes for {} candidates", probes, n);
+            prop_assert!(probes <= 2 * log as usize + 3, "{} probes for {} candidates", probes, n);
+            // None fits: the first and the last are probed, nothing else.
+            if candidates[n - 1] <= first * 3 {
+                prop_assert!(probes <= 2, "{} probes when none fits", probes);
+            }
         }
     }
 
