@@ -15,7 +15,7 @@
 //!
 //! `COMPACTOR_BENCH_TABLES_ONLY=1` prints the tables and skips criterion's measurements.
 //! `COMPACTOR_BENCH_LOOP=PRESET` (or `PRESET@CALLS` for a generated session of that many calls,
-//! a request every 25) compacts warm in a loop for about 10 s (`COMPACTOR_BENCH_LOOP_SECS`) and
+//! a request every 25, `PRESET@CALLS/EVERY` a request every `EVERY`) compacts warm in a loop for about 10 s (`COMPACTOR_BENCH_LOOP_SECS`) and
 //! prints the time per call, nothing else: a steady workload for `perf record`, or for
 //! `valgrind --tool=callgrind --toggle-collect='*warm_runs*'` (instructions of warm calls only).
 //!
@@ -149,15 +149,16 @@ fn scaling_table(rt: &Runtime, label: &str, sessions: &[(usize, Conversation, Ve
 
 /// `COMPACTOR_BENCH_LOOP`: warm compactions of one case in a loop (see the module docs).
 fn profile_loop(rt: &Runtime, spec: &str) {
+    let number = |n: &str| n.parse::<usize>().unwrap_or_else(|e| panic!("{spec}: {e}"));
     let (preset, calls) = match spec.split_once('@') {
-        Some((p, n)) => (
-            p,
-            Some(n.parse::<usize>().unwrap_or_else(|e| panic!("{spec}: {e}"))),
-        ),
+        Some((p, n)) => match n.split_once('/') {
+            Some((n, every)) => (p, Some((number(n), number(every)))),
+            None => (p, Some((number(n), 25))),
+        },
         None => (spec, None),
     };
     let (conv, budget) = match calls {
-        Some(n) => (common::generated_session(n), SCALE_BUDGET),
+        Some((n, every)) => (common::generated_session_every(n, every), SCALE_BUDGET),
         None => (common::load_whole(common::LARGEST), BUDGETS[0]),
     };
     let p = common::pipeline(preset);
