@@ -9,14 +9,16 @@
 //!                                         validated, checked and counted)
 //!       -> tier 1 .. tier n            strategy plan -> guard::apply -> settle -> verify
 //!                                      -> taken when smaller
+//!       -> verify the output taken last, if it was passed on unjudged
 //!       -> report
 //! ```
 //!
 //! Each tier works on the output of the last taken one (with that output's layout) and the
-//! run stops at the first tier that reaches the target. Every output passes
+//! run stops at the first tier that reaches the target. Every output returned passes
 //! [`guard::validate`], [`guard::check_compaction_with`] against the original input and
 //! [`guard::check_envelope`]; one that fails is not taken, and the report names the
-//! violations.
+//! violations. A tier's output that is smaller but short of the target, with a tier after it,
+//! is passed on before that verdict and judged only if it ends up the output.
 
 use crate::config::Settings;
 use crate::conversation::Conversation;
