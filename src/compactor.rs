@@ -593,4 +593,50 @@ mod tests {
                 .is_empty()
         );
     }
+
+    /// A refused output that later tiers were built on: they run again on the output before
+    /// it, so a faulty tier costs its own edits, not the later tiers' work.
+    #[tokio::test]
+    async fn the_tiers_after_a_refused_output_run_again_on_the_one_before_it() {
+        let mut settings = Settings::default();
+        settings.policy.remember = false;
+        let counter = crate::tokens::counter_for(settings.tokens.tokenizer);
+        let microcompact = crate::strategy::microcompact::Microcompact {
+            config: settings.microcompact.clone(),
+        };
+        let engine = Compactor::with_parts(
+            settings,
+            counter,
+            vec![Box::new(Blank), Box::new(microcompact)],
+        );
+        let input = history(8);
+        let out = engine
+            .compact(&input, Format::Anthropic, Some(2_000))
+            .await
+            .unwrap();
+        let runs: Vec<(&str, bool, bool)> = out
+            .report
+            .tiers
+            .iter()
+            .map(|t| (t.strategy.as_str(), t.accepted, t.violations.is_empty()))
+            .collect();
+        // Blank passed on, microcompact's output built on it refused (it keeps the blanked
+        // text), Blank refused when judged, microcompact again on the input: taken.
+        assert_eq!(
+            runs,
+            vec![
+                ("blank", false, false),
+                ("microcompact", false, false),
+                ("microcompact", true, true)
+            ],
+            "{:?}",
+            out.report
+        );
+        assert_eq!(out.report.applied(), "microcompact");
+        assert!(out.report.tokens_after < out.report.tokens_before);
+        assert!(
+            crate::guard::validate(&out.conversation, Format::Anthropic, Default::default())
+                .is_empty()
+        );
+    }
 }

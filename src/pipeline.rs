@@ -9,7 +9,8 @@
 //!                                         validated, checked and counted)
 //!       -> tier 1 .. tier n            strategy plan -> guard::apply -> settle -> verify
 //!                                      -> taken when smaller
-//!       -> verify the output taken last, if it was passed on unjudged
+//!       -> verify the output taken last, if it was passed on unjudged (refused: the
+//!          tiers after it run again on the output before it)
 //!       -> report
 //! ```
 //!
@@ -173,7 +174,8 @@ struct Best {
 /// checked against the original input on its own, so the one it was built from never needs
 /// its own verdict (the first tier of the default preset rarely reaches the target alone, and
 /// a verdict on its whole output was a tenth of a warm compaction). When the later tiers'
-/// outputs are not taken, [`settle_pending`] judges it, and a refused one gives way to `prior`.
+/// outputs are not taken, [`settle_pending`] judges it; a refused one gives way to `prior`,
+/// and the tiers after it run again on that.
 struct Pending {
     /// Index of the tier's run in the report's tiers.
     tier: usize,
@@ -410,7 +412,25 @@ pub(crate) async fn compact_shared(
             break;
         }
     }
-    settle_pending(&run, &mut best, &mut report);
+    if let Some(refused) = settle_pending(&run, &mut best, &mut report) {
+        // The tiers after a refused output ran on it: they run again on the output before it
+        // (judged at once). `report.tiers` holds one run per tier so far, in tier order.
+        for tier in tiers.iter().skip(refused + 1) {
+            let tier_run = run_tier(
+                &run,
+                tier.as_ref(),
+                instructions,
+                false,
+                &mut best,
+                &mut report,
+            )
+            .await;
+            report.tiers.push(tier_run);
+            if best.conversation.is_some() && targets.reached(best.tokens) {
+                break;
+            }
+        }
+    }
     finish(
         &run,
         &mut report,
@@ -595,17 +615,14 @@ fn continue_from(
 }
 
 /// Gives the pending output (see [`Pending`]) the guard's verdict: kept when it passes, else
-/// the best output before it comes back and its tier's run names the violations.
-fn settle_pending(run: &Run<'_>, best: &mut Best, report: &mut Report) {
-    let Some(pending) = best.pending.take() else {
-        return;
-    };
-    let Some(output) = &best.conversation else {
-        return;
-    };
+/// the best output before it comes back, its tier's run names the violations, and the index
+/// of that run is returned.
+fn settle_pending(run: &Run<'_>, best: &mut Best, report: &mut Report) -> Option<usize> {
+    let pending = best.pending.take()?;
+    let output = best.conversation.as_ref()?;
     let violations = run.verify(output, Some(&best.records), report);
     if violations.is_empty() {
-        return;
+        return None;
     }
     tracing::warn!(
         violations = violations.len(),
@@ -621,6 +638,7 @@ fn settle_pending(run: &Run<'_>, best: &mut Best, report: &mut Report) {
         report.notes.remove(at);
     }
     *best = *pending.prior;
+    Some(pending.tier)
 }
 
 /// Runs one tier on the best output so far (or the input) and takes its output when the guard
