@@ -15,7 +15,8 @@
 //!
 //! `COMPACTOR_BENCH_TABLES_ONLY=1` prints the tables and skips criterion's measurements.
 //! `COMPACTOR_BENCH_LOOP=PRESET` (or `PRESET@CALLS` for a generated session of that many calls,
-//! a request every 25, `PRESET@CALLS/EVERY` a request every `EVERY`) compacts warm in a loop for about 10 s (`COMPACTOR_BENCH_LOOP_SECS`) and
+//! a request every 25; `PRESET@CALLS/EVERY`, a request every `EVERY`) compacts warm in a loop
+//! for about 10 s (`COMPACTOR_BENCH_LOOP_SECS`) and
 //! prints the time per call, nothing else: a steady workload for `perf record`, or for
 //! `valgrind --tool=callgrind --toggle-collect='*warm_runs*'` (instructions of warm calls only).
 //!

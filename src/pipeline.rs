@@ -396,40 +396,12 @@ pub(crate) async fn compact_shared(
         best.layout = Some(Layout::of(c));
     }
     let tiers = compactor.tiers();
-    for (i, tier) in tiers.iter().enumerate() {
-        let more = i + 1 < tiers.len();
-        let tier_run = run_tier(
-            &run,
-            tier.as_ref(),
-            instructions,
-            more,
-            &mut best,
-            &mut report,
-        )
-        .await;
-        report.tiers.push(tier_run);
-        if best.conversation.is_some() && targets.reached(best.tokens) {
-            break;
-        }
-    }
+    run_tiers(&run, tiers, instructions, true, &mut best, &mut report).await;
     if let Some(refused) = settle_pending(&run, &mut best, &mut report) {
         // The tiers after a refused output ran on it: they run again on the output before it
         // (judged at once). `report.tiers` holds one run per tier so far, in tier order.
-        for tier in tiers.iter().skip(refused + 1) {
-            let tier_run = run_tier(
-                &run,
-                tier.as_ref(),
-                instructions,
-                false,
-                &mut best,
-                &mut report,
-            )
-            .await;
-            report.tiers.push(tier_run);
-            if best.conversation.is_some() && targets.reached(best.tokens) {
-                break;
-            }
-        }
+        let after = tiers.get(refused + 1..).unwrap_or_default();
+        run_tiers(&run, after, instructions, false, &mut best, &mut report).await;
     }
     finish(
         &run,
@@ -612,6 +584,27 @@ fn continue_from(
     best.per = None;
     best.conversation = Some(recalled.conversation);
     Ok(predecessor)
+}
+
+/// Runs `tiers` in order on the best output so far, each run added to the report, until one
+/// reaches the target. `defer`: a tier with a tier after it may pass its output on unjudged
+/// ([`Pending`]).
+async fn run_tiers(
+    run: &Run<'_>,
+    tiers: &[Box<dyn Strategy>],
+    instructions: Option<&str>,
+    defer: bool,
+    best: &mut Best,
+    report: &mut Report,
+) {
+    for (i, tier) in tiers.iter().enumerate() {
+        let more = defer && i + 1 < tiers.len();
+        let tier_run = run_tier(run, tier.as_ref(), instructions, more, best, report).await;
+        report.tiers.push(tier_run);
+        if best.conversation.is_some() && run.targets.reached(best.tokens) {
+            break;
+        }
+    }
 }
 
 /// Gives the pending output (see [`Pending`]) the guard's verdict: kept when it passes, else

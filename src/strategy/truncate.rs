@@ -478,8 +478,8 @@ fn drop_oldest(
         }
         (marker, total)
     };
-    // Whether the output of cut `k` is under the target; when none is, the search takes the
-    // latest cut (the fallback).
+    // Whether an output of `total` tokens is under the target; when no cut's is, the search
+    // takes the latest cut (the fallback).
     let fits = |total: usize| total <= budget.target;
     let mut probes = 0usize;
     let chosen = earliest_fitting(&candidates, |k| {
