@@ -111,6 +111,16 @@ pub struct Rendered {
     pub user_words: UserWords,
 }
 
+/// The lines a render writes for one request (its `[user]` line and its `[then]` line), their
+/// cost in counter tokens (one more per line break), and what was done to its words.
+struct RequestLines {
+    lines: Vec<String>,
+    cost: usize,
+    shortened: bool,
+    /// Sentences the shortening left out as repeats of a kept one.
+    repeats: usize,
+}
+
 /// What a record of a dropped span did to the user's requests, by request number (`#N` in
 /// its lines, counted from the session's first request). Empty when every request of the span
 /// is written verbatim.
@@ -533,74 +543,104 @@ impl SessionState {
         let room = self.words_ceiling.map_or(usize::MAX, |c| {
             c.saturating_sub(used + fails_cost + marked_title)
         });
-        // Each request's `[then]` line (none when shed), whole or shortened alike.
-        let thens: Vec<Option<String>> = self
-            .requests
-            .iter()
-            .map(|r| {
-                let t = r.then.as_ref()?;
-                if self.shed_settled && r.settled {
-                    omitted += 1;
-                    return None;
-                }
-                Some(format!("[then] #{}: {t}", r.number))
-            })
-            .collect();
-        let then_cost: usize = thens.iter().flatten().map(|l| cost(l)).sum();
-        let full_cost: usize = self
-            .requests
-            .iter()
-            .map(|r| cost(&user_line(r, &r.text, r.shortened)))
-            .sum();
-        let shorten = full_cost * 2 > max_tokens || full_cost.saturating_add(then_cost) > room;
-        let mut lines_of: Vec<Vec<String>> = Vec::with_capacity(self.requests.len());
-        let mut costs: Vec<usize> = Vec::with_capacity(self.requests.len());
-        let mut short: Vec<bool> = Vec::with_capacity(self.requests.len());
-        let mut repeats: Vec<usize> = Vec::with_capacity(self.requests.len());
-        for (r, then) in self.requests.iter().zip(thens) {
-            let (text, shortened) = if shorten {
-                let short = shorten_around_constraints(&r.text);
-                let changed = short.text != r.text;
-                repeats.push(short.repeats_left_out);
-                (short.text, r.shortened || changed)
-            } else {
-                repeats.push(0);
-                (r.text.clone(), r.shortened)
-            };
-            short.push(shortened);
-            let ls: Vec<String> = std::iter::once(user_line(r, &text, shortened))
-                .chain(then)
-                .collect();
-            costs.push(ls.iter().map(|l| cost(l)).sum());
-            lines_of.push(ls);
+        // Each request's `[then]` line (none when shed), whole or shortened alike; a shed one is
+        // counted as omitted whether or not its request is written.
+        let shed = |r: &Request| self.shed_settled && r.settled && r.then.is_some();
+        omitted += self.requests.iter().filter(|r| shed(r)).count();
+        let then_line = |r: &Request| -> Option<String> {
+            let t = r.then.as_ref().filter(|_| !shed(r))?;
+            Some(format!("[then] #{}: {t}", r.number))
+        };
+        // Shortened when the words whole take more than half the budget, or more than the room
+        // with their `[then]` lines: summed until either is known (the sums only grow).
+        let n = self.requests.len();
+        let mut thens: Vec<Option<String>> = Vec::with_capacity(n);
+        let (mut full_cost, mut then_cost) = (0usize, 0usize);
+        let mut shorten = false;
+        for r in &self.requests {
+            let then = then_line(r);
+            full_cost += cost(&user_line(r, &r.text, r.shortened));
+            then_cost += then.as_deref().map_or(0, cost);
+            thens.push(then);
+            if full_cost.saturating_mul(2) > max_tokens
+                || full_cost.saturating_add(then_cost) > room
+            {
+                shorten = true;
+                break;
+            }
         }
-        let total: usize = costs.iter().sum();
-        // Requests kept: all, or the first and the newest that fit after it.
-        let mut keep = vec![true; self.requests.len()];
+        // A request's lines, made when first needed: with a ceiling on the words, only the first
+        // request and the newest that fit are ever written, so only theirs are made.
+        let mut words: Vec<Option<RequestLines>> = (0..n).map(|_| None).collect();
+        let mut lines_at = |k: usize| -> usize {
+            let made = words[k].get_or_insert_with(|| {
+                let r = &self.requests[k];
+                let (text, shortened, repeats) = if shorten {
+                    let short = shorten_around_constraints(&r.text);
+                    let changed = short.text != r.text;
+                    (short.text, r.shortened || changed, short.repeats_left_out)
+                } else {
+                    (r.text.clone(), r.shortened, 0)
+                };
+                let then = thens
+                    .get_mut(k)
+                    .and_then(Option::take)
+                    .or_else(|| then_line(r));
+                let lines: Vec<String> = std::iter::once(user_line(r, &text, shortened))
+                    .chain(then)
+                    .collect();
+                RequestLines {
+                    cost: lines.iter().map(|l| cost(l)).sum(),
+                    lines,
+                    shortened,
+                    repeats,
+                }
+            });
+            made.cost
+        };
+        // Requests kept: all, or the first and the newest that fit after it. Whether all fit is
+        // summed until it is known.
+        let mut total = 0usize;
+        let over = (0..n).any(|k| {
+            total += lines_at(k);
+            total > room
+        });
+        let mut keep = vec![true; n];
         let mut left_out: Vec<usize> = Vec::new();
-        if total > room && self.requests.len() > 2 {
+        if over && n > 2 {
             let gap = cost("[… 99999 earlier requests left out: #99999–#99999]");
-            let mut spent = costs[0] + gap;
-            let mut newest = self.requests.len();
-            while newest > 1 && spent + costs[newest - 1] <= room {
+            let mut spent = lines_at(0) + gap;
+            let mut newest = n;
+            while newest > 1 && spent + lines_at(newest - 1) <= room {
                 newest -= 1;
-                spent += costs[newest];
+                spent += lines_at(newest);
             }
             // At least the newest request, whatever it costs.
-            newest = newest.min(self.requests.len() - 1).max(1);
+            newest = newest.min(n - 1).max(1);
             for (k, r) in self.requests.iter().enumerate().take(newest).skip(1) {
                 keep[k] = false;
                 left_out.push(r.number);
             }
         }
-        user_words.shortened = (0..self.requests.len())
-            .filter(|&k| keep[k] && short[k])
-            .map(|k| self.requests[k].number)
+        for k in (0..n).filter(|&k| keep[k]) {
+            lines_at(k);
+        }
+        let words: Vec<Option<RequestLines>> = words
+            .into_iter()
+            .zip(&keep)
+            .map(|(w, &kept)| w.filter(|_| kept))
             .collect();
-        user_words.repeats_left_out = (0..self.requests.len())
-            .filter(|&k| keep[k])
-            .map(|k| repeats[k])
-            .sum();
+        let kept = || {
+            self.requests
+                .iter()
+                .zip(&words)
+                .filter_map(|(r, w)| Some((r, w.as_ref()?)))
+        };
+        user_words.shortened = kept()
+            .filter(|(_, w)| w.shortened)
+            .map(|(r, _)| r.number)
+            .collect();
+        user_words.repeats_left_out = kept().map(|(_, w)| w.repeats).sum();
         if !user_words.is_verbatim() {
             used += marked_title;
         }
@@ -619,10 +659,10 @@ impl SessionState {
             (c, t) => c.or(t),
         };
         let mut head = Vec::new();
-        for (k, ls) in lines_of.into_iter().enumerate() {
-            if keep[k] {
-                used += costs[k];
-                head.extend(ls);
+        for (k, w) in words.into_iter().enumerate() {
+            if let Some(w) = w {
+                used += w.cost;
+                head.extend(w.lines);
             }
             // The line naming the left-out run, after the first request.
             if k == 0

@@ -73,23 +73,38 @@ pub const CLAUDE_CODE_SUMMARY_PREFIX: &str =
 /// `SUMMARY_PREFIX` template).
 pub const CODEX_SUMMARY_PREFIX: &str = "Another language model started to solve this problem";
 
-/// The element `<tag>…</tag>` in `s` from byte `from` on: (start, end) byte offsets of the
-/// whole element, end past the closing tag (or the end of `s` when it is not closed).
-fn element(s: &str, tag: &str, from: usize) -> Option<(usize, usize)> {
-    let open = format!("<{tag}>");
-    let close = format!("</{tag}>");
-    let start = from + s.get(from..)?.find(&open)?;
-    let inner = start + open.len();
-    let end = s
-        .get(inner..)
-        .and_then(|rest| rest.find(&close))
-        .map_or(s.len(), |i| inner + i + close.len());
+/// The byte offset of the first `<tag>` (or `</tag>` when `closing`) in `s` at or after
+/// byte `from`, found without building the tag's text (each `<` is checked in place).
+fn tag_at(s: &str, tag: &str, closing: bool, from: usize) -> Option<usize> {
+    let bytes = s.as_bytes();
+    let mut at = from;
+    while let Some(i) = bytes.get(at..).and_then(|rest| memchr::memchr(b'<', rest)) {
+        let start = at + i;
+        let name = start + 1 + usize::from(closing);
+        let fits = !closing || bytes.get(start + 1) == Some(&b'/');
+        if fits
+            && bytes.get(name..name + tag.len()) == Some(tag.as_bytes())
+            && bytes.get(name + tag.len()) == Some(&b'>')
+        {
+            return Some(start);
+        }
+        at = start + 1;
+    }
+    None
+}
+
+/// The element `<tag>…</tag>` in `s`: (start, end) byte offsets of the whole element, end past
+/// the closing tag (or the end of `s` when it is not closed).
+fn element(s: &str, tag: &str) -> Option<(usize, usize)> {
+    let start = tag_at(s, tag, false, 0)?;
+    let inner = start + tag.len() + 2;
+    let end = tag_at(s, tag, true, inner).map_or(s.len(), |i| i + tag.len() + 3);
     Some((start, end))
 }
 
 /// The text inside `<tag>…</tag>`, when `s` has that element.
 fn inner<'a>(s: &'a str, tag: &str) -> Option<&'a str> {
-    let (start, end) = element(s, tag, 0)?;
+    let (start, end) = element(s, tag)?;
     let open = tag.len() + 2;
     let close = if s.get(..end)?.ends_with('>') && end - start >= open + tag.len() + 3 {
         tag.len() + 3
@@ -116,9 +131,12 @@ pub fn person_text(text: &str) -> Option<String> {
         return Some(s.trim().to_string());
     }
     let mut s = t.to_string();
-    for tag in HARNESS_TAGS {
-        while let Some((a, b)) = element(&s, tag, 0) {
-            s.replace_range(a..b, "");
+    // Harness elements start with `<`: a text without one has none to take out.
+    if memchr::memchr(b'<', s.as_bytes()).is_some() {
+        for tag in HARNESS_TAGS {
+            while let Some((a, b)) = element(&s, tag) {
+                s.replace_range(a..b, "");
+            }
         }
     }
     let kept: Vec<&str> = s
@@ -367,6 +385,27 @@ mod tests {
                 repeats_left_out: 40,
             }
         );
+    }
+
+    proptest::proptest! {
+        /// The element found in place is the one a search for the tag's built text finds
+        /// (`str::find` of `<tag>`, then of `</tag>` after it), on texts made of tag pieces.
+        #[test]
+        fn an_element_is_found_where_its_tag_text_is(
+            pieces in proptest::collection::vec(0usize..9, 0..24),
+        ) {
+            const PIECES: [&str; 9] = [
+                "<", ">", "/", "sr", "</sr>", "<sr>", "x é ", "<s", "r>",
+            ];
+            let s: String = pieces.iter().map(|&i| PIECES[i]).collect();
+            let expected = s.find("<sr>").map(|start| {
+                let inner = start + "<sr>".len();
+                let rest = s.get(inner..).unwrap_or("");
+                let end = rest.find("</sr>").map_or(s.len(), |i| inner + i + "</sr>".len());
+                (start, end)
+            });
+            proptest::prop_assert_eq!(element(&s, "sr"), expected, "{:?}", s);
+        }
     }
 
     proptest::proptest! {
