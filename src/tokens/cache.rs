@@ -3,17 +3,22 @@
 
 use super::TokenCounter;
 use crate::conversation::{Block, ToolInput, ToolResultContent};
-use moka::sync::Cache;
+use quick_cache::UnitWeighter;
+use quick_cache::sync::{Cache, DefaultLifecycle};
 use serde_json::Value;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use xxhash_rust::xxh3::Xxh3;
 
-/// Entries kept by [`CachedCounter::new`]; past it the least useful are evicted (moka's
-/// TinyLFU: recency and frequency). One entry is a 128-bit key and a count, about
+/// Entries kept by [`CachedCounter::new`]; past it the least useful are evicted (quick_cache's
+/// S3-FIFO-like policy: an entry seen once goes before one seen again). One entry is a 128-bit key and a count, about
 /// [`ENTRY_BYTES`] with the cache's own bookkeeping, so the bound is about 12 MB; 100,000
 /// blocks is several long agent sessions.
 pub const DEFAULT_CACHE_CAPACITY: usize = 100_000;
+
+/// Entries a new cache is sized for before it grows (a long session's blocks), so that a
+/// counter made for one request does not allocate the whole bound.
+const INITIAL_ENTRIES: usize = 4096;
 
 /// Estimated bytes of one cache entry (16-byte key, 8-byte count, and the cache's per-entry
 /// bookkeeping), used to turn a byte bound into an entry bound ([`CachedCounter::with_max_bytes`]).
@@ -44,12 +49,15 @@ pub struct CacheStats {
 /// summed from cached blocks by the provided methods. [`count_text`](TokenCounter::count_text)
 /// is passed through uncached.
 ///
-/// Bound: at most `capacity` entries, evicted one by one (moka), never cleared all at once.
-/// Thread safe (moka's concurrent map).
+/// Bound: at most `capacity` entries, evicted one by one (`quick_cache`), never cleared all at
+/// once. Thread safe (`quick_cache`'s sharded map). A warm compaction looks up every block, so
+/// the cache is the hot path's map: `quick_cache` keeps each entry inline in its table (no
+/// allocation or reference count per entry, no background upkeep), where moka's per-lookup
+/// bookkeeping was a sixth of a warm 10,000-call compaction's instructions (docs/speed.md).
 #[derive(Debug)]
 pub struct CachedCounter<C> {
     inner: C,
-    map: Cache<u128, usize, BuildHasherDefault<KeyHasher>>,
+    map: Cache<u128, usize, UnitWeighter, BuildHasherDefault<KeyHasher>>,
     hits: AtomicU64,
     misses: AtomicU64,
 }
@@ -69,9 +77,14 @@ impl<C: TokenCounter> CachedCounter<C> {
     pub fn with_capacity(inner: C, capacity: usize) -> CachedCounter<C> {
         CachedCounter {
             inner,
-            map: Cache::builder()
-                .max_capacity(capacity.max(1) as u64)
-                .build_with_hasher(BuildHasherDefault::default()),
+            // Sized for a session's blocks at first; the table grows up to the bound.
+            map: Cache::with(
+                capacity.clamp(1, INITIAL_ENTRIES),
+                capacity.max(1) as u64,
+                UnitWeighter,
+                BuildHasherDefault::default(),
+                DefaultLifecycle::default(),
+            ),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
         }
@@ -87,16 +100,13 @@ impl<C: TokenCounter> CachedCounter<C> {
         CacheStats {
             hits: self.hits.load(Ordering::Relaxed),
             misses: self.misses.load(Ordering::Relaxed),
-            entries: {
-                self.map.run_pending_tasks();
-                usize::try_from(self.map.entry_count()).unwrap_or(usize::MAX)
-            },
+            entries: self.map.len(),
         }
     }
 
     /// Empties the cache (the statistics are kept).
     pub fn clear(&self) {
-        self.map.invalidate_all();
+        self.map.clear();
     }
 
     /// The inner counter's count of `block`, cached under the hash of its content.
