@@ -554,14 +554,17 @@ impl SessionState {
         // Shortened when the words whole take more than half the budget, or more than the room
         // with their `[then]` lines: summed until either is known (the sums only grow).
         let n = self.requests.len();
-        let mut thens: Vec<Option<String>> = Vec::with_capacity(n);
+        // The lines made while summing (each request's words whole, its `[then]` line), kept for
+        // the requests written below rather than made again.
+        let mut whole: Vec<Option<(String, Option<String>)>> = Vec::with_capacity(n);
         let (mut full_cost, mut then_cost) = (0usize, 0usize);
         let mut shorten = false;
         for r in &self.requests {
+            let line = user_line(r, &r.text, r.shortened);
             let then = then_line(r);
-            full_cost += cost(&user_line(r, &r.text, r.shortened));
+            full_cost += cost(&line);
             then_cost += then.as_deref().map_or(0, cost);
-            thens.push(then);
+            whole.push(Some((line, then)));
             if full_cost.saturating_mul(2) > max_tokens
                 || full_cost.saturating_add(then_cost) > room
             {
@@ -575,20 +578,20 @@ impl SessionState {
         let mut lines_at = |k: usize| -> usize {
             let made = words[k].get_or_insert_with(|| {
                 let r = &self.requests[k];
-                let (text, shortened, repeats) = if shorten {
-                    let short = shorten_around_constraints(&r.text);
-                    let changed = short.text != r.text;
-                    (short.text, r.shortened || changed, short.repeats_left_out)
-                } else {
-                    (r.text.clone(), r.shortened, 0)
+                let (summed, then) = match whole.get_mut(k).and_then(Option::take) {
+                    Some((line, then)) => (Some(line), then),
+                    None => (None, then_line(r)),
                 };
-                let then = thens
-                    .get_mut(k)
-                    .and_then(Option::take)
-                    .or_else(|| then_line(r));
-                let lines: Vec<String> = std::iter::once(user_line(r, &text, shortened))
-                    .chain(then)
-                    .collect();
+                let (line, shortened, repeats) = if shorten {
+                    let short = shorten_around_constraints(&r.text);
+                    let shortened = r.shortened || short.text != r.text;
+                    let line = user_line(r, &short.text, shortened);
+                    (line, shortened, short.repeats_left_out)
+                } else {
+                    let line = summed.unwrap_or_else(|| user_line(r, &r.text, r.shortened));
+                    (line, r.shortened, 0)
+                };
+                let lines: Vec<String> = std::iter::once(line).chain(then).collect();
                 RequestLines {
                     cost: lines.iter().map(|l| cost(l)).sum(),
                     lines,

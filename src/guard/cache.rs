@@ -151,16 +151,9 @@ pub fn on_empty_text(c: &Conversation) -> Vec<Site> {
     sites(c).into_iter().filter(|s| on_empty(c, s)).collect()
 }
 
-/// [`on_empty_text`] among the breakpoints of messages `from..` ([`sites_from`]).
-pub fn on_empty_text_from(c: &Conversation, from: usize) -> Vec<Site> {
-    sites_from(c, from)
-        .into_iter()
-        .filter(|s| on_empty(c, s))
-        .collect()
-}
-
-/// Whether breakpoint `s` sits on an empty (or whitespace-only) text block.
-fn on_empty(c: &Conversation, s: &Site) -> bool {
+/// Whether breakpoint `s` sits on an empty (or whitespace-only) text block (for a caller that
+/// already holds the request's [`sites`] and filters them without scanning again).
+pub fn on_empty(c: &Conversation, s: &Site) -> bool {
     match *s {
         Site::Block {
             message,
@@ -197,7 +190,7 @@ fn on_empty(c: &Conversation, s: &Site) -> bool {
 pub fn fit(c: &mut Conversation) -> Vec<RemovedBreakpoint> {
     let all = sites(c);
     let found = all.len();
-    let mut doomed: Vec<Site> = on_empty_text(c);
+    let mut doomed: Vec<Site> = all.iter().filter(|s| on_empty(c, s)).copied().collect();
     let keep_room = found - doomed.len();
     if keep_room > MAX_BREAKPOINTS {
         let last = c.messages.len().saturating_sub(1);

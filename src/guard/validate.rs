@@ -853,18 +853,22 @@ impl<'a> Checker<'a> {
 
     /// Anthropic `cache_control` breakpoints (see [`super::cache`]).
     fn breakpoints(&mut self) {
-        let found = match self.seed {
-            None => super::cache::count(self.conv),
-            Some(j) => j.breakpoints + super::cache::sites_from(self.conv, self.from).len(),
+        // One scan: the sites counted are the ones checked for an empty text block.
+        let (earlier, sites) = match self.seed {
+            None => (0, super::cache::sites(self.conv)),
+            Some(j) => (
+                j.breakpoints,
+                super::cache::sites_from(self.conv, self.from),
+            ),
         };
+        let found = earlier + sites.len();
         self.breakpoints = found;
         if found > super::cache::MAX_BREAKPOINTS {
             self.push(None, None, ViolationKind::TooManyCacheBreakpoints { found });
         }
-        let empty = match self.seed {
-            None => super::cache::on_empty_text(self.conv),
-            Some(_) => super::cache::on_empty_text_from(self.conv, self.from),
-        };
+        let empty = sites
+            .into_iter()
+            .filter(|s| super::cache::on_empty(self.conv, s));
         for site in empty {
             match site {
                 super::cache::Site::Block { message, block, .. } => {
