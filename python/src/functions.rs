@@ -1,6 +1,7 @@
 //! One-shot functions: validate, convert, count, load.
 
-use crate::values::{format_named, read, to_json, to_py};
+use crate::input::{format_named, read};
+use crate::values::{to_json, to_py};
 use compactor::format::detect::ImportOptions;
 use compactor::guard::{self, ValidateOptions};
 use compactor::tokens::Breakdown;

@@ -12,6 +12,7 @@
 
 mod errors;
 mod functions;
+mod input;
 mod pipeline;
 mod values;
 

@@ -1,7 +1,8 @@
 //! `Compactor`: one configured pipeline an agent keeps across turns (token cache and memory of
 //! earlier compactions stay warm).
 
-use crate::values::{read, to_json, to_py};
+use crate::input::read;
+use crate::values::{to_json, to_py};
 use compactor::config::Loader;
 use compactor::tokens::Breakdown;
 use pyo3::exceptions::{PyOSError, PyRuntimeError};

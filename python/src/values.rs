@@ -1,7 +1,6 @@
-//! Python values <-> JSON values <-> conversations.
+//! Python values <-> JSON values. Knows nothing of formats or errors of the library: reading a
+//! body as a conversation is `input`'s.
 
-use compactor::Conversation;
-use compactor::format::{Format, detect::guess_format};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
@@ -122,32 +121,4 @@ pub fn to_py<'py, T: Serialize + ?Sized>(
 ) -> PyResult<Bound<'py, PyAny>> {
     let json = serde_json::to_value(value).map_err(|e| PyValueError::new_err(e.to_string()))?;
     json_to_py(py, &json)
-}
-
-/// A format name (`anthropic`, `openai-chat`, `openai-responses`, or the CLI's aliases).
-///
-/// # Errors
-/// `ValueError` for an unknown name.
-pub fn format_named(name: &str) -> PyResult<Format> {
-    name.parse::<Format>().map_err(PyValueError::new_err)
-}
-
-/// Reads a request body or a bare message list in `format`, guessed when `None` (see
-/// `compactor::format::detect::guess_format`).
-///
-/// # Errors
-/// `FormatError` with the JSON path of the first malformed element.
-pub fn read(
-    py: Python<'_>,
-    value: &Value,
-    format: Option<&str>,
-) -> PyResult<(Conversation, Format)> {
-    let format = match format {
-        Some(name) => format_named(name)?,
-        None => guess_format(value).map_err(|e| crate::errors::format(py, &e))?,
-    };
-    let conversation = format
-        .read(value)
-        .map_err(|e| crate::errors::format(py, &e))?;
-    Ok((conversation, format))
 }
