@@ -1,0 +1,132 @@
+//! The checks of one edit of a plan against the input and its layout: a replaced block (same
+//! kind, same call, a failure stays one, no result cut twice) and a drop (its failures
+//! recorded, no call parted from its result).
+
+use super::{FailureRecord, Marker, PlanError};
+use crate::conversation::{Block, Conversation, Message, Outcome, Rewrite};
+use crate::guard::layout::Layout;
+use foldhash::HashSet;
+
+/// A replacement block must be the same kind, the same call, and keep a failure one; a result
+/// compactor already rewrote is not capped again, nor a cleared one cleared again (`doing`:
+/// what the edit does).
+pub(super) fn check_block(
+    input: &Conversation,
+    layout: &Layout,
+    (edit, message, block): (usize, usize, usize),
+    with: &Block,
+    doing: Rewrite,
+) -> Result<(), PlanError> {
+    let Some(old) = input
+        .messages
+        .get(message)
+        .and_then(|m| m.content.get(block))
+    else {
+        return Err(PlanError::OutOfRange {
+            edit,
+            message,
+            block,
+        });
+    };
+    if layout.is_protected(message) {
+        return Err(PlanError::Protected { edit, message });
+    }
+    if layout.newest() == Some(message) && !matches!(old, Block::ToolResult(_)) {
+        return Err(PlanError::Newest { edit });
+    }
+    let mismatch = |why| PlanError::Mismatch {
+        edit,
+        message,
+        block,
+        why,
+    };
+    match (old, with) {
+        (Block::Thinking(_), _) => Err(mismatch("a thinking block is never edited")),
+        (Block::ToolResult(a), Block::ToolResult(b)) => {
+            if a.tool_use_id != b.tool_use_id {
+                return Err(mismatch("the result's call id changed"));
+            }
+            if a.outcome == Outcome::Error
+                && (b.outcome != Outcome::Error || a.is_error != b.is_error)
+            {
+                return Err(PlanError::FailureLost {
+                    edit,
+                    id: a.tool_use_id.clone(),
+                });
+            }
+            match a.rewritten {
+                // A capped result may still give way to a placeholder.
+                Some(Rewrite::Capped) if doing == Rewrite::Cleared => Ok(()),
+                Some(done) => Err(PlanError::Rewritten {
+                    edit,
+                    message,
+                    block,
+                    done,
+                }),
+                None => Ok(()),
+            }
+        }
+        (Block::ToolUse(a), Block::ToolUse(b)) if a.id == b.id && a.name == b.name => Ok(()),
+        (Block::ToolUse(_), Block::ToolUse(_)) => Err(mismatch("the call's id or name changed")),
+        (Block::Text(_), Block::Text(_)) => Ok(()),
+        _ => Err(mismatch("the replacement is another kind of block")),
+    }
+}
+
+/// A drop of `span` must keep every failure in it (as a record of the marker) and take each
+/// call with its results.
+pub(super) fn check_drop(
+    input: &Conversation,
+    edit: usize,
+    span: std::ops::Range<usize>,
+    marker: &Marker,
+    records: Option<&[FailureRecord]>,
+) -> Result<(), PlanError> {
+    let recorded: HashSet<&str> = marker.failures.iter().map(String::as_str).collect();
+    let dropped = &input.messages[span.clone()];
+    let earlier = records
+        .unwrap_or(&[])
+        .iter()
+        .filter(|r| span.contains(&r.message))
+        .map(|r| r.id.as_str());
+    let failed = dropped
+        .iter()
+        .flat_map(Message::tool_results)
+        .filter(|r| r.outcome == Outcome::Error)
+        .map(|r| r.tool_use_id.as_str());
+    if let Some(id) = failed.chain(earlier).find(|id| !recorded.contains(id)) {
+        return Err(PlanError::FailureLost {
+            edit,
+            id: id.to_string(),
+        });
+    }
+    let calls: HashSet<&str> = dropped
+        .iter()
+        .flat_map(|m| m.tool_uses().map(|t| t.id.as_str()))
+        .collect();
+    let results: HashSet<&str> = dropped
+        .iter()
+        .flat_map(|m| m.tool_results().map(|r| r.tool_use_id.as_str()))
+        .collect();
+    let kept = input.messages[..span.start]
+        .iter()
+        .chain(&input.messages[span.end..]);
+    for m in kept {
+        let parted = m
+            .tool_results()
+            .map(|r| r.tool_use_id.as_str())
+            .find(|id| calls.contains(id))
+            .or_else(|| {
+                m.tool_uses()
+                    .map(|t| t.id.as_str())
+                    .find(|id| results.contains(id))
+            });
+        if let Some(id) = parted {
+            return Err(PlanError::PartsPair {
+                edit,
+                id: id.to_string(),
+            });
+        }
+    }
+    Ok(())
+}

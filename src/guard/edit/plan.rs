@@ -1,0 +1,109 @@
+//! What a strategy's plan is made of: [`UnitEdit`]s, and the [`SummaryParts`] and [`Marker`]
+//! that stand for a span it drops.
+
+use crate::conversation::{Block, ToolResult};
+use crate::facts::UserWords;
+
+/// One edit, in units the guard knows. Indices are message / block indices of the input the
+/// strategy was given.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum UnitEdit {
+    /// A block capped (head + tail with a truncation marker): `with` is the capped block, of the
+    /// same kind (and call id) as the one it replaces. A tool result is marked
+    /// [`Rewrite::Capped`] in the output; one already rewritten is refused
+    /// ([`PlanError::Rewritten`]).
+    ///
+    /// [`Rewrite::Capped`]: crate::conversation::Rewrite::Capped
+    /// [`PlanError::Rewritten`]: super::PlanError::Rewritten
+    Cap {
+        /// Message index.
+        message: usize,
+        /// Block index.
+        block: usize,
+        /// The capped block.
+        with: Block,
+    },
+    /// A tool_result's content replaced by a placeholder; id, `is_error` and outcome unchanged.
+    /// Marked [`Rewrite::Cleared`] in the output; a result already cleared is refused
+    /// ([`PlanError::Rewritten`]), a capped one may be cleared.
+    ///
+    /// [`Rewrite::Cleared`]: crate::conversation::Rewrite::Cleared
+    /// [`PlanError::Rewritten`]: super::PlanError::Rewritten
+    Clear {
+        /// Message index.
+        message: usize,
+        /// Block index.
+        block: usize,
+        /// The cleared result.
+        with: ToolResult,
+    },
+    /// Messages `pinned..to` dropped, `marker` (a user-role message) put in their place.
+    Drop {
+        /// First kept message: a legal cut of the layout.
+        to: usize,
+        /// The record that stands for the dropped span.
+        marker: Marker,
+    },
+    /// Messages `pinned..to` replaced by one user-role summary message, which [`apply`]
+    /// writes from its parts ([`SummaryParts::text`]) and whose ledger's failures it records.
+    ///
+    /// [`apply`]: super::apply
+    Summarize {
+        /// First kept message: a legal cut of the layout.
+        to: usize,
+        /// What stands for the summarized span.
+        summary: SummaryParts,
+    },
+}
+
+/// The parts of a summary message, kept apart so that what a model wrote never reads as what
+/// code recorded: the ledger comes last, under its own header line, which the narrative may
+/// not hold ([`PlanError::ForgedLedger`]).
+///
+/// [`PlanError::ForgedLedger`]: super::PlanError::ForgedLedger
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SummaryParts {
+    /// The first line: which messages the summary replaces, and that it is background for the
+    /// turns that follow, not a request.
+    pub head: String,
+    /// The summarizing model's text.
+    pub narrative: String,
+    /// The code-made ledger (its first line is its header; empty text = no ledger) and the
+    /// failures it records (typed ids).
+    pub ledger: Marker,
+}
+
+impl SummaryParts {
+    /// The message text: `head`, a blank line, the narrative, then (when there is one) a blank
+    /// line and the ledger.
+    pub fn text(&self) -> String {
+        let mut s = format!("{}\n\n{}\n", self.head.trim(), self.narrative.trim());
+        if !self.ledger.text.trim().is_empty() {
+            s.push('\n');
+            s.push_str(&self.ledger.text);
+            if !s.ends_with('\n') {
+                s.push('\n');
+            }
+        }
+        s
+    }
+
+    /// Whether the narrative holds the ledger's header line (a model imitating code).
+    pub(super) fn forged(&self) -> bool {
+        let header = self.ledger.text.lines().next().unwrap_or("").trim();
+        !header.is_empty() && self.narrative.contains(header)
+    }
+}
+
+/// A user-role record of a dropped span, with the failures it writes (typed ids).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Marker {
+    /// The message text.
+    pub text: String,
+    /// Call ids of the failures the text records.
+    pub failures: Vec<String>,
+    /// The user's requests the text does not hold verbatim (shortened or left out), when the
+    /// text is a record of the span's session state; empty for any other marker.
+    pub user_words: UserWords,
+}
