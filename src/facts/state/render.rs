@@ -55,7 +55,7 @@ impl SessionState {
     /// The lines that fit in `max_tokens` (counted with `counter`'s cache, one count per
     /// line; a path, command or other line that cannot fit by
     /// [`TokenCounter::count_at_least`] is left out uncounted), by the priorities of the
-    /// [`super`] docs. The user's words and failures are kept even
+    /// session state's module docs. The user's words and failures are kept even
     /// past the limit (a long request shortened around its constraints first).
     pub fn render(&self, max_tokens: usize, counter: &dyn TokenCounter) -> Rendered {
         let cost = |l: &str| counter.count_text_cached(l) + 1;
