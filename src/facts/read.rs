@@ -1,0 +1,177 @@
+//! The facts of a history, read in one pass over its messages: the user's words, earlier
+//! summaries, file touches, calls with their outcome, failures with their cause, assistant
+//! replies; then the paths' style and, for each failure, the later identical call that fixed
+//! it.
+
+use super::calls::{argument_of, call_key, command_of, touches_of};
+use super::{
+    ARG_CHARS, CallFact, ERROR_LINE_CHARS, Facts, FailureFact, FileTouch, Fix, PathStyle,
+    REPLY_CHARS, ReplyFact, SummaryFact, UserFact, informative_lines, person_text, summary_kind,
+};
+use crate::conversation::{Block, Message, Outcome, Role, ToolInput, ToolResult, ToolUse};
+use foldhash::{HashMap, HashMapExt, HashSet};
+
+impl Facts {
+    /// Reads the facts of `messages`. `has_error_flag`: the wire marks failures explicitly
+    /// (Anthropic), so a result without the flag is a success.
+    pub fn of(messages: &[Message], has_error_flag: bool) -> Facts {
+        let mut f = Facts::default();
+        // Results by call id: (message index, outcome, text).
+        let mut results: HashMap<&str, (usize, Outcome, &ToolResult)> =
+            HashMap::with_capacity(messages.iter().map(|m| m.tool_results().count()).sum());
+        for (i, m) in messages.iter().enumerate() {
+            for r in m.tool_results() {
+                results.insert(r.tool_use_id.as_str(), (i, r.outcome(has_error_flag), r));
+            }
+        }
+        // Each call's block, for its key (computed only where a fix can be found, below).
+        let mut uses: Vec<&ToolUse> = Vec::new();
+        for (i, m) in messages.iter().enumerate() {
+            // Claude Code logs a slash command's expanded prompt (`isMeta`) right after the
+            // command; the import joins them into one user message. The expansion is the
+            // command's text, not the person's: only the command and its arguments count.
+            let mut after_command = false;
+            for b in &m.content {
+                match b {
+                    Block::Text(_) if m.role == Role::User && after_command => {}
+                    Block::Text(t) if m.role == Role::User => {
+                        after_command = t.text.contains("<command-name>");
+                        if let Some(kind) = summary_kind(&t.text) {
+                            f.summaries.push(SummaryFact {
+                                message: i,
+                                kind,
+                                text: t.text.trim().to_string(),
+                            });
+                        } else if let Some(text) = person_text(&t.text) {
+                            f.user.push(UserFact { message: i, text });
+                        }
+                    }
+                    Block::Text(t) if m.role == Role::Assistant && !t.text.trim().is_empty() => {
+                        let text = t.text.trim().to_string();
+                        f.replies.push(ReplyFact {
+                            message: i,
+                            line: crate::render::one_line_clipped(&text, REPLY_CHARS),
+                            text,
+                        });
+                    }
+                    Block::ToolUse(t) => {
+                        let input = match &t.input {
+                            ToolInput::Json(v) => std::borrow::Cow::Borrowed(v),
+                            other => std::borrow::Cow::Owned(other.to_value()),
+                        };
+                        let command = command_of(&input);
+                        let result = results.get(t.id.as_str());
+                        let outcome = result.map(|r| r.1);
+                        // The result's text is read only where it tells something: a failure's
+                        // cause, and whether a Write created its file.
+                        let needs_text = outcome == Some(Outcome::Error)
+                            || matches!(t.name.as_str(), "Write" | "write_file" | "create_file");
+                        let text = match result {
+                            Some(r) if needs_text => r.2.text(),
+                            _ => String::new(),
+                        };
+                        if outcome != Some(Outcome::Error) {
+                            for (path, action) in touches_of(t, &input, command.as_deref(), &text) {
+                                f.touches.push(FileTouch {
+                                    path,
+                                    // Shown once the style of every path is known (below).
+                                    shown: String::new(),
+                                    action,
+                                    id: t.id.clone(),
+                                    message: i,
+                                });
+                            }
+                        }
+                        if outcome == Some(Outcome::Error) {
+                            let (first, last) = informative_lines(&text);
+                            let first = first.unwrap_or_else(|| {
+                                crate::render::one_line_clipped(&text, ERROR_LINE_CHARS)
+                            });
+                            f.failures.push(FailureFact {
+                                call: f.calls.len(),
+                                first_line: first,
+                                last_line: last,
+                                fixed_by: None,
+                            });
+                        }
+                        uses.push(t);
+                        f.calls.push(CallFact {
+                            id: t.id.clone(),
+                            tool: t.name.clone(),
+                            argument: if command.is_none() {
+                                argument_of(&input)
+                            } else {
+                                None
+                            },
+                            command_line: command
+                                .as_deref()
+                                .map(|c| crate::render::one_line_clipped(c, ARG_CHARS)),
+                            argument_line: None,
+                            command,
+                            outcome,
+                            message: i,
+                            result_message: result.map(|r| r.0),
+                        });
+                    }
+                    _ => {}
+                }
+            }
+        }
+        // How paths are shown depends on every path of the history.
+        f.style = PathStyle::of(f.touches.iter().map(|t| t.path.as_str()));
+        for t in &mut f.touches {
+            t.shown = f.style.show(&t.path);
+        }
+        for c in &mut f.calls {
+            c.argument_line = c
+                .argument
+                .as_deref()
+                .map(|a| crate::render::one_line_clipped(&f.style.show(a), ARG_CHARS));
+        }
+        // Fixes: walking back, the latest success of each call key seen so far is the first
+        // success after the failure at hand. A key holds the tool name, so only the calls of a
+        // tool that failed, from its first failure on, are keyed.
+        let first_failed = f.failures.first().map_or(f.calls.len(), |fl| fl.call);
+        let failed_tools: HashSet<&str> = f
+            .failures
+            .iter()
+            .filter_map(|fl| f.calls.get(fl.call))
+            .map(|c| c.tool.as_str())
+            .collect();
+        let key = |ci: usize| {
+            let t = uses[ci];
+            match &t.input {
+                ToolInput::Json(v) => call_key(t, v),
+                other => call_key(t, &other.to_value()),
+            }
+        };
+        let mut success_after: HashMap<u128, usize> = HashMap::new();
+        let mut fix_of: HashMap<usize, usize> = HashMap::new();
+        for (ci, c) in f.calls.iter().enumerate().skip(first_failed).rev() {
+            if !failed_tools.contains(c.tool.as_str()) {
+                continue;
+            }
+            match c.outcome {
+                Some(Outcome::Success) => {
+                    success_after.insert(key(ci), ci);
+                }
+                Some(Outcome::Error) => {
+                    if let Some(&s) = success_after.get(&key(ci)) {
+                        fix_of.insert(ci, s);
+                    }
+                }
+                _ => {}
+            }
+        }
+        for fl in &mut f.failures {
+            if let Some(&s) = fix_of.get(&fl.call) {
+                let c = &f.calls[s];
+                fl.fixed_by = Some(Fix {
+                    id: c.id.clone(),
+                    message: c.message,
+                });
+            }
+        }
+        f
+    }
+}
