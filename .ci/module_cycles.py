@@ -3,7 +3,10 @@
 
 Usage: module_cycles.py SRC_DIR [--allow a::b,c::d ...]
 
-Two graphs are checked, both on non-test code (`#[cfg(test)] mod ... { }` blocks, comments and
+A `src/main.rs` beside `src/lib.rs` is a second crate (the binary): the top-level modules it
+declares (`mod cli;`) and the library does not are checked as its own tree, where `crate::` is
+the binary (it names the library by its crate name, which is not followed). For each crate,
+two graphs are checked, both on non-test code (`#[cfg(test)] mod ... { }` blocks, comments and
 string literals are left out):
 - top-level modules (`format`, `guard`, `server`, ...): one node per `src/NAME.rs` / `src/NAME/`;
 - files: one node per file, edges between siblings and cousins only (a child naming its parent
@@ -18,7 +21,7 @@ import sys
 
 
 def modules(src):
-    """Module path (tuple of names) -> file."""
+    """Module path (tuple of names) -> file, for every `.rs` file under `src`."""
     found = {}
     for root, _, files in os.walk(src):
         for f in files:
@@ -32,6 +35,29 @@ def modules(src):
                 parts = []
             found[tuple(parts)] = path
     return found
+
+
+MOD_DECL = re.compile(r"^\s*(?:pub(?:\([^)]*\))?\s+)?mod\s+(\w+)\s*;", re.M)
+
+
+def crates(src, mods):
+    """(label, module path -> file) per crate: the library (or the lone root), then the binary
+    `src/main.rs` when a `src/lib.rs` stands beside it, holding the top-level modules main.rs
+    declares and lib.rs does not (the rest stays with the library, as before)."""
+    lib, main = os.path.join(src, "lib.rs"), os.path.join(src, "main.rs")
+    if not (os.path.exists(lib) and os.path.exists(main)):
+        return [(None, mods)]
+
+    def declared(root):
+        with open(root, encoding="utf-8") as f:
+            return set(MOD_DECL.findall(code_of(f.read())))
+
+    binary = declared(main) - declared(lib)
+    in_bin = {p: f for p, f in mods.items() if p and p[0] in binary}
+    in_lib = {p: f for p, f in mods.items() if p not in in_bin}
+    in_bin[()] = main
+    in_lib[()] = lib
+    return [(None, in_lib), (f"binary {main}", in_bin)]
 
 
 TEST_MOD = re.compile(r"#\[cfg\(test\)\]\s*(?:#\[[^\]]*\]\s*)*mod\s+\w+\s*\{")
@@ -157,19 +183,22 @@ def main(argv):
     allowed = [set(a.split(",")) for i, a in enumerate(argv) if i > 0 and argv[i - 1] == "--allow"]
     mods = modules(src)
     bad = 0
-    for per_file in (False, True):
-        edges = graph(mods, per_file)
-        for comp in cycles(edges):
-            names = {"::".join(c) for c in comp}
-            ok = names in allowed
-            bad += not ok
-            print(f"{'allowed ' if ok else ''}import cycle: {', '.join(sorted(names))}")
-            for a in sorted(comp):
-                for b in sorted(edges.get(a, ())):
-                    if b in comp:
-                        print(f"    {'::'.join(a)} -> {'::'.join(b)}")
+    for label, crate in crates(src, mods):
+        where = f" ({label})" if label else ""
+        for per_file in (False, True):
+            edges = graph(crate, per_file)
+            for comp in cycles(edges):
+                names = {"::".join(c) for c in comp}
+                ok = names in allowed
+                bad += not ok
+                print(f"{'allowed ' if ok else ''}import cycle{where}: {', '.join(sorted(names))}")
+                for a in sorted(comp):
+                    for b in sorted(edges.get(a, ())):
+                        if b in comp:
+                            print(f"    {'::'.join(a)} -> {'::'.join(b)}")
     if not bad:
-        print(f"module_cycles: no import cycle in {src} ({len(mods)} files)")
+        files = sum(len(crate) for _, crate in crates(src, mods))
+        print(f"module_cycles: no import cycle in {src} ({files} files)")
     return 1 if bad else 0
 
 

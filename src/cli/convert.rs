@@ -1,0 +1,101 @@
+//! `compactor convert`: a history written as a request body of another format, with the
+//! top-level fields that format requires.
+
+use super::Failure;
+use super::input::load;
+use super::output::{say, write_output};
+use compactor::format::{self, Format, Source};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// The flags of `compactor convert`.
+#[derive(clap::Args)]
+pub(crate) struct Args {
+    /// Input (`-` for stdin).
+    file: PathBuf,
+    /// Target format.
+    #[arg(long)]
+    to: Format,
+    /// Output file (default: stdout).
+    #[arg(short, long)]
+    output: Option<PathBuf>,
+    /// The input format (default: detected).
+    #[arg(long)]
+    format: Option<Format>,
+    /// Claude Code logs: keep everything, not only what follows the last compaction.
+    #[arg(long)]
+    whole_log: bool,
+    /// `model` for an output that lacks it (every provider requires one).
+    #[arg(long)]
+    model: Option<String>,
+    /// `max_tokens` for an Anthropic output that lacks it (Anthropic requires one).
+    #[arg(long)]
+    max_tokens: Option<u64>,
+}
+
+/// Converts the history and says what could not cross.
+pub(crate) fn run(args: Args) -> Result<ExitCode, Failure> {
+    let Args {
+        file,
+        to,
+        output,
+        format,
+        whole_log,
+        model,
+        max_tokens,
+    } = args;
+    let loaded = load(&file, format, whole_log)?;
+    let mut converted = format::convert(&loaded.conversation, loaded.format, to);
+    fill_required(&mut converted, to, model.as_deref(), max_tokens);
+    write_output(output.as_deref(), &to.write(&converted))?;
+    if !matches!(loaded.source, Source::Request(_)) || loaded.format != to {
+        say!(
+            "{:?} -> {to}: {} messages",
+            loaded.source,
+            converted.messages.len()
+        );
+    }
+    let dropped = format::Dropped::between(&loaded.conversation, &converted);
+    if !dropped.is_empty() {
+        say!(
+            "warning: {} -> {to} dropped {dropped} (they cannot cross providers)",
+            loaded.format
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Fills the top-level fields a request of `to` needs (`model`, `max_tokens`) from the flags,
+/// and says on stderr which are still missing.
+pub(super) fn fill_required(
+    conversation: &mut compactor::Conversation,
+    to: Format,
+    model: Option<&str>,
+    max_tokens: Option<u64>,
+) {
+    if let Some(m) = model
+        && !conversation.extra.contains_key("model")
+    {
+        conversation
+            .extra
+            .insert("model".into(), serde_json::Value::String(m.into()));
+    }
+    if let Some(n) = max_tokens
+        && to == Format::Anthropic
+        && !conversation.extra.contains_key("max_tokens")
+    {
+        conversation.extra.insert("max_tokens".into(), n.into());
+    }
+    let missing = format::missing_fields(conversation, to);
+    if !missing.is_empty() {
+        let flags: Vec<String> = missing
+            .iter()
+            .map(|k| format!("--{}", k.replace('_', "-")))
+            .collect();
+        say!(
+            "warning: the {to} request lacks {} (the provider requires it); give {}",
+            missing.join(", "),
+            flags.join(" / ")
+        );
+    }
+}
