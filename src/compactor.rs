@@ -14,6 +14,8 @@ use crate::strategy::{Budget, Strategy};
 use crate::tokens::{Calibration, ModelTokens, Observation, TokenCounter, Tokenizer};
 use std::sync::Arc;
 
+mod count;
+
 /// A configured pipeline. Cheap to share (`Arc` inside); reuse it across turns so the token
 /// cache stays warm.
 pub struct Compactor {
@@ -162,8 +164,9 @@ impl Compactor {
         self.calibration.learned_bytes()
     }
 
-    /// The counter of `tokenizer`: the configured one, or one of the other vocabulary.
-    pub(crate) fn counter_of(&self, tokenizer: Tokenizer) -> &dyn TokenCounter {
+    /// The cached counter of `tokenizer`'s vocabulary: the configured one, or one of the
+    /// other vocabulary (built on first use). Counts without per-call framing.
+    pub fn counter_of(&self, tokenizer: Tokenizer) -> &dyn TokenCounter {
         if tokenizer == self.tokenizer {
             return self.counter.as_ref();
         }

@@ -151,6 +151,9 @@ impl Report {
 
     /// The one-line human summary:
     /// `compacted: 182,345 -> 61,200 tokens (budget 150,000, target 90,000) by microcompact+truncate; 12 cleared, 40 messages dropped`.
+    /// When the model tokens are the counter's own, the parentheses say so first:
+    /// `(no model named: o200k_base tokens as counted; budget …`
+    /// ([`ModelTokens::as_counted`](crate::tokens::ModelTokens::as_counted)).
     pub fn summary_line(&self) -> String {
         use crate::strategy::Edit::*;
         let t = crate::strategy::thousands;
@@ -192,8 +195,14 @@ impl Report {
         } else {
             format!("; {}", parts.join(", "))
         };
+        // Model tokens that are the counter's own say so (no model named, no rule).
+        let counting = self
+            .counting
+            .as_counted()
+            .map(|c| format!("{c}; "))
+            .unwrap_or_default();
         format!(
-            "{status}: {} -> {} tokens (budget {}, target {}) by {} [{}]{what}",
+            "{status}: {} -> {} tokens ({counting}budget {}, target {}) by {} [{}]{what}",
             t(self.tokens_before),
             t(self.tokens_after),
             t(self.budget),

@@ -24,6 +24,8 @@ mod guard_props;
 mod limits;
 #[path = "all/lossless.rs"]
 mod lossless;
+#[path = "all/model_count.rs"]
+mod model_count;
 #[path = "all/outcomes.rs"]
 mod outcomes;
 #[path = "all/placeholders.rs"]

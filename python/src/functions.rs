@@ -4,7 +4,7 @@ use crate::input::{format_named, read};
 use crate::values::{to_json, to_py};
 use compactor::format::detect::ImportOptions;
 use compactor::guard::{self, ValidateOptions};
-use compactor::tokens::Breakdown;
+use compactor::config::Loader;
 use compactor::tokens::{TokenCounter, Tokenizer, counter_for};
 use pyo3::exceptions::{PyOSError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -58,20 +58,34 @@ fn tokenizer_named(name: Option<&str>) -> PyResult<Tokenizer> {
     }
 }
 
-/// Tokens of `body`, split up (as `Compactor.count`), with a fresh counter of `tokenizer`.
+/// Tokens of `body`, split up, and its model tokens (as `Compactor.count`, `count::counted`),
+/// with a fresh pipeline of the built-in configuration and the `COMPACTOR__…` environment
+/// (as `compactor count`); `tokenizer` sets `[tokens] tokenizer`, `model` the model counted
+/// for.
+///
+/// # Errors
+/// `ValueError` for an unknown tokenizer, `ConfigError` for a bad environment variable,
+/// `FormatError` for a body of no known format.
 #[pyfunction]
-#[pyo3(signature = (body, format=None, tokenizer=None))]
+#[pyo3(signature = (body, format=None, tokenizer=None, model=None))]
 pub fn count<'py>(
     py: Python<'py>,
     body: &Bound<'py, PyAny>,
     format: Option<&str>,
     tokenizer: Option<&str>,
+    model: Option<&str>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let counter = counter_for(tokenizer_named(tokenizer)?);
+    let mut settings = Loader::from_environment()
+        .load()
+        .map_err(|e| crate::errors::config(py, &e))?;
+    if let Some(t) = tokenizer {
+        settings.tokens.tokenizer = tokenizer_named(Some(t))?;
+    }
     let value = to_json(body)?;
     let (conversation, format) = read(py, &value, format)?;
-    let breakdown = py.detach(|| Breakdown::new(counter.as_ref(), &conversation, format));
-    to_py(py, &breakdown)
+    let counter = counter_for(settings.tokens.tokenizer);
+    let engine = compactor::Compactor::with_parts(settings, counter, Vec::new());
+    crate::count::counted(py, &engine, &conversation, format, model)
 }
 
 /// Tokens of a plain text (BPE of `tokenizer`, special-token markers read as text).

@@ -10,6 +10,7 @@
 //! message index, config key) as attributes. The Python package (`compactor/__init__.py`)
 //! wraps these functions in typed results; call it rather than this module.
 
+mod count;
 mod errors;
 mod functions;
 mod input;

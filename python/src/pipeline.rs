@@ -4,7 +4,6 @@
 use crate::input::read;
 use crate::values::{to_json, to_py};
 use compactor::config::Loader;
-use compactor::tokens::Breakdown;
 use pyo3::exceptions::{PyOSError, PyRuntimeError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -107,20 +106,21 @@ impl Compactor {
         })
     }
 
-    /// Tokens of `body` with this pipeline's (cached) counter, split up: `total`, `system`,
-    /// `tools`, `messages`, `by_role`, `by_block_type`, `by_tool`, `largest`.
-    #[pyo3(signature = (body, format=None))]
+    /// Tokens of `body` with this pipeline's (cached) counters, split up: `total`, `system`,
+    /// `tools`, `messages`, `by_role`, `by_block_type`, `by_tool`, `largest`, and
+    /// `model_tokens` (`count::counted`): the figure `compact` budgets with, for `model`
+    /// (else the body's, else `[tokens] model`).
+    #[pyo3(signature = (body, format=None, model=None))]
     fn count<'py>(
         &self,
         py: Python<'py>,
         body: &Bound<'py, PyAny>,
         format: Option<&str>,
+        model: Option<&str>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let value = to_json(body)?;
         let (conversation, format) = read(py, &value, format)?;
-        let counter = self.inner.counter();
-        let breakdown = py.detach(|| Breakdown::new(counter, &conversation, format));
-        to_py(py, &breakdown)
+        crate::count::counted(py, &self.inner, &conversation, format, model)
     }
 
     /// `(limit, target)` in tokens for an explicit budget, or the configured one.

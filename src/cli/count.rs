@@ -1,11 +1,12 @@
 //! `compactor count`: the tokens of a history, in total and by role, block type and tool, and
-//! in the target model's tokens.
+//! in the target model's tokens (the figure `compact` budgets with,
+//! [`compactor::Compactor::model_count`]).
 
 use super::Failure;
 use super::input::load;
 use super::output::{write_output, write_stdout};
 use compactor::format::Format;
-use compactor::tokens::{Breakdown, CachedCounter, TiktokenCounter, Tokenizer};
+use compactor::tokens::{Breakdown, Tokenizer};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -17,76 +18,72 @@ pub(crate) struct Args {
     /// The input format (default: detected).
     #[arg(long)]
     format: Option<Format>,
-    /// The BPE vocabulary: o200k_base (default) or cl100k_base.
-    #[arg(long, default_value = "o200k_base")]
-    tokenizer: Tokenizer,
+    /// The BPE vocabulary of a model no `[tokens.models]` rule names, and of no model: sets
+    /// `[tokens] tokenizer` (o200k_base or cl100k_base; default: the configured one,
+    /// o200k_base). A model's rule names its own.
+    #[arg(long)]
+    tokenizer: Option<Tokenizer>,
     /// Print the breakdown as JSON.
     #[arg(long)]
     json: bool,
     /// Claude Code logs: keep everything, not only what follows the last compaction.
     #[arg(long)]
     whole_log: bool,
-    /// Also give the total in this model's tokens (`[tokens.models]` of the built-in
-    /// config, or --config); the input's own `model` when not given.
+    /// The model whose tokens the total is given in (`[tokens.models]` rules); default: the
+    /// input's own `model`, else `[tokens] model`.
     #[arg(long)]
     model: Option<String>,
-    /// A config file (TOML) for `--model`'s rules.
+    /// A config file (TOML), layered over the built-in defaults as for `compact`: its
+    /// `[tokens]` settings count here as they budget there.
     #[arg(long)]
     config: Option<PathBuf>,
 }
 
-/// Counts the history and prints the breakdown (text or JSON).
+/// Counts the history and prints the breakdown and the model tokens (text or JSON).
 pub(crate) fn run(args: Args) -> Result<ExitCode, Failure> {
     let loaded = load(&args.file, args.format, args.whole_log)?;
-    let basis = model_basis(&loaded.conversation, args.model, args.config)?;
-    let tokenizer = basis.as_ref().map_or(args.tokenizer, |b| b.tokenizer);
-    let counter = CachedCounter::new(TiktokenCounter::new(tokenizer));
-    let breakdown = Breakdown::new(&counter, &loaded.conversation, loaded.format);
-    let model_total = basis.as_ref().map(|b| {
-        let counted =
-            compactor::tokens::TokenCounter::count_conversation(&counter, &loaded.conversation);
-        (b, b.to_model(counted))
-    });
+    let mut settings = compactor::config::Loader {
+        file: args.config,
+        ..compactor::config::Loader::from_environment()
+    }
+    .load()
+    .map_err(|e| Failure::Unreadable(e.into()))?;
+    if let Some(t) = args.tokenizer {
+        settings.tokens.tokenizer = t;
+    }
+    // The pipeline's counting without its tiers: the calibration and counters of `[tokens]`.
+    let counter = compactor::tokens::counter_for(settings.tokens.tokenizer);
+    let engine = compactor::Compactor::with_parts(settings, counter, Vec::new());
+    let count = engine.model_count(&loaded.conversation, args.model.as_deref());
+    let tokenizer = count.counting.tokenizer;
+    // The same cached counter: the breakdown's blocks are not tokenized again.
+    let breakdown = Breakdown::new(
+        engine.counter_of(tokenizer),
+        &loaded.conversation,
+        loaded.format,
+    );
     if args.json {
         let value = serde_json::json!({
             "format": loaded.format,
             "tokenizer": tokenizer,
-            "model_tokens": model_total.map(|(b, n)| serde_json::json!({"total": n, "counting": b})),
+            "model_tokens": count,
             "breakdown": breakdown,
         });
         write_output(None, &value)?;
     } else {
-        let mut text = format!(
-            "{} ({}, {tokenizer})\n{breakdown}",
+        let hint = if count.counting.model.is_none() {
+            "; give --model"
+        } else {
+            ""
+        };
+        let text = format!(
+            "{} ({}, {tokenizer})\n{breakdown}model tokens: {} ({}{hint})\n",
             args.file.display(),
-            loaded.format
+            loaded.format,
+            compactor::strategy::thousands(count.total),
+            count.describe(),
         );
-        if let Some((b, n)) = model_total {
-            text.push_str(&format!("model tokens: {n} ({})\n", b.describe()));
-        }
         write_stdout(text.as_bytes())?;
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// The counting basis for `count --model`: the flag's model, else the input's own `model`,
-/// with the rules of the built-in config (or `config`). `None` when neither names a model.
-fn model_basis(
-    conversation: &compactor::Conversation,
-    model: Option<String>,
-    config: Option<PathBuf>,
-) -> Result<Option<compactor::tokens::ModelTokens>, Failure> {
-    let body = conversation.extra.get("model").and_then(|m| m.as_str());
-    let Some(model) = model.or(body.map(str::to_string)) else {
-        return Ok(None);
-    };
-    let settings = compactor::config::Loader {
-        file: config,
-        ..compactor::config::Loader::from_environment()
-    }
-    .load()
-    .map_err(|e| Failure::Invalid(e.into()))?;
-    let t = &settings.tokens;
-    let calibration = compactor::tokens::Calibration::new(t.tokenizer, "", t.models.clone(), false);
-    Ok(Some(calibration.resolve(Some(&model))))
 }

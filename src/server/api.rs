@@ -194,7 +194,9 @@ async fn compact_now(
     Ok(json!({"request": request, "report": compacted.report}))
 }
 
-/// `POST /v1/count_tokens`: `{"tokens", "by_role", "messages"}`.
+/// `POST /v1/count_tokens`: `{"tokens", "by_role", "messages", "model_tokens"}`;
+/// `model_tokens` is [`crate::Compactor::model_count`] of the request's own `model` (else
+/// `[tokens] model`): the figure `/v1/compact` and the proxy budget with.
 pub(crate) async fn count_tokens(
     State(state): State<AppState>,
     body: Result<Bytes, BytesRejection>,
@@ -205,7 +207,9 @@ pub(crate) async fn count_tokens(
         let req: ApiRequest = parse_json(&body)?;
         let compactor = st.compactor(req.strategy.as_deref())?;
         let (_, _, conversation) = req.read()?;
-        json_answer(&token_breakdown(compactor.counter(), &conversation))
+        let mut answer = token_breakdown(compactor.counter(), &conversation);
+        answer["model_tokens"] = json!(compactor.model_count(&conversation, None));
+        json_answer(&answer)
     })
     .await
     .map(json_response)

@@ -11,7 +11,7 @@
 //!   -> written straight to bytes (format::emit) when compacted
 //!   -> POST upstream (base URL from the config, the client's headers minus hop-by-hop)
 //!   -> status, headers and body streamed back as they come (SSE included)
-//!      + x-compactor-tokens: BEFORE->AFTER; [COUNTING; ]tier=APPLIED[; prefix=reused]
+//!      + x-compactor-tokens: BEFORE->AFTER; COUNTING; tier=APPLIED[; prefix=reused]
 //!                            [; status=degraded|over_budget]   (grammar: docs/service.md)
 //! ```
 //! Only the outbound copy is compacted; the client's own history is never touched. A body the
@@ -475,12 +475,9 @@ fn status_note(status: crate::report::Status) -> &'static str {
     }
 }
 
-/// `model=M; ratio=R (SOURCE); overhead=N; ` for the tokens header when the model's tokens
-/// are not the counter's own (a calibrated model); empty otherwise.
+/// `model=M; ratio=R (SOURCE); overhead=N; ` for the tokens header: the counting of its
+/// figures, also when they are the counter's own (`model=-; ratio=1.000 (counter); …` when no
+/// model is named).
 fn counting_note(report: &crate::report::Report) -> String {
-    let c = &report.counting;
-    if c.source == crate::tokens::RatioSource::Counter {
-        return String::new();
-    }
-    format!("{}; ", c.describe())
+    format!("{}; ", report.counting.describe())
 }

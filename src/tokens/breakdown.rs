@@ -179,7 +179,7 @@ impl Breakdown {
 }
 
 /// `1234567` -> `1,234,567`.
-fn thousands(n: usize) -> String {
+pub(super) fn thousands(n: usize) -> String {
     let digits = n.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (k, c) in digits.chars().enumerate() {

@@ -37,6 +37,7 @@ mod cut;
 mod framed;
 pub mod image;
 pub mod model;
+mod model_count;
 #[cfg(test)]
 mod oracle_tests;
 pub mod pieces;
@@ -46,6 +47,7 @@ pub use cache::{CacheStats, CachedCounter, DEFAULT_CACHE_CAPACITY};
 pub(crate) use cache::{hash_str, hash_value};
 pub use framed::FramedCounter;
 pub use model::{Calibration, ModelRule, ModelTokens, Observation, RatioSource};
+pub use model_count::ModelCount;
 
 use crate::conversation::{Block, Conversation, Message, ToolInput, ToolResultContent};
 use serde_json::Value;

@@ -594,6 +594,17 @@ async fn count_tokens_breaks_the_total_down_by_role() {
     )
     .await;
     assert_eq!(status, StatusCode::OK);
+    let mut body = body;
+    // Beside the counter's figures: the model tokens the pipeline budgets with (3 calls).
+    let model = body
+        .as_object_mut()
+        .unwrap()
+        .remove("model_tokens")
+        .unwrap();
+    assert_eq!(model["total"], tokens_of(&input, Format::Anthropic));
+    assert_eq!(model["tool_calls"], 3);
+    assert_eq!(model["counting"]["model"], "claude-sonnet-4-5");
+    assert_eq!(model["counting"]["pattern"], "claude-*");
     assert_eq!(
         body,
         json!({
@@ -887,7 +898,8 @@ async fn proxy_forwards_a_body_under_the_trigger_byte_identical_with_its_key() {
     let tokens = tokens_of(&serde_json::from_str(&original).unwrap(), Format::Anthropic);
     assert_eq!(
         headers["x-compactor-tokens"],
-        format!("{tokens}->{tokens}; tier=none").as_str()
+        format!("{tokens}->{tokens}; model=m; ratio=1.000 (counter); overhead=0; tier=none")
+            .as_str()
     );
     let seen = seen.lock().unwrap();
     assert_eq!(seen.len(), 1);
