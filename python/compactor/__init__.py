@@ -4,8 +4,12 @@ provider accepts, and no failed tool call reads as a success.
 Plain Python values in and out: a request body is a ``dict`` (Anthropic Messages
 ``{"system", "messages"}``, OpenAI Chat ``{"messages"}``, OpenAI Responses ``{"input"}``) or a
 bare ``list`` of messages; the format is detected unless given (``"anthropic"``,
-``"openai-chat"``, ``"openai-responses"``). Token figures are tokens of the configured
-tokenizer (``o200k_base`` by default), not the provider's own count.
+``"openai-chat"``, ``"openai-responses"``). Budgets and the report's ``tokens_before`` /
+``tokens_after`` are in the target model's tokens: for a model with a ``[tokens.models]``
+rule (``claude-*``: ``ceil((o200k + 156 per tool call) x 1.105)``, see docs/calibration.md),
+else the configured tokenizer's (``o200k_base`` by default) as counted. :func:`count` gives
+both: the breakdown in counted tokens and ``model_tokens``, the figure compaction budgets
+with.
 
 >>> import compactor
 >>> c = compactor.Compactor()
@@ -155,10 +159,12 @@ class Compactor:
         out, report, changed = self._native.compact(body, budget, format)
         return Compacted(out, report, changed)
 
-    def count(self, body: Body, format: str | None = None) -> dict[str, Any]:
-        """Tokens of ``body`` with this pipeline's cached counter: ``total`` = ``system`` +
-        ``tools`` + ``messages``, and ``by_role``, ``by_block_type``, ``by_tool``, ``largest``."""
-        return self._native.count(body, format)
+    def count(self, body: Body, format: str | None = None, model: str | None = None) -> dict[str, Any]:
+        """Tokens of ``body`` with this pipeline's cached counters, as :func:`compactor.count`
+        (same keys; ``model_tokens`` counted with this pipeline's ``[tokens]`` settings and any
+        ratio it learned): ``model_tokens["total"]`` is the ``tokens_before``
+        :meth:`compact` reports for the same body and model."""
+        return self._native.count(body, format, model)
 
     def validate(self, body: Body, format: str | None = None, strict: bool = False) -> list[Violation]:
         """As :func:`compactor.validate`."""
@@ -182,10 +188,38 @@ def compact(
     return Compactor(config, strategy).compact(body, budget=budget, format=format)
 
 
-def count(body: Body, format: str | None = None, tokenizer: str | None = None) -> dict[str, Any]:
-    """Tokens of ``body`` (``o200k_base`` unless ``tokenizer="cl100k_base"``), split up as
-    :meth:`Compactor.count`."""
-    return _native.count(body, format, tokenizer)
+def count(
+    body: Body, format: str | None = None, tokenizer: str | None = None, model: str | None = None
+) -> dict[str, Any]:
+    """Tokens of ``body``, split up, and its size in the target model's tokens.
+
+    Returns a dict: ``total`` = ``system`` + ``tools`` + ``messages``, ``message_count``,
+    ``by_role``, ``by_block_type``, ``by_tool``, ``largest`` (counted tokens of
+    ``model_tokens["counting"]["tokenizer"]``, no per-call framing), and ``model_tokens``:
+
+    - ``total``: model tokens, ``ceil(counted x ratio) + overhead``: what ``compactor count``
+      reports and what :meth:`Compactor.compact` budgets with (its ``tokens_before``);
+    - ``counted``: counted tokens plus the rule's per-call framing,
+      ``ceil(tool_call / ratio)`` per tool_use block (= ``total`` of the breakdown +
+      ``tool_calls`` x that framing);
+    - ``tool_calls``: the tool_use blocks of the messages;
+    - ``counting``: ``model``, ``pattern``, ``tokenizer``, ``ratio``, ``rule_ratio``,
+      ``overhead``, ``tool_call`` and ``source`` (``config``, ``learned``, or ``counter`` when
+      the model tokens are the counted ones: no model named, ``model`` is ``None``, or a model
+      no rule names).
+
+    ``model``: the model to count for; default the body's own ``model``, else ``[tokens]
+    model`` of the environment (``COMPACTOR__TOKENS__MODEL``). ``tokenizer`` (``o200k_base``
+    or ``cl100k_base``) sets ``[tokens] tokenizer``: the vocabulary of no model and of a model
+    no rule names (a rule names its own). A fresh pipeline of the built-in configuration and
+    the environment counts, as ``compactor count`` does; :meth:`Compactor.count` keeps one warm.
+
+    Raises:
+        ValueError: an unknown ``tokenizer``.
+        ConfigError: a bad ``COMPACTOR__…`` environment variable (``.key``).
+        FormatError: ``body`` is not a request of the format (``.path``).
+    """
+    return _native.count(body, format, tokenizer, model)
 
 
 def count_text(text: str, tokenizer: str | None = None) -> int:

@@ -35,5 +35,8 @@ pub fn counted<'py>(
         }
         Ok::<_, serde_json::Error>(value)
     });
-    to_py(py, &value.map_err(|e| PyValueError::new_err(e.to_string()))?)
+    to_py(
+        py,
+        &value.map_err(|e| PyValueError::new_err(e.to_string()))?,
+    )
 }

@@ -2,9 +2,9 @@
 
 use crate::input::{format_named, read};
 use crate::values::{to_json, to_py};
+use compactor::config::Loader;
 use compactor::format::detect::ImportOptions;
 use compactor::guard::{self, ValidateOptions};
-use compactor::config::Loader;
 use compactor::tokens::{TokenCounter, Tokenizer, counter_for};
 use pyo3::exceptions::{PyOSError, PyTypeError, PyValueError};
 use pyo3::prelude::*;

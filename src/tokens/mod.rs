@@ -29,6 +29,10 @@
 //!
 //! Each message adds [`MESSAGE_OVERHEAD`] tokens; the system prompt and the tool definitions
 //! count too ([`TokenCounter::count_system`], [`TokenCounter::count_tools`]).
+//!
+//! These counted tokens become the target model's tokens through [`model`] (a rule's ratio,
+//! per-call framing and overhead); [`ModelCount`] is that figure for a whole request, the one
+//! every report, budget and count gives ([`crate::Compactor::model_count`]).
 
 mod breakdown;
 mod cache;
