@@ -421,6 +421,28 @@ mod proxy {
         for r in &ratios[1..] {
             assert!((r - TRUE_RATIO).abs() < 0.002, "{ratios:?}");
         }
+        // The API counts with the learned ratio too: the figure the proxy then budgets with.
+        let next = body(9, false);
+        let req = Request::post("/v1/count_tokens")
+            .header("content-type", "application/json")
+            .body(Body::from(json!({"request": next}).to_string()))
+            .unwrap();
+        let res = router.clone().oneshot(req).await.unwrap();
+        let counted: Value =
+            serde_json::from_slice(&to_bytes(res.into_body(), usize::MAX).await.unwrap()).unwrap();
+        assert_eq!(counted["model_tokens"]["counting"]["source"], "learned");
+        let req = Request::post("/v1/messages")
+            .header("content-type", "application/json")
+            .body(Body::from(next.to_string()))
+            .unwrap();
+        let res = router.clone().oneshot(req).await.unwrap();
+        let header = res.headers()["x-compactor-tokens"].to_str().unwrap();
+        assert_eq!(
+            header.split("->").next().unwrap(),
+            counted["model_tokens"]["total"].to_string(),
+            "{header}"
+        );
+        to_bytes(res.into_body(), usize::MAX).await.unwrap();
         let req = Request::get("/metrics").body(Body::empty()).unwrap();
         let res = router.oneshot(req).await.unwrap();
         let text = String::from_utf8(
