@@ -80,6 +80,8 @@ pub struct Units {
     inside: Vec<bool>,
     /// For each message: the index into `exchanges` of the exchange holding it.
     exchange_of: Vec<Option<usize>>,
+    /// First message of the newest exchange ([`Units::newest_exchange`]).
+    newest: usize,
 }
 
 /// True when `m` starts a round: a user message without tool_result blocks.
@@ -187,6 +189,13 @@ impl Units {
                 *flag = true;
             }
         }
+        let newest = match exchanges.last() {
+            Some(e) if e.end >= n => e.start,
+            _ => msgs
+                .iter()
+                .rposition(|m| m.role != Role::Assistant)
+                .unwrap_or(0),
+        };
         Units {
             pinned,
             rounds,
@@ -195,7 +204,19 @@ impl Units {
             len: n,
             inside,
             exchange_of,
+            newest,
         }
+    }
+
+    /// The newest exchange: what the agent just sent, which compaction never rewrites on its
+    /// own account (an unusable image there refuses the input, [`crate::guard::plan_repairs`]).
+    /// It is the last tool exchange when the history ends inside it or with its last result
+    /// (the calls and what the tools just gave back); otherwise the newest message that is not
+    /// the model's (the user's new words, with their images) and any assistant messages after
+    /// it (a prefill). Everything before it has been sent to the model before, or was left
+    /// behind by a newer user message.
+    pub fn newest_exchange(&self) -> std::ops::Range<usize> {
+        self.newest..self.len
     }
 
     /// The exchange that contains message `index`, if any.
