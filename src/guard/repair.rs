@@ -212,3 +212,6 @@ pub(super) fn repaired_block(
     }
     Ok(Block::ToolResult(result))
 }
+
+#[cfg(test)]
+mod tests;

@@ -413,6 +413,43 @@ mod tests {
     }
 
     #[test]
+    fn the_newest_exchange_is_the_last_tool_exchange_or_the_newest_user_message() {
+        let u = |t: &str| json!({"role": "user", "content": t});
+        let a = |t: &str| json!({"role": "assistant", "content": t});
+        let call = |id: &str| json!({"role": "assistant", "content": [{"type": "tool_use", "id": id, "name": "f", "input": {}}]});
+        let result = |id: &str| json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": id, "content": "x"}]});
+        let cases = [
+            // The tool just answered: its exchange.
+            (vec![u("go"), call("t1"), result("t1")], 1..3),
+            // A new request after it: that request alone.
+            (vec![u("go"), call("t1"), result("t1"), u("next")], 3..4),
+            // The model answered last (a stored history): the newest non-model message on.
+            (vec![u("go"), call("t1"), result("t1"), a("done")], 2..4),
+            // Calls still waiting: the open exchange.
+            (vec![u("go"), call("t1"), result("t1"), call("t2")], 3..4),
+            // A request sent again after one the provider refused: the newest one.
+            (vec![u("look"), u("look again")], 1..2),
+            (vec![u("go")], 0..1),
+            (vec![], 0..0),
+        ];
+        for (messages, newest) in cases {
+            let conv = Format::Anthropic
+                .read(&json!({"messages": messages}))
+                .unwrap();
+            assert_eq!(Units::of(&conv).newest_exchange(), newest, "{messages:?}");
+        }
+        // OpenAI Chat: a user message after the tool messages starts the newest exchange.
+        let chat = json!({"messages": [
+            {"role": "user", "content": "go"},
+            {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": "x"},
+            {"role": "user", "content": "look"}
+        ]});
+        let conv = Format::OpenAiChat.read(&chat).unwrap();
+        assert_eq!(Units::of(&conv).newest_exchange(), 3..4);
+    }
+
+    #[test]
     fn a_compaction_item_ends_the_pinned_prefix() {
         let body = json!({"input": [
             {"role": "user", "content": "old"},
