@@ -8,7 +8,8 @@
 //!                                            stays one, no two edits on one block, no cap
 //!                                            of a result compactor already rewrote)
 //!   -> drops a span with its tool_use / tool_result partners together, writes the marker
-//!      (or the summary message, from its parts: head, narrative, code-made ledger)
+//!      (or the summary message, from its parts: head, narrative, code-made ledger), puts
+//!      an unusable image's placeholder in its place (RepairImage)
 //!   -> records where each failure is kept     (typed: FailureRecord) and what each edited
 //!      result now is                          (typed: ToolResult::rewritten)
 //!   -> Applied | PlanError naming the edit
@@ -20,19 +21,23 @@
 //! immediately after`; OpenAI Chat: tool messages must answer a preceding `tool_calls`).
 //!
 //! The plan's edits and the summary and marker parts they carry are in `plan`, the refusals
-//! in `error`, the checks of one edit against the input and its layout in `check`.
+//! in `error`, the checks of one edit against the input and its layout in `check`, an image's
+//! repair (its record and the block that takes its place) in `image`.
 
 mod check;
 mod error;
+mod image;
 mod plan;
 #[cfg(test)]
 mod tests;
 
 use super::layout::Layout;
-use super::repair::{ImageRepair, repaired_block};
 use crate::conversation::{Block, Conversation, Message, Rewrite, Role, ToolResult};
 use check::{check_block, check_drop};
 pub use error::PlanError;
+pub(super) use image::image_at;
+use image::repaired_block;
+pub use image::{IMAGE_REMOVED_PREFIX, ImageRepair};
 pub use plan::{Marker, SummaryParts, UnitEdit};
 use std::collections::BTreeMap;
 

@@ -52,14 +52,17 @@ mod validate;
 mod violation;
 
 pub use crate::tokens::image::ImageFault;
-pub use edit::{Applied, FailureRecord, Marker, PlanError, SummaryParts, UnitEdit, apply};
+pub use edit::{
+    Applied, FailureRecord, IMAGE_REMOVED_PREFIX, ImageRepair, Marker, PlanError, SummaryParts,
+    UnitEdit, apply,
+};
 pub use envelope::{check_envelope, settle};
 #[cfg(feature = "server")]
 pub(crate) use fields::Count;
 pub use fields::check_token_limits;
 pub use layout::{Layout, MessageTokens};
 pub use preserve::{check_compaction, check_compaction_with, check_continuation, mentions_failure};
-pub use repair::{IMAGE_REMOVED_PREFIX, ImageRepair, plan_repairs};
+pub use repair::plan_repairs;
 pub use units::{Cut, CutKind, Exchange, Round, Units, is_clean_user};
 pub use validate::{Junction, ValidateOptions, has_reference, validate, validate_continuation};
 pub use violation::{Violation, ViolationKind};

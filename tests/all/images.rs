@@ -250,6 +250,11 @@ fn bad_images(body: &Value) -> Vec<String> {
     out
 }
 
+/// The paths of the images a report says were repaired.
+fn repaired(r: &compactor::Report) -> Vec<&str> {
+    r.repairs.iter().map(|x| x.path.as_str()).collect()
+}
+
 fn engines() -> &'static [Compactor; 2] {
     static ENGINES: OnceLock<[Compactor; 2]> = OnceLock::new();
     ENGINES.get_or_init(|| {
@@ -268,14 +273,6 @@ fn engines() -> &'static [Compactor; 2] {
     })
 }
 
-fn format_of(k: u8) -> Format {
-    match k {
-        0 => Format::Anthropic,
-        1 => Format::OpenAiChat,
-        _ => Format::OpenAiResponses,
-    }
-}
-
 proptest! {
     #![proptest_config(persisted(200))]
 
@@ -285,13 +282,12 @@ proptest! {
     /// output with no bad image left and the newest exchange as it came.
     #[test]
     fn bad_images_are_replaced_outside_the_newest_exchange_and_refuse_it_inside(
-        k in 0u8..3,
+        format in prop::sample::select(vec![Format::Anthropic, Format::OpenAiChat, Format::OpenAiResponses]),
         first in prop::option::weighted(0.5, (img(), any::<bool>())),
         ops in prop::collection::vec(op(), 0..10),
         lines in 1usize..60,
         share in 0.1f64..0.6,
     ) {
-        let format = format_of(k);
         let mut all = vec![Op::Ask(first)];
         all.extend(ops);
         let (body, placed) = build(format, &all, lines);
@@ -315,9 +311,8 @@ proptest! {
                 }
                 let out = out.unwrap();
                 let r = &out.report;
-                let repaired: Vec<&str> = r.repairs.iter().map(|x| x.path.as_str()).collect();
                 let expected: Vec<&str> = bad.iter().map(|p| p.path.as_str()).collect();
-                prop_assert_eq!(repaired, expected);
+                prop_assert_eq!(repaired(r), expected);
                 let written = format.write(&out.conversation);
                 prop_assert_eq!(bad_images(&written), Vec::<String>::new());
                 if budget > before {
@@ -588,13 +583,10 @@ fn a_remembered_compaction_continues_without_bringing_a_broken_image_back() {
         "{:?}",
         first.report.notes
     );
-    let paths: Vec<&str> = first
-        .report
-        .repairs
-        .iter()
-        .map(|r| r.path.as_str())
-        .collect();
-    assert_eq!(paths, ["messages[2].content[0].content[1]"]);
+    assert_eq!(
+        repaired(&first.report),
+        ["messages[2].content[0].content[1]"]
+    );
     let first_out = Format::Anthropic.write(&first.conversation);
     assert_eq!(bad_images(&first_out), Vec::<String>::new());
 
@@ -616,14 +608,8 @@ fn a_remembered_compaction_continues_without_bringing_a_broken_image_back() {
         "{:?}",
         second.report.notes
     );
-    let paths: Vec<&str> = second
-        .report
-        .repairs
-        .iter()
-        .map(|r| r.path.as_str())
-        .collect();
     assert_eq!(
-        paths,
+        repaired(&second.report),
         [
             "messages[2].content[0].content[1]",
             &format!("messages[{}].content[0].content[0]", n + 1)

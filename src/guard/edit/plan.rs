@@ -1,9 +1,9 @@
 //! What a strategy's plan is made of: [`UnitEdit`]s, and the [`SummaryParts`] and [`Marker`]
 //! that stand for a span it drops.
 
+use super::image::ImageRepair;
 use crate::conversation::{Block, ToolResult};
 use crate::facts::UserWords;
-use crate::guard::repair::ImageRepair;
 
 /// One edit, in units the guard knows. Indices are message / block indices of the input the
 /// strategy was given.

@@ -1,8 +1,9 @@
 use super::*;
+use crate::conversation::Block;
 use crate::format::Format;
-use crate::guard::{ValidateOptions, apply, validate};
+use crate::guard::{ImageFault, PlanError, ValidateOptions, apply, validate};
 use pretty_assertions::assert_eq;
-use serde_json::json;
+use serde_json::{Value, json};
 
 /// The PNG signature's 8 bytes, base64: data that decodes.
 const PNG: &str = "iVBORw0KGgo=";
