@@ -62,7 +62,7 @@ pub(crate) use fields::Count;
 pub use fields::check_token_limits;
 pub use layout::{Layout, MessageTokens};
 pub use preserve::{check_compaction, check_compaction_with, check_continuation, mentions_failure};
-pub use repair::plan_repairs;
+pub use repair::{plan_repairs, unrepaired};
 pub use units::{Cut, CutKind, Exchange, Round, Units, is_clean_user};
 pub use validate::{Junction, ValidateOptions, has_reference, validate, validate_continuation};
 pub use violation::{Violation, ViolationKind};

@@ -139,6 +139,29 @@ fn a_bad_image_in_the_newest_exchange_stays_a_violation() {
 }
 
 #[test]
+fn what_is_left_unrepaired_is_what_refuses_the_input() {
+    let mut body = anthropic_history();
+    let input = Format::Anthropic.read(&body).unwrap();
+    let all = validate(&input, Format::Anthropic, ValidateOptions::default());
+    assert_eq!(all.len(), 3);
+    assert_eq!(unrepaired(&input, all), vec![]);
+    body["messages"].as_array_mut().unwrap().pop();
+    let input = Format::Anthropic.read(&body).unwrap();
+    let left = unrepaired(
+        &input,
+        validate(&input, Format::Anthropic, ValidateOptions::default()),
+    );
+    let paths: Vec<&str> = left.iter().map(|v| v.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        [
+            "messages[2].content[0].content[1]",
+            "messages[2].content[0].content[3]"
+        ]
+    );
+}
+
+#[test]
 fn openai_placeholders_are_text_parts_of_their_own_format() {
     let chat = json!({"model": "m", "messages": [
         {"role": "user", "content": [{"type": "text", "text": "look"},
