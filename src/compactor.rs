@@ -182,10 +182,14 @@ impl Compactor {
 
     /// Compacts `conversation` (of wire format `format`) to the budget (`budget` tokens, or the
     /// configured one). Never mutates the input; returns it borrowed when it is under the
-    /// trigger or nothing valid and smaller could be made.
+    /// trigger or nothing valid and smaller could be made, unless it holds an unusable inline
+    /// image outside the newest exchange: then a copy with that image replaced by a text
+    /// placeholder ([`crate::guard::plan_repairs`]; the report's `repairs`, status
+    /// [`crate::Status::Repaired`] when that is all).
     ///
     /// # Errors
-    /// [`CompactError::InvalidInput`] when the input itself breaks the provider's rules.
+    /// [`CompactError::InvalidInput`] when the input itself breaks the provider's rules (an
+    /// unusable image in the newest exchange included).
     pub async fn compact<'a>(
         &self,
         conversation: &'a Conversation,

@@ -13,6 +13,8 @@
 //!   -> format adapter (read)   format::load, Format::read: Conversation + Format;
 //!                              unknown fields and blocks kept verbatim
 //!   -> outcome policy          each tool result ok | failed | unknown, from the wire's own signal
+//!   -> guard repair            an unusable inline image outside the newest exchange -> a text
+//!                              placeholder (guard::plan_repairs); one inside it refuses the input
 //!   -> token counter (cached)  TokenCounter: target-model tokens per block, counted once
 //!   -> guard layout            units (rounds, tool exchanges), pinned prefix, legal cuts
 //!   -> policy                  under the trigger: untouched; over it: tiers down to the target

@@ -2,6 +2,9 @@
 //!
 //! ```text
 //! input -> guard::validate (the input's own faults refuse it)
+//!       -> repair: an unusable image outside the newest exchange -> a text placeholder
+//!          (guard::plan_repairs + guard::apply); the repaired copy is compacted instead,
+//!          and is the output even under the trigger
 //!       -> guard::Layout::of (once) and count (cached)
 //!       -> policy: under the trigger? -> unchanged (borrowed, no copy)
 //!       -> policy: remembered prefix?  -> continue from it (verified by the guard from the
@@ -22,11 +25,13 @@
 //! is passed on before that verdict and judged only if it ends up the output.
 //!
 //! Here: the run of one compaction (`compact_shared`). Beside it: what a compaction returns
-//! and its report's figures (`output`), the tier loop (`tiers`), and continuing from a
-//! remembered compaction and remembering the output (`continuation`).
+//! and its report's figures (`output`), the tier loop (`tiers`), continuing from a
+//! remembered compaction and remembering the output (`continuation`), and repairing the
+//! input's unusable images (`repair`).
 
 mod continuation;
 mod output;
+mod repair;
 #[cfg(test)]
 mod tests;
 mod tiers;
@@ -39,7 +44,7 @@ use crate::guard::{
 };
 use crate::memory::{Memory, Predecessor, PrefixHashes};
 use crate::policy::{self, Targets};
-use crate::report::Report;
+use crate::report::{Report, Status};
 use crate::strategy::Strategy;
 use crate::tokens::{ModelTokens, TokenCounter, Tokenizer};
 use continuation::{continue_from, remember_output};
@@ -177,7 +182,7 @@ pub(crate) async fn compact_shared(
     });
     let hashes = hashes.as_deref();
     // Taken out of the memory: every way out below puts it back or remembers it again.
-    let recalled = hashes.and_then(|h| policy::recall(compactor.memory(), h, input));
+    let mut recalled = hashes.and_then(|h| policy::recall(compactor.memory(), h, input));
     let known = recalled.as_ref().and_then(|r| {
         r.continuation
             .clone()
@@ -196,24 +201,38 @@ pub(crate) async fn compact_shared(
     };
     // A fault every output repairs (surplus cache_control) does not refuse the input.
     invalid.retain(|v| !v.kind.is_repairable());
+    // Nor does an unusable image outside the newest exchange: compaction works on a copy
+    // with it replaced (one in the newest exchange stays in `invalid` and refuses it).
+    let repaired = repair::repair_input(input, &mut invalid);
     if !invalid.is_empty() {
         if let (Some(r), Some(h)) = (recalled, hashes) {
             r.put_back(compactor.memory(), h);
         }
         return Err(CompactError::InvalidInput(invalid));
     }
-    let layout = OnceLock::new();
+    // The input as compaction sees it from here on (the original, or its repaired copy):
+    // the remembered prefix is continued by its new messages, and the tiers work on it.
+    let (repaired, layout, repairs) = match repaired {
+        None => (None, OnceLock::new(), Vec::new()),
+        Some(r) => (Some(r.conversation), OnceLock::from(r.layout), r.repairs),
+    };
+    let work: &Conversation = repaired.as_ref().unwrap_or(input);
+    if let Some(r) = recalled.as_mut()
+        && repairs.iter().any(|x| x.message >= r.len)
+    {
+        r.extend_from(work);
+    }
     // Whether the input ends inside a tool loop: from the junction on when continuing (no
     // reference beyond call / result pairs, so the last exchange is found there), else from
     // the layout.
     let open_tail = match (&known, &input_junction) {
-        (Some((_, c)), Some(_)) => c.input.last_exchange(input).is_some_and(|e| e.open),
+        (Some((_, c)), Some(_)) => c.input.last_exchange(work).is_some_and(|e| e.open),
         _ => layout
-            .get_or_init(|| Layout::of(input))
+            .get_or_init(|| Layout::of(work))
             .ends_with_open_call(),
     };
     let run = Run {
-        input,
+        input: work,
         options: ValidateOptions {
             allow_open_tail: open_tail,
         },
@@ -230,7 +249,7 @@ pub(crate) async fn compact_shared(
     let tokens_before = match (&known, &input_junction) {
         (Some((len, c)), Some(_)) => {
             c.input_tokens
-                + input.messages[*len..]
+                + work.messages[*len..]
                     .iter()
                     .map(|m| counter.count_message(m))
                     .sum::<usize>()
@@ -245,17 +264,24 @@ pub(crate) async fn compact_shared(
     };
     let mut report = first_report(compactor, &run, tokens_before);
     report.timings.count_ms = ms(t0);
+    report.repairs = repairs;
     if targets.untouched(tokens_before) {
+        let what = match repaired {
+            None => "nothing to do",
+            Some(_) => "only the repairs",
+        };
         report.notes.push(format!(
-            "under the trigger ({} <= {} tokens): nothing to do",
+            "under the trigger ({} <= {} tokens): {what}",
             report.tokens_before, targets.model_trigger
         ));
-        report.timings.total_ms = ms(started);
         if let (Some(r), Some(h)) = (recalled, hashes) {
             r.put_back(compactor.memory(), h);
         }
+        // The repaired copy is the output: what the provider would refuse must not go out.
+        let conversation = repaired_output(run.format, input, repaired, &mut report)?;
+        report.timings.total_ms = ms(started);
         return Ok(SharedCompacted {
-            conversation: None,
+            conversation,
             report,
             written: None,
         });
@@ -373,6 +399,9 @@ pub(crate) async fn compact_shared(
         Some(c) => {
             let c = Arc::new(c);
             if let Some(hashes) = hashes {
+                // Remembered under the input's own prefix (the next turn resends it as it
+                // came); its junction keeps the input's bad images, so a continuation repairs
+                // them again.
                 // The output junction of the continuation when no tier replaced it.
                 let output = continued
                     .filter(|_| report.tiers.iter().all(|t| !t.accepted))
@@ -392,7 +421,8 @@ pub(crate) async fn compact_shared(
             }
             Some(c)
         }
-        None => None,
+        // No tier's output taken: the repaired copy, if there is one, is the output.
+        None => repaired_output(run.format, input, repaired, &mut report)?,
     };
     report.messages_after = conversation
         .as_ref()
@@ -402,6 +432,31 @@ pub(crate) async fn compact_shared(
         report,
         written: None,
     })
+}
+
+/// The repaired copy of the input as the output, once the guard accepts it (a refusal, which
+/// no repair plan made from the input's own violations should meet, refuses the input rather
+/// than send what the provider refuses); `None` without repairs (the input is the output). A
+/// report that says `unchanged` says `repaired` then.
+fn repaired_output(
+    format: Format,
+    input: &Conversation,
+    repaired: Option<Conversation>,
+    report: &mut Report,
+) -> Result<Option<Arc<Conversation>>, CompactError> {
+    let Some(repaired) = repaired else {
+        return Ok(None);
+    };
+    let t0 = Instant::now();
+    let violations = repair::verify_repaired(input, &repaired, format);
+    report.timings.guard_ms += ms(t0);
+    if !violations.is_empty() {
+        return Err(CompactError::InvalidInput(violations));
+    }
+    if report.status == Status::Unchanged {
+        report.status = Status::Repaired;
+    }
+    Ok(Some(Arc::new(repaired)))
 }
 
 fn ms(since: Instant) -> f64 {

@@ -112,6 +112,16 @@ pub struct Recalled {
 }
 
 impl Recalled {
+    /// Its new messages taken again from `input`: the input it was recalled for, or a copy of
+    /// it with the same messages, some repaired ([`crate::guard::plan_repairs`]), so that the
+    /// continuation carries the repaired ones. The remembered output followed by
+    /// `input.messages[len..]`.
+    pub fn extend_from(&mut self, input: &Conversation) {
+        self.conversation.messages.truncate(self.output_messages);
+        let new = input.messages.get(self.len..).unwrap_or_default();
+        self.conversation.messages.extend_from_slice(new);
+    }
+
     /// What the memory remembers of it again as the predecessor of its continuation.
     pub fn predecessor(&self) -> Predecessor {
         Predecessor {

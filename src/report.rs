@@ -17,6 +17,10 @@ pub enum Status {
     OverBudget,
     /// Within the budget, but a tier fell back to a lesser method (e.g. summary -> truncate).
     Degraded,
+    /// Under the trigger, or no tier's output could be taken, but unusable images were
+    /// replaced by placeholders ([`Report::repairs`]): the output is the input with only those
+    /// repairs.
+    Repaired,
 }
 
 /// One tier's run.
@@ -102,6 +106,10 @@ pub struct Report {
     pub skipped: Vec<String>,
     /// Timings.
     pub timings: Timings,
+    /// The unusable inline images (empty or undecodable base64 data) outside the newest
+    /// exchange that were replaced by text placeholders before compacting, in message order
+    /// (indices and paths of the input). Each is also a warning ([`Report::warnings`]).
+    pub repairs: Vec<crate::guard::ImageRepair>,
 }
 
 impl Report {
@@ -125,11 +133,14 @@ impl Report {
         }
     }
 
-    /// One line per tier that was skipped, could not run, or fell back, for stderr:
+    /// One line per image repaired, then per tier that was skipped, could not run, or fell
+    /// back, for stderr: `messages[3].content[0].content[1]: image removed (empty base64
+    /// data): the provider would reject every later request`,
     /// `summary tier skipped: no [llm] configured`,
     /// `summary failed (connection refused): fell back to truncate`.
     pub fn warnings(&self) -> Vec<String> {
-        let mut out = self.skipped.clone();
+        let mut out: Vec<String> = self.repairs.iter().map(ToString::to_string).collect();
+        out.extend(self.skipped.iter().cloned());
         for t in &self.tiers {
             if let Some(why) = &t.failed {
                 out.push(format!("{} failed ({why}); went on without it", t.strategy));
@@ -176,6 +187,7 @@ impl Report {
             Status::Compacted => "compacted",
             Status::OverBudget => "over_budget",
             Status::Degraded => "degraded",
+            Status::Repaired => "repaired",
         };
         let mut parts = Vec::new();
         if cleared > 0 {
@@ -189,6 +201,11 @@ impl Report {
         }
         if summarized > 0 {
             parts.push(format!("{summarized} messages summarized"));
+        }
+        match self.repairs.len() {
+            0 => {}
+            1 => parts.push("1 unusable image removed".into()),
+            n => parts.push(format!("{n} unusable images removed")),
         }
         let what = if parts.is_empty() {
             String::new()

@@ -20,6 +20,8 @@ mod fidelity;
 mod format_props;
 #[path = "all/guard_props.rs"]
 mod guard_props;
+#[path = "all/images.rs"]
+mod images;
 #[path = "all/limits.rs"]
 mod limits;
 #[path = "all/lossless.rs"]

@@ -64,9 +64,12 @@ class Compacted:
         body: the compacted request, in the shape (dict or list) and format it was given; the
             input object itself when ``changed`` is false.
         report: what happened, as a dict: ``status`` (``unchanged``, ``compacted``,
-            ``over_budget``, ``degraded``), ``tokens_before``, ``tokens_after``, ``budget``,
-            ``trigger``, ``target`` (tokens), ``messages_before``, ``messages_after``, ``tiers``
-            (each strategy's run with its typed ``edits``), ``notes``, ``timings`` (ms).
+            ``over_budget``, ``degraded``, ``repaired``), ``tokens_before``, ``tokens_after``,
+            ``budget``, ``trigger``, ``target`` (tokens), ``messages_before``,
+            ``messages_after``, ``tiers`` (each strategy's run with its typed ``edits``),
+            ``notes``, ``timings`` (ms), ``repairs`` (the unusable inline images, base64 data
+            empty or not decodable, replaced by a text placeholder: ``path``, ``message``,
+            ``block``, ``nested``, ``reason``, ``media_type``).
         changed: whether ``body`` differs from the input.
     """
 

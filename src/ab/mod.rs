@@ -96,6 +96,8 @@ impl Transcript {
             })
             .and_then(|l| {
                 let v = guard::validate(&l.conversation, l.format, ValidateOptions::default());
+                // An old unusable image is repaired by every compaction: such an input runs.
+                let v = guard::unrepaired(&l.conversation, v);
                 match v.first() {
                     None => Ok((l.conversation, l.format)),
                     Some(first) => Err(format!(

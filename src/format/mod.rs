@@ -313,3 +313,25 @@ pub(crate) fn block_path(
         }
     }
 }
+
+/// The JSON path of an image: block `j` of message `i`, or with `nested: Some(k)` the image at
+/// index `k` of the content of the tool result that block `j` is. Anthropic
+/// `messages[i].content[j]` / `messages[i].content[j].content[k]`; OpenAI Chat as
+/// [`block_path`], a tool message's part `messages[i].content[k]`; Responses
+/// `input[i].content[j]` (a message item's part) / `input[i].output[k]` (a
+/// `function_call_output`'s).
+pub(crate) fn image_path(
+    format: Format,
+    conv: &Conversation,
+    i: usize,
+    j: usize,
+    nested: Option<usize>,
+) -> String {
+    match (format, nested) {
+        (Format::Anthropic, Some(k)) => format!("messages[{i}].content[{j}].content[{k}]"),
+        (Format::OpenAiChat, Some(k)) => format!("messages[{i}].content[{k}]"),
+        (Format::OpenAiResponses, Some(k)) => format!("input[{i}].output[{k}]"),
+        (Format::OpenAiResponses, None) => format!("input[{i}].content[{j}]"),
+        (_, None) => block_path(format, conv, i, Some(j)),
+    }
+}

@@ -8,7 +8,8 @@
 //!                                            stays one, no two edits on one block, no cap
 //!                                            of a result compactor already rewrote)
 //!   -> drops a span with its tool_use / tool_result partners together, writes the marker
-//!      (or the summary message, from its parts: head, narrative, code-made ledger)
+//!      (or the summary message, from its parts: head, narrative, code-made ledger), puts
+//!      an unusable image's placeholder in its place (RepairImage)
 //!   -> records where each failure is kept     (typed: FailureRecord) and what each edited
 //!      result now is                          (typed: ToolResult::rewritten)
 //!   -> Applied | PlanError naming the edit
@@ -20,10 +21,12 @@
 //! immediately after`; OpenAI Chat: tool messages must answer a preceding `tool_calls`).
 //!
 //! The plan's edits and the summary and marker parts they carry are in `plan`, the refusals
-//! in `error`, the checks of one edit against the input and its layout in `check`.
+//! in `error`, the checks of one edit against the input and its layout in `check`, an image's
+//! repair (its record and the block that takes its place) in `image`.
 
 mod check;
 mod error;
+mod image;
 mod plan;
 #[cfg(test)]
 mod tests;
@@ -32,6 +35,9 @@ use super::layout::Layout;
 use crate::conversation::{Block, Conversation, Message, Rewrite, Role, ToolResult};
 use check::{check_block, check_drop};
 pub use error::PlanError;
+pub(super) use image::image_at;
+use image::repaired_block;
+pub use image::{IMAGE_REMOVED_PREFIX, ImageRepair};
 pub use plan::{Marker, SummaryParts, UnitEdit};
 use std::collections::BTreeMap;
 
@@ -57,6 +63,9 @@ pub struct Applied {
     /// of it replaced), `None` for the marker and for edited messages. What was counted of the
     /// input holds for these without counting them again.
     pub unchanged: Vec<Option<usize>>,
+    /// The images the plan's [`UnitEdit::RepairImage`] edits replaced, in plan order (message
+    /// indices of the input).
+    pub repairs: Vec<ImageRepair>,
 }
 
 /// Builds the output of `plan` on `input` (whose layout is `layout`). `records` are the typed
@@ -73,6 +82,9 @@ pub fn apply(
     let pinned = layout.pinned();
     let mut drop: Option<(usize, usize, Marker)> = None;
     let mut blocks: BTreeMap<(usize, usize), (usize, Block)> = BTreeMap::new();
+    // Repaired images (message, block, nested) -> edit; and the repairs applied.
+    let mut repaired: BTreeMap<(usize, usize, Option<usize>), usize> = BTreeMap::new();
+    let mut repairs = Vec::new();
     for (edit, e) in plan.into_iter().enumerate() {
         let (to, marker) = match e {
             UnitEdit::Drop { to, marker } => (to, marker),
@@ -135,6 +147,29 @@ pub fn apply(
                     Rewrite::Cleared,
                 )?;
                 insert(&mut blocks, edit, message, block, with)?;
+                continue;
+            }
+            UnitEdit::RepairImage(r) => {
+                let key = (r.message, r.block);
+                if let Some(&other) = repaired.get(&(r.message, r.block, r.nested)) {
+                    return Err(PlanError::Conflict { edit, other });
+                }
+                // Several images of one tool result: each repair goes on from the last one's
+                // block; any other edit of the block conflicts.
+                let current = match blocks.get(&key) {
+                    Some((other, _)) if !repaired.keys().any(|&(m, b, _)| (m, b) == key) => {
+                        return Err(PlanError::Conflict {
+                            edit,
+                            other: *other,
+                        });
+                    }
+                    Some((first, b)) => Some((*first, b)),
+                    None => None,
+                };
+                let with = repaired_block(input, layout, edit, &r, current.map(|(_, b)| b))?;
+                blocks.insert(key, (current.map_or(edit, |(first, _)| first), with));
+                repaired.insert((r.message, r.block, r.nested), edit);
+                repairs.push(r);
                 continue;
             }
         };
@@ -243,6 +278,7 @@ pub fn apply(
         },
         records: new_records,
         unchanged,
+        repairs,
     })
 }
 

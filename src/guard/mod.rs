@@ -35,7 +35,7 @@
 //! | provider compaction items (Anthropic `compaction` block, Responses `compaction` item): kept byte-identical, pinned with all before them; cuts start after them | [`Units`], [`check_envelope`] | Anthropic "Compaction" docs (`compact_20260112`); OpenAI Responses compaction (`compaction` item) |
 //! | Anthropic `cache_control`: at most 4, none on an empty text block; compaction never adds one; a surplus in the input is removed from every output by [`settle`] (history first, then `tools`), and the report says which | [`validate`], [`settle`], [`check_envelope`] via [`cache`] | Anthropic "Prompt caching" docs; error texts `A maximum of 4 blocks with cache_control may be provided. Found N.`, `cache_control cannot be set for empty text blocks` |
 //! | envelope: every top-level field other than the history byte-identical | [`check_envelope`] | Anthropic and OpenAI "Prompt caching" docs (exact prefix match over tools and system) |
-//! | inline base64 image data not empty and decodable | [`validate`] | Anthropic error texts `image cannot be empty`, `Could not process image`; OpenAI `Invalid image` |
+//! | inline base64 image data not empty and decodable; compaction replaces a bad image outside the newest exchange ([`Units::newest_exchange`]) by a text placeholder of its format ([`plan_repairs`], [`UnitEdit::RepairImage`]) and refuses the input for one inside it | [`validate`], [`apply`] | Anthropic error texts `image cannot be empty`, `invalid base64 data`, `Could not process image`; OpenAI `Invalid image`; anthropics/claude-code#35897, #5240 (every later request fails) |
 //! | a request's output token limit (`max_tokens`, `max_completion_tokens`, `max_output_tokens`) is an integer of at least 1 (`/v1/validate` only; compaction passes it through) | [`check_token_limits`] | Anthropic Messages and OpenAI Chat / Responses API references (integer, at least 1) |
 //! | what a compaction must keep (system prompt, newest message, thinking blocks, open tool loop, failures) | [`check_compaction`] | Anthropic "Extended thinking" docs (signatures); this project's preservation rules |
 
@@ -46,17 +46,23 @@ mod fields;
 mod layout;
 mod preserve;
 pub mod refs;
+mod repair;
 mod units;
 mod validate;
 mod violation;
 
-pub use edit::{Applied, FailureRecord, Marker, PlanError, SummaryParts, UnitEdit, apply};
+pub use crate::tokens::image::ImageFault;
+pub use edit::{
+    Applied, FailureRecord, IMAGE_REMOVED_PREFIX, ImageRepair, Marker, PlanError, SummaryParts,
+    UnitEdit, apply,
+};
 pub use envelope::{check_envelope, settle};
 #[cfg(feature = "server")]
 pub(crate) use fields::Count;
 pub use fields::check_token_limits;
 pub use layout::{Layout, MessageTokens};
 pub use preserve::{check_compaction, check_compaction_with, check_continuation, mentions_failure};
+pub use repair::{plan_repairs, unrepaired};
 pub use units::{Cut, CutKind, Exchange, Round, Units, is_clean_user};
 pub use validate::{Junction, ValidateOptions, has_reference, validate, validate_continuation};
 pub use violation::{Violation, ViolationKind};

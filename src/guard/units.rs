@@ -80,6 +80,8 @@ pub struct Units {
     inside: Vec<bool>,
     /// For each message: the index into `exchanges` of the exchange holding it.
     exchange_of: Vec<Option<usize>>,
+    /// First message of the newest exchange ([`Units::newest_exchange`]).
+    newest: usize,
 }
 
 /// True when `m` starts a round: a user message without tool_result blocks.
@@ -187,6 +189,13 @@ impl Units {
                 *flag = true;
             }
         }
+        let newest = match exchanges.last() {
+            Some(e) if e.end >= n => e.start,
+            _ => msgs
+                .iter()
+                .rposition(|m| m.role != Role::Assistant)
+                .unwrap_or(0),
+        };
         Units {
             pinned,
             rounds,
@@ -195,7 +204,19 @@ impl Units {
             len: n,
             inside,
             exchange_of,
+            newest,
         }
+    }
+
+    /// The newest exchange: what the agent just sent, which compaction never rewrites on its
+    /// own account (an unusable image there refuses the input, [`crate::guard::plan_repairs`]).
+    /// It is the last tool exchange when the history ends inside it or with its last result
+    /// (the calls and what the tools just gave back); otherwise the newest message that is not
+    /// the model's (the user's new words, with their images) and any assistant messages after
+    /// it (a prefill). Everything before it has been sent to the model before, or was left
+    /// behind by a newer user message.
+    pub fn newest_exchange(&self) -> std::ops::Range<usize> {
+        self.newest..self.len
     }
 
     /// The exchange that contains message `index`, if any.
@@ -389,6 +410,43 @@ mod tests {
         assert_eq!(spans, vec![(1, 5)]);
         let cuts: Vec<usize> = units.cuts(&conv).iter().map(|c| c.index).collect();
         assert_eq!(cuts, vec![1, 5]);
+    }
+
+    #[test]
+    fn the_newest_exchange_is_the_last_tool_exchange_or_the_newest_user_message() {
+        let u = |t: &str| json!({"role": "user", "content": t});
+        let a = |t: &str| json!({"role": "assistant", "content": t});
+        let call = |id: &str| json!({"role": "assistant", "content": [{"type": "tool_use", "id": id, "name": "f", "input": {}}]});
+        let result = |id: &str| json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": id, "content": "x"}]});
+        let cases = [
+            // The tool just answered: its exchange.
+            (vec![u("go"), call("t1"), result("t1")], 1..3),
+            // A new request after it: that request alone.
+            (vec![u("go"), call("t1"), result("t1"), u("next")], 3..4),
+            // The model answered last (a stored history): the newest non-model message on.
+            (vec![u("go"), call("t1"), result("t1"), a("done")], 2..4),
+            // Calls still waiting: the open exchange.
+            (vec![u("go"), call("t1"), result("t1"), call("t2")], 3..4),
+            // A request sent again after one the provider refused: the newest one.
+            (vec![u("look"), u("look again")], 1..2),
+            (vec![u("go")], 0..1),
+            (vec![], 0..0),
+        ];
+        for (messages, newest) in cases {
+            let conv = Format::Anthropic
+                .read(&json!({"messages": messages}))
+                .unwrap();
+            assert_eq!(Units::of(&conv).newest_exchange(), newest, "{messages:?}");
+        }
+        // OpenAI Chat: a user message after the tool messages starts the newest exchange.
+        let chat = json!({"messages": [
+            {"role": "user", "content": "go"},
+            {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": "x"},
+            {"role": "user", "content": "look"}
+        ]});
+        let conv = Format::OpenAiChat.read(&chat).unwrap();
+        assert_eq!(Units::of(&conv).newest_exchange(), 3..4);
     }
 
     #[test]

@@ -161,6 +161,8 @@ struct Checker<'a> {
     legacy: Option<String>,
     breakpoints: usize,
     references: bool,
+    /// The bad inline images found in messages `from..` (see [`Junction::bad_images`]).
+    bad_images: Vec<Violation>,
     /// The units of messages `open_from..` (computed when first needed).
     tail: Option<Cow<'a, Units>>,
 }
@@ -179,6 +181,7 @@ impl<'a> Checker<'a> {
             legacy: seed.and_then(|j| j.legacy.clone()),
             breakpoints: 0,
             references: seed.is_some_and(|j| j.references),
+            bad_images: Vec::new(),
             tail: None,
         }
     }
@@ -242,6 +245,8 @@ impl<'a> Checker<'a> {
         let open_from = reaching(self.tail(), from);
         let (calls, call_bytes) = self.calls.into_set();
         let (answered, answered_bytes) = self.answered.into_set();
+        let mut bad_images = self.seed.map(|j| j.bad_images.clone()).unwrap_or_default();
+        bad_images.append(&mut self.bad_images);
         let junction = Junction {
             format: self.format,
             at: self.conv.messages.len(),
@@ -252,6 +257,7 @@ impl<'a> Checker<'a> {
             legacy: self.legacy,
             breakpoints: self.breakpoints,
             references: self.references,
+            bad_images,
             open_from,
         };
         (self.out, junction)

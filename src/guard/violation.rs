@@ -2,6 +2,7 @@
 
 use crate::conversation::Role;
 use crate::format::Format;
+use crate::tokens::image::ImageFault;
 use serde::Serialize;
 
 /// One broken rule, with where it is.
@@ -139,11 +140,18 @@ pub enum ViolationKind {
     /// set for empty text blocks`).
     CacheControlOnEmptyText,
     /// An inline base64 image whose data is empty or not base64 (Anthropic error texts `image
-    /// cannot be empty`, `Could not process image`; OpenAI `Invalid image`): every later request
-    /// that carries it fails.
+    /// cannot be empty`, `invalid base64 data`, `Could not process image`; OpenAI `Invalid
+    /// image`): every later request that carries it fails. Compaction replaces one outside the
+    /// newest exchange by a text placeholder ([`crate::guard::plan_repairs`]); one inside it
+    /// refuses the input.
     BadImage {
         /// What is wrong with the data.
-        reason: &'static str,
+        reason: ImageFault,
+        /// The image's index in the content of the tool_result that holds it (the violation's
+        /// `block` is then that tool_result); `None` for an image at the top level of its
+        /// message.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        nested: Option<usize>,
     },
     /// A provider compaction item (Anthropic `compaction` block, Responses `compaction` item) of
     /// the input is missing from the output or changed: it holds the provider's summary of all
@@ -265,7 +273,7 @@ impl std::fmt::Display for ViolationKind {
             CacheControlOnEmptyText => {
                 write!(f, "cache_control cannot be set for empty text blocks")
             }
-            BadImage { reason } => write!(f, "image {reason}"),
+            BadImage { reason, .. } => write!(f, "image {reason}"),
             CompactionItemLost => write!(
                 f,
                 "a provider compaction item of the input is missing or changed"

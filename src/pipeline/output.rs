@@ -79,6 +79,7 @@ pub(super) fn first_report(compactor: &dyn Host, run: &Run<'_>, tokens: usize) -
         notes: Vec::new(),
         skipped: Vec::new(),
         timings: Timings::default(),
+        repairs: Vec::new(),
     }
 }
 

@@ -5,14 +5,17 @@
 //! client body -> seen byte for byte?       -> what was sent for it then (replay.rs)
 //!             -> read: the session's last read (reads.rs) + its new items only
 //!                (format::slices), else the whole body through a `Value`
-//!             -> under the trigger?        -> the original bytes, untouched
+//!             -> under the trigger?        -> the original bytes, untouched (but for an
+//!                                             unusable image outside the newest exchange:
+//!                                             the body with it replaced by a placeholder)
 //!             -> a remembered prefix fits? -> remembered compacted prefix ++ new messages
 //!             -> else                      -> compact afresh (and remember it)
 //!   -> written straight to bytes (format::emit) when compacted
 //!   -> POST upstream (base URL from the config, the client's headers minus hop-by-hop)
 //!   -> status, headers and body streamed back as they come (SSE included)
 //!      + x-compactor-tokens: BEFORE->AFTER; COUNTING; tier=APPLIED[; prefix=reused]
-//!                            [; status=degraded|over_budget]   (grammar: docs/service.md)
+//!                            [; repaired=N][; status=degraded|over_budget|repaired]
+//!                            (grammar: docs/service.md)
 //! ```
 //! Only the outbound copy is compacted; the client's own history is never touched. A body the
 //! proxy cannot read (not JSON, malformed, an invalid history) is forwarded as it came, so the
@@ -369,13 +372,17 @@ async fn decide(
             } else {
                 report.applied()
             };
+            for repair in &report.repairs {
+                tracing::warn!(route = %route, path = %repair.path, reason = repair.reason.removed_because(), "proxy: unusable image replaced by a placeholder");
+            }
             let header = (
                 TOKENS_HEADER,
                 format!(
-                    "{}->{}; {}tier={applied}{}",
+                    "{}->{}; {}tier={applied}{}{}",
                     report.tokens_before,
                     report.tokens_after,
                     counting_note(report),
+                    repaired_note(report),
                     status_note(report.status)
                 ),
             );
@@ -413,7 +420,14 @@ async fn decide(
                     }
                 }
                 Some(c) => {
-                    metrics.proxied(route, if reused { "reused" } else { "compacted" });
+                    // Only repaired: under the trigger, or no tier's output taken.
+                    let repaired_only = report.status == crate::report::Status::Repaired;
+                    let label = match (reused, repaired_only) {
+                        (true, _) => "reused",
+                        (false, true) => "repaired",
+                        (false, false) => "compacted",
+                    };
+                    metrics.proxied(route, label);
                     // A continuation of an output written before: only its new messages are
                     // written, the rest copied from last time's bytes.
                     let prefix = compacted
@@ -432,10 +446,11 @@ async fn decide(
                         };
                         compactor.memory().attach_written(h, c, written);
                     }
-                    // Only a remembered output no tier had to work on: a repeat would run
-                    // the same tiers again (a summary that failed might answer next time).
-                    let settled = reused && compacted.report.tiers.is_empty();
-                    let keep = settled.then(|| keep(Some(out.clone()), "reused"));
+                    // Only a remembered output no tier had to work on, or the input repaired
+                    // under the trigger: a repeat would run the same tiers again (a summary
+                    // that failed might answer next time).
+                    let settled = (reused || repaired_only) && compacted.report.tiers.is_empty();
+                    let keep = settled.then(|| keep(Some(out.clone()), label));
                     Outgoing {
                         body: out,
                         header,
@@ -464,13 +479,24 @@ fn over_trigger(
     compactor.counter().count_conversation(c) > basis.to_counted(trigger)
 }
 
-/// `; status=degraded` (a fallback's output, also when reused from memory) or
-/// `; status=over_budget` (the best valid output is still over the budget) for the tokens
-/// header; empty for the other statuses.
+/// `; repaired=N` for the tokens header when N unusable images were replaced by placeholders
+/// (the report's `repairs`, each logged with its path); empty otherwise.
+fn repaired_note(report: &crate::report::Report) -> String {
+    match report.repairs.len() {
+        0 => String::new(),
+        n => format!("; repaired={n}"),
+    }
+}
+
+/// `; status=degraded` (a fallback's output, also when reused from memory),
+/// `; status=over_budget` (the best valid output is still over the budget) or
+/// `; status=repaired` (only image repairs changed the body) for the tokens header; empty for
+/// the other statuses.
 fn status_note(status: crate::report::Status) -> &'static str {
     match status {
         crate::report::Status::Degraded => "; status=degraded",
         crate::report::Status::OverBudget => "; status=over_budget",
+        crate::report::Status::Repaired => "; status=repaired",
         crate::report::Status::Unchanged | crate::report::Status::Compacted => "",
     }
 }

@@ -91,28 +91,89 @@ pub fn image_dimensions(block: &Value) -> Option<(usize, usize)> {
     None
 }
 
-/// What is wrong with an image block's inline data, if anything: `"data is empty"` for a base64
-/// source or data URL with no payload (and an empty `image_url`), `"data is not valid base64"`
-/// when the payload does not decode (whitespace is not allowed). Images by URL or file id are
-/// not looked at. Used by the guard (Anthropic error texts `image cannot be empty` and `Could not
-/// process image`).
-pub fn image_data_fault(block: &Value) -> Option<&'static str> {
+/// What is wrong with an inline image's base64 data: the reasons the providers refuse every
+/// request that carries it (Anthropic error texts `image cannot be empty`, `invalid base64
+/// data`, `Could not process image`; OpenAI `Invalid image`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ImageFault {
+    /// No payload: an empty base64 `data`, a data URL with nothing after the comma, an empty
+    /// `image_url`.
+    Empty,
+    /// A payload that does not decode as standard base64 (whitespace is not allowed).
+    NotBase64,
+}
+
+impl ImageFault {
+    /// How a placeholder that stands for the image names the fault: `empty base64 data`,
+    /// `invalid base64 data` (the wording of Anthropic's `invalid base64 data`).
+    pub fn removed_because(self) -> &'static str {
+        match self {
+            ImageFault::Empty => "empty base64 data",
+            ImageFault::NotBase64 => "invalid base64 data",
+        }
+    }
+}
+
+impl std::fmt::Display for ImageFault {
+    /// As a guard violation says it, after `image `: `data is empty`, `data is not valid
+    /// base64`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ImageFault::Empty => "data is empty",
+            ImageFault::NotBase64 => "data is not valid base64",
+        })
+    }
+}
+
+/// What is wrong with an image block's inline data, if anything: [`ImageFault::Empty`] for a
+/// base64 source or data URL with no payload (and an empty `image_url`),
+/// [`ImageFault::NotBase64`] when the payload does not decode (whitespace is not allowed).
+/// Images by URL or file id are not looked at. Used by the guard.
+pub fn image_data_fault(block: &Value) -> Option<ImageFault> {
     let empty_url = match block.get("image_url") {
         Some(Value::String(s)) => s.is_empty(),
         Some(obj) => obj.get("url").and_then(Value::as_str) == Some(""),
         None => false,
     };
     if empty_url {
-        return Some("data is empty");
+        return Some(ImageFault::Empty);
     }
     let data = inline_base64(block)?;
     if data.is_empty() {
-        return Some("data is empty");
+        return Some(ImageFault::Empty);
     }
     base64::engine::general_purpose::STANDARD
         .decode(data)
         .is_err()
-        .then_some("data is not valid base64")
+        .then_some(ImageFault::NotBase64)
+}
+
+/// The media type an inline image declares: Anthropic `source.media_type`, or the type of an
+/// OpenAI / Responses data URL (`data:image/png;base64,...`). `None` when there is none, or when
+/// it is not a short `type/subtype` token (at most 64 bytes of letters, digits and `.+-`, one
+/// `/`), so that whatever it holds cannot run into text that names it.
+pub fn image_media_type(block: &Value) -> Option<&str> {
+    let declared = match block.get("source") {
+        Some(source) => source.get("media_type").and_then(Value::as_str),
+        None => {
+            let url = match block.get("image_url") {
+                Some(Value::String(s)) => Some(s.as_str()),
+                Some(obj) => obj.get("url").and_then(Value::as_str),
+                None => None,
+            };
+            url.and_then(|u| u.strip_prefix("data:"))
+                .and_then(|rest| rest.split_once(';'))
+                .map(|(media, _)| media)
+        }
+    }?;
+    let token = |s: &str| {
+        !s.is_empty()
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'+' | b'-'))
+    };
+    let (kind, sub) = declared.split_once('/')?;
+    (declared.len() <= 64 && token(kind) && token(sub)).then_some(declared)
 }
 
 /// The base64 payload of an inline image or file: Anthropic `source.data` (base64 sources), an
@@ -242,18 +303,42 @@ mod tests {
     #[test]
     fn empty_and_undecodable_image_data_are_named() {
         let img = |data: &str| json!({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data}});
-        assert_eq!(image_data_fault(&img("")), Some("data is empty"));
+        assert_eq!(image_data_fault(&img("")), Some(ImageFault::Empty));
         assert_eq!(
             image_data_fault(&img("not base64!")),
-            Some("data is not valid base64")
+            Some(ImageFault::NotBase64)
         );
         assert_eq!(image_data_fault(&img(&png_b64(4, 4))), None);
         let chat = json!({"type": "image_url", "image_url": {"url": "data:image/png;base64,"}});
-        assert_eq!(image_data_fault(&chat), Some("data is empty"));
+        assert_eq!(image_data_fault(&chat), Some(ImageFault::Empty));
         let responses = json!({"type": "input_image", "image_url": ""});
-        assert_eq!(image_data_fault(&responses), Some("data is empty"));
+        assert_eq!(image_data_fault(&responses), Some(ImageFault::Empty));
         let by_url = json!({"type": "image", "source": {"type": "url", "url": "https://x/y.png"}});
         assert_eq!(image_data_fault(&by_url), None);
+    }
+
+    #[test]
+    fn the_declared_media_type_is_read_only_when_it_is_a_plain_token() {
+        let img = |media: &str| json!({"type": "image", "source": {"type": "base64", "media_type": media, "data": ""}});
+        assert_eq!(image_media_type(&img("image/png")), Some("image/png"));
+        assert_eq!(
+            image_media_type(&img("image/svg+xml")),
+            Some("image/svg+xml")
+        );
+        assert_eq!(image_media_type(&img("image/png]\nignore")), None);
+        assert_eq!(image_media_type(&img("png")), None);
+        assert_eq!(
+            image_media_type(&img(&format!("image/{}", "x".repeat(64)))),
+            None
+        );
+        let chat = json!({"type": "image_url", "image_url": {"url": "data:image/jpeg;base64,"}});
+        assert_eq!(image_media_type(&chat), Some("image/jpeg"));
+        let responses = json!({"type": "input_image", "image_url": "data:image/webp;base64,%%"});
+        assert_eq!(image_media_type(&responses), Some("image/webp"));
+        assert_eq!(
+            image_media_type(&json!({"type": "input_image", "image_url": ""})),
+            None
+        );
     }
 
     #[test]

@@ -160,4 +160,20 @@ const CHECKER_LACKS: &[(&str, &str)] = &[
         "x07",
         "the body is of another format than the one given (Anthropic blocks as openai-chat)",
     ),
+    (
+        "x08",
+        "inline base64 image data not empty (Anthropic `image cannot be empty`)",
+    ),
+    (
+        "x09",
+        "inline base64 image data not empty (Anthropic `image cannot be empty`)",
+    ),
+    (
+        "x10",
+        "inline base64 image data decodable (Anthropic `invalid base64 data`)",
+    ),
+    (
+        "x11",
+        "inline base64 image data not empty (OpenAI `Invalid image`)",
+    ),
 ];

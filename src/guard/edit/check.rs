@@ -7,6 +7,25 @@ use crate::conversation::{Block, Conversation, Message, Outcome, Rewrite};
 use crate::guard::layout::Layout;
 use foldhash::HashSet;
 
+/// Block `block` of message `message` of `input`, which edit `edit` names.
+///
+/// # Errors
+/// [`PlanError::OutOfRange`] when the input has no such block.
+pub(super) fn block_at(
+    input: &Conversation,
+    (edit, message, block): (usize, usize, usize),
+) -> Result<&Block, PlanError> {
+    input
+        .messages
+        .get(message)
+        .and_then(|m| m.content.get(block))
+        .ok_or(PlanError::OutOfRange {
+            edit,
+            message,
+            block,
+        })
+}
+
 /// A replacement block must be the same kind, the same call, and keep a failure one; a result
 /// compactor already rewrote is not capped again, nor a cleared one cleared again (`doing`:
 /// what the edit does).
@@ -17,17 +36,7 @@ pub(super) fn check_block(
     with: &Block,
     doing: Rewrite,
 ) -> Result<(), PlanError> {
-    let Some(old) = input
-        .messages
-        .get(message)
-        .and_then(|m| m.content.get(block))
-    else {
-        return Err(PlanError::OutOfRange {
-            edit,
-            message,
-            block,
-        });
-    };
+    let old = block_at(input, (edit, message, block))?;
     if layout.is_protected(message) {
         return Err(PlanError::Protected { edit, message });
     }

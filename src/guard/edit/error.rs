@@ -101,6 +101,30 @@ pub enum PlanError {
         /// What was done to it.
         done: Rewrite,
     },
+    /// A repair of an image that is not there, or whose data does not have the fault the
+    /// repair names ([`UnitEdit::RepairImage`](super::UnitEdit::RepairImage)).
+    #[error(
+        "edit {edit}: messages[{message}].content[{block}] holds no image with the fault the repair names"
+    )]
+    NotRepairable {
+        /// Edit index.
+        edit: usize,
+        /// Message index.
+        message: usize,
+        /// Block index.
+        block: usize,
+    },
+    /// A repair inside the newest exchange ([`Units::newest_exchange`]), which only the
+    /// provider's own error may answer.
+    ///
+    /// [`Units::newest_exchange`]: crate::guard::Units::newest_exchange
+    #[error("edit {edit}: messages[{message}] is in the newest exchange, which no repair rewrites")]
+    InNewestExchange {
+        /// Edit index.
+        edit: usize,
+        /// Message index.
+        message: usize,
+    },
     /// A summary's narrative holds its ledger's header line, so model text would read as the
     /// code-made ledger.
     #[error("edit {edit}: the summary's narrative holds the ledger's header line")]

@@ -1,6 +1,7 @@
 //! What a strategy's plan is made of: [`UnitEdit`]s, and the [`SummaryParts`] and [`Marker`]
 //! that stand for a span it drops.
 
+use super::image::ImageRepair;
 use crate::conversation::{Block, ToolResult};
 use crate::facts::UserWords;
 
@@ -55,6 +56,15 @@ pub enum UnitEdit {
         /// What stands for the summarized span.
         summary: SummaryParts,
     },
+    /// An unusable inline image (empty or undecodable base64 data) outside the newest exchange
+    /// replaced by a text placeholder of its format, in its place, which [`apply`] writes
+    /// ([`ImageRepair::placeholder_text`]). Planned from the input's own violations by
+    /// [`crate::guard::plan_repairs`], never by a strategy; refused when the image is not
+    /// there with that fault or lies in the newest exchange. A tool result so repaired is not
+    /// marked rewritten: its content may still be capped or cleared.
+    ///
+    /// [`apply`]: super::apply
+    RepairImage(ImageRepair),
 }
 
 /// The parts of a summary message, kept apart so that what a model wrote never reads as what

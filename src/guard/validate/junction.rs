@@ -9,7 +9,8 @@ use crate::guard::units::{Exchange, Units};
 use crate::guard::violation::Violation;
 use std::borrow::Cow;
 
-/// Where [`validate`] stands after the messages of a conversation that it accepted: what a
+/// Where [`validate`] stands after the messages of a conversation that it accepted (or whose
+/// only faults were bad inline images, which the junction keeps, located): what a
 /// continuation of it (the same messages followed by new ones, as an agent resends its history)
 /// needs so that only the new messages are checked ([`validate_continuation`]).
 ///
@@ -39,6 +40,11 @@ pub struct Junction {
     /// Messages `..at` hold a reference beyond call / result pairs ([`has_reference`]): a
     /// continuation is then validated whole.
     pub(super) references: bool,
+    /// The inline images of messages `..at` whose data is empty or not base64, as
+    /// [`validate`] reported them (`BadImage`): a compaction repaired them, and a continuation
+    /// reports them again without looking at the prefix ([`validate_continuation`]). Empty
+    /// but for a history that held one.
+    pub(super) bad_images: Vec<Violation>,
     /// [`Junction::estimated_bytes`] of `calls` and `answered`, kept as ids are added.
     pub(super) id_bytes: usize,
     /// Start of the earliest tool exchange or assistant run that reaches message `at` (`at`
@@ -58,9 +64,15 @@ impl Junction {
     }
 
     /// An estimate of the heap bytes it holds: each id's bytes plus 64 for its string and its
-    /// node in the persistent set.
+    /// node in the persistent set, and each bad image's path plus 96.
     pub fn estimated_bytes(&self) -> usize {
-        self.id_bytes + self.pending.len() * 64
+        self.id_bytes
+            + self.pending.len() * 64
+            + self
+                .bad_images
+                .iter()
+                .map(|v| v.path.len() + 96)
+                .sum::<usize>()
     }
 
     /// [`Junction::of`] with the conversation's layout already computed (its units are not
@@ -135,7 +147,8 @@ pub(super) fn reaching(units: &Units, from: usize) -> usize {
 
 /// [`validate`] of `conversation`, a continuation of the conversation `junction` was made of
 /// (its first [`Junction::messages`] messages are those, unchanged, and [`validate`] accepted
-/// them), checking only the junction and the new messages: the violations [`validate`] would
+/// them but for bad inline images, which are reported again from the junction), checking only
+/// the junction and the new messages: the violations [`validate`] would
 /// find in the whole, and the junction at the new end. Work in proportion to the new messages
 /// (and the unit that reaches the junction), not to the history.
 ///

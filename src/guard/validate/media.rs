@@ -2,32 +2,50 @@
 //! it: inline base64 image data (every format) and Anthropic `cache_control` breakpoints.
 
 use super::Checker;
-use crate::conversation::Block;
+use crate::conversation::{Block, ToolResultContent};
 use crate::guard::cache;
-use crate::guard::violation::ViolationKind;
+use crate::guard::violation::{Violation, ViolationKind};
+use crate::tokens::image::image_data_fault;
 
 impl<'a> Checker<'a> {
-    /// Inline base64 images, at the top level of a message and inside tool results.
+    /// Inline base64 images, at the top level of a message and inside tool results. A
+    /// continuation reports its prefix's too, as the junction found them: the violations are
+    /// the ones [`validate`](super::validate) finds in the whole.
     pub(super) fn images(&mut self) {
+        if let Some(seed) = self.seed {
+            self.out.extend(seed.bad_images.iter().cloned());
+        }
         let mut found = Vec::new();
         for (i, j, b) in self.new_blocks() {
-            let nested: Vec<&Block> = match b {
-                Block::ToolResult(r) => match &r.content {
-                    Some(crate::conversation::ToolResultContent::Blocks(bs)) => bs.iter().collect(),
-                    _ => Vec::new(),
-                },
-                b => vec![b],
-            };
-            for nb in nested {
-                if let Block::Image(v) = nb
-                    && let Some(reason) = crate::tokens::image::image_data_fault(v)
-                {
-                    found.push((i, j, reason));
+            match b {
+                Block::ToolResult(r) => {
+                    if let Some(ToolResultContent::Blocks(bs)) = &r.content {
+                        for (k, nb) in bs.iter().enumerate() {
+                            if let Block::Image(v) = nb
+                                && let Some(reason) = image_data_fault(v)
+                            {
+                                found.push((i, j, Some(k), reason));
+                            }
+                        }
+                    }
                 }
+                Block::Image(v) => {
+                    if let Some(reason) = image_data_fault(v) {
+                        found.push((i, j, None, reason));
+                    }
+                }
+                _ => {}
             }
         }
-        for (i, j, reason) in found {
-            self.push(Some(i), Some(j), ViolationKind::BadImage { reason });
+        for (i, j, nested, reason) in found {
+            let v = Violation {
+                path: crate::format::image_path(self.format, self.conv, i, j, nested),
+                message: Some(i),
+                block: Some(j),
+                kind: ViolationKind::BadImage { reason, nested },
+            };
+            self.bad_images.push(v.clone());
+            self.out.push(v);
         }
     }
 

@@ -107,7 +107,8 @@ fn approvals_safety_checks_images_and_breakpoints_are_checked() {
             (
                 Some(0),
                 ViolationKind::BadImage {
-                    reason: "data is empty"
+                    reason: crate::tokens::image::ImageFault::Empty,
+                    nested: None
                 }
             ),
             (
