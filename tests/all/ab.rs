@@ -1,5 +1,6 @@
-//! The A/B harness over every corpus session and every failure case, deterministic strategies
-//! only. Sessions whose importer is not merged yet appear as skipped rows with the reason.
+//! The A/B harness over every corpus session, every shared failure case and the repository's
+//! own cases (tests/cases), deterministic strategies only. Sessions whose importer is not
+//! merged yet appear as skipped rows with the reason.
 
 use compactor::ab::{self, Arm, Options, Transcript, output::Timing};
 use compactor::config::Loader;
@@ -13,7 +14,8 @@ fn shared(dir: &str) -> PathBuf {
 #[test]
 fn ab_over_the_corpus_and_cases_is_valid_and_stable() {
     let started = Instant::now();
-    let paths = ab::expand(&[shared("corpus"), shared("cases")]).unwrap();
+    let own = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/cases");
+    let paths = ab::expand(&[shared("corpus"), shared("cases"), own]).unwrap();
     assert!(!paths.is_empty(), "no corpus found");
     let transcripts: Vec<Transcript> = paths
         .iter()
