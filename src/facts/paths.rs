@@ -56,6 +56,16 @@ impl PathStyle {
             .and_then(|rest| rest.strip_prefix('/'))
             .filter(|rest| !rest.is_empty())
             .unwrap_or(path);
+        // A file straight under the root keeps the root's own folder: `live/session_live.ex`,
+        // never a bare name for a path that has a folder.
+        let rel = match (rel.contains('/'), path.len() > rel.len()) {
+            (false, true) => path
+                .get(..path.len() - rel.len() - 1)
+                .and_then(|dir| dir.rfind('/'))
+                .and_then(|i| path.get(i + 1..))
+                .unwrap_or(rel),
+            _ => rel,
+        };
         clip_left(rel, PATH_CHARS)
     }
 }
