@@ -569,7 +569,7 @@ fn the_digest_names_files_with_their_folder_and_keeps_more_when_room_is_short() 
     let state = SessionState::of(&facts, 0..history.messages.len());
     let tokens = counter.count_conversation(&history);
     // At Claude Code's size, and at a third of it (room short for the whole paths).
-    for (budget, least) in [(size, 13), (size / 3, 0)] {
+    for (budget, least) in [(size, 13), (size / 3, 13)] {
         let digest = state.marker_text(history.messages.len(), tokens, budget, counter.as_ref());
         let items = file_items(&digest);
         eprintln!(
