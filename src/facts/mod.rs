@@ -29,7 +29,9 @@ pub use calls::command_of;
 pub use errors::{
     CLEARED_PREFIX, ERROR_LINE_CHARS, informative_lines, is_informative, output_text,
 };
-pub use paths::{PATH_CHARS, PathStyle, clip_left, file_name, mentions_path, parents_needed};
+pub use paths::{
+    PATH_CHARS, PathStyle, clip_left, distinct_tails, file_name, mentions_path, parents_needed,
+};
 pub use state::{LeftOut, Rendered, SessionState, UserWords, summary_item};
 pub use state_size::StateSizes;
 pub use user::{

@@ -56,6 +56,16 @@ impl PathStyle {
             .and_then(|rest| rest.strip_prefix('/'))
             .filter(|rest| !rest.is_empty())
             .unwrap_or(path);
+        // A file straight under the root keeps the root's own folder: `live/session_live.ex`,
+        // never a bare name for a path that has a folder.
+        let rel = match (rel.contains('/'), path.len() > rel.len()) {
+            (false, true) => path
+                .get(..path.len() - rel.len() - 1)
+                .and_then(|dir| dir.rfind('/'))
+                .and_then(|i| path.get(i + 1..))
+                .unwrap_or(rel),
+            _ => rel,
+        };
         clip_left(rel, PATH_CHARS)
     }
 }
@@ -110,6 +120,50 @@ pub fn parents_needed(paths: &[String]) -> Vec<usize> {
                 }
             }
             need
+        })
+        .collect()
+}
+
+/// The boundary tails of `path`, shortest first: what follows each `/` from the right, then
+/// `path` itself (`c.rs`, `b/c.rs`, `/b/c.rs` for `/b/c.rs`).
+fn tails(path: &str) -> impl Iterator<Item = &str> {
+    path.rmatch_indices('/')
+        .filter_map(|(i, _)| path.get(i + 1..))
+        .chain(std::iter::once(path))
+}
+
+/// For each of `paths`, the shortest form that tells it apart: its shortest tail on a `/`
+/// boundary that keeps the parent folder with the file name (`live/session_live.ex`, never a
+/// bare `session_live.ex` when the path has a folder) and that no other distinct path of
+/// `paths` ends with on a `/` boundary; the whole path when every shorter tail is shared.
+/// Equal paths get equal forms; distinct paths get distinct forms. For a digest that is short
+/// of room: fewer characters per path let more paths fit.
+pub fn distinct_tails(paths: &[&str]) -> Vec<String> {
+    // How many distinct paths end with each tail.
+    let mut distinct: Vec<&str> = paths.to_vec();
+    distinct.sort_unstable();
+    distinct.dedup();
+    let mut holders: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    for p in &distinct {
+        let mut seen: Vec<&str> = Vec::new();
+        for t in tails(p) {
+            if !seen.contains(&t) {
+                seen.push(t);
+                *holders.entry(t).or_default() += 1;
+            }
+        }
+    }
+    paths
+        .iter()
+        .map(|p| {
+            let has_parent = p.trim_end_matches('/').contains('/');
+            tails(p)
+                // At least the parent folder and the file name when there is a folder.
+                .filter(|t| !has_parent || t.trim_end_matches('/').contains('/') || t == p)
+                .filter(|t| !t.is_empty())
+                .find(|t| holders.get(t).copied() == Some(1))
+                .unwrap_or(p)
+                .to_string()
         })
         .collect()
 }
@@ -218,6 +272,76 @@ mod tests {
         assert_eq!(
             clip_left("/a/averyveryverylongfilename.rs", 10),
             "…/averyveryverylongfilename.rs"
+        );
+    }
+
+    /// True when `tail` is `path` or what follows one of its `/`.
+    fn on_boundary(path: &str, tail: &str) -> bool {
+        path == tail || (path.ends_with(tail) && path[..path.len() - tail.len()].ends_with('/'))
+    }
+
+    proptest::proptest! {
+        /// For any set of paths: each form is a tail of its path on a `/` boundary, keeps at
+        /// least parent/name when the path has a parent, distinct paths get distinct forms,
+        /// and no shorter tail would do (checked against every other path by `ends_with`).
+        #[test]
+        fn distinct_tails_are_boundary_tails_distinct_and_minimal(
+            paths in proptest::collection::vec(
+                proptest::collection::vec(
+                    proptest::sample::select(vec!["", "lib", "live", "a.ex", "b.ex", "é", "x"]),
+                    1..5,
+                ).prop_map(|parts| parts.join("/")),
+                0..12,
+            )
+        ) {
+            let refs: Vec<&str> = paths.iter().map(String::as_str).collect();
+            let forms = distinct_tails(&refs);
+            proptest::prop_assert_eq!(forms.len(), paths.len());
+            for (i, (p, f)) in paths.iter().zip(&forms).enumerate() {
+                proptest::prop_assert!(on_boundary(p, f), "{f:?} is not a tail of {p:?}");
+                if p.trim_end_matches('/').contains('/') {
+                    proptest::prop_assert!(f.trim_end_matches('/').contains('/') || f == p);
+                }
+                let shared = |t: &str| paths.iter().any(|q| q != p && on_boundary(q, t));
+                for (j, (q, g)) in paths.iter().zip(&forms).enumerate() {
+                    if i != j && p != q {
+                        proptest::prop_assert_ne!(f, g);
+                    }
+                }
+                // Minimal: every shorter boundary tail with parent/name is shared (or the form
+                // is the whole path, which nothing shorter may stand for).
+                if !shared(f) {
+                    for k in (1..f.len()).filter(|&k| f.is_char_boundary(k)) {
+                        let t = &f[k..];
+                        let long_enough = !p.trim_end_matches('/').contains('/')
+                            || t.trim_end_matches('/').contains('/');
+                        if f[..k].ends_with('/') && long_enough && !t.is_empty() {
+                            proptest::prop_assert!(shared(t), "{t:?} is shorter than {f:?} and unique");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_tail_keeps_its_folder_and_tells_same_names_apart() {
+        let ps = [
+            "/home/u/p/lib/spotter_web/live/session_live.ex",
+            "/home/u/p/lib/a/mod.rs",
+            "/home/u/p/lib/b/mod.rs",
+            "/home/u/p/x/lib/b/mod.rs",
+            "README.md",
+        ];
+        assert_eq!(
+            distinct_tails(&ps),
+            vec![
+                "live/session_live.ex",
+                "a/mod.rs",
+                "p/lib/b/mod.rs",
+                "x/lib/b/mod.rs",
+                "README.md"
+            ]
         );
     }
 

@@ -544,3 +544,52 @@ fn truncate_at_claude_codes_size_keeps_at_least_what_its_summary_keeps() {
         }
     }
 }
+
+/// The paths a digest's file lines (`[edited] a, b`, `[read] c`) write, one per item.
+fn file_items(digest: &str) -> Vec<String> {
+    const WORDS: &[&str] = &["created", "edited", "deleted", "read", "searched"];
+    digest
+        .lines()
+        .filter_map(|l| {
+            let (word, rest) = l.strip_prefix('[')?.split_once("] ")?;
+            WORDS.contains(&word).then_some(rest)
+        })
+        .flat_map(|rest| rest.split(", ").map(str::to_string))
+        .collect()
+}
+
+#[test]
+fn the_digest_names_files_with_their_folder_and_keeps_more_when_room_is_short() {
+    let counter = compactor::tokens::counter_for(Default::default());
+    let (session, sub_agent) = REFERENCE_SESSIONS[1];
+    let raw = Raw::read(session);
+    let (history, summary, flag) = reference_pair(session, sub_agent);
+    let size = counter.count_text(&summary);
+    let facts = Facts::of(&history.messages, flag);
+    let state = SessionState::of(&facts, 0..history.messages.len());
+    let tokens = counter.count_conversation(&history);
+    // At Claude Code's size, and at a third of it (room short for the whole paths).
+    for (budget, least) in [(size, 13), (size / 3, 13)] {
+        let digest = state.marker_text(history.messages.len(), tokens, budget, counter.as_ref());
+        let items = file_items(&digest);
+        eprintln!(
+            "{session} at {budget}: {} file items, touched {}/{}, edited {}/{}: {items:?}",
+            items.len(),
+            touched_in(&digest, &raw.touched),
+            raw.touched.len(),
+            edited_in(&digest, &raw.edited),
+            raw.edited.len()
+        );
+        // Every path of this session has a folder: none is written as a bare file name.
+        for item in &items {
+            assert!(
+                item.contains('/'),
+                "{session} at {budget}: bare name {item:?}"
+            );
+        }
+        assert!(
+            touched_in(&digest, &raw.touched) >= least,
+            "{session} at {budget}"
+        );
+    }
+}

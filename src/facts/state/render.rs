@@ -5,9 +5,9 @@
 
 use super::words::{LeftOut, UserWords, left_out_line};
 use super::{Request, SHORTENED_TAG, SessionState, indent_rest};
-use crate::facts::{FileAction, SummaryKind, shorten_around_constraints};
+use crate::facts::{FileAction, SummaryKind, distinct_tails, shorten_around_constraints};
 use crate::tokens::TokenCounter;
-use foldhash::{HashSet, HashSetExt};
+use foldhash::{HashMap, HashSet, HashSetExt};
 use std::collections::BTreeSet;
 
 /// The title of the user's words when some line is not verbatim (a `(shortened)` tag, a run
@@ -249,7 +249,38 @@ impl SessionState {
         }
         // (2) failures: always (their lines made above).
         used += fails_cost;
-        // (3) files: writes first, then reads; each path once per bucket.
+        // (3) files: writes first, then reads; each path once per bucket. Whole paths when
+        // every one fits; else each by its shortest tail that keeps its folder and tells it
+        // apart from the state's other paths ([`distinct_tails`]), so more of them fit.
+        let whole_cost: usize = self
+            .files
+            .iter()
+            .map(|(p, a)| {
+                // The buckets it is written in: each write, else each kind of read.
+                let writes = a
+                    .iter()
+                    .filter(|x| {
+                        matches!(
+                            x,
+                            FileAction::Created | FileAction::Edited | FileAction::Deleted
+                        )
+                    })
+                    .count();
+                let buckets = if writes > 0 { writes } else { a.len() };
+                buckets * (counter.count_text_cached(p) + 1)
+            })
+            .sum();
+        let short: Option<HashMap<&str, String>> = (used + whole_cost > max_tokens).then(|| {
+            let all: Vec<&str> = self.files.iter().map(|(p, _)| p.as_str()).collect();
+            all.iter().copied().zip(distinct_tails(&all)).collect()
+        });
+        let form = |p: &str| -> String {
+            short
+                .as_ref()
+                .and_then(|m| m.get(p))
+                .cloned()
+                .unwrap_or_else(|| p.to_string())
+        };
         let mut files = Vec::new();
         for action in [
             FileAction::Created,
@@ -263,7 +294,7 @@ impl SessionState {
                     || a.contains(&FileAction::Edited)
                     || a.contains(&FileAction::Deleted)
             };
-            let mut paths: Vec<&str> = Vec::new();
+            let mut paths: Vec<String> = Vec::new();
             for (p, a) in &self.files {
                 let here = a.contains(&action)
                     && (matches!(
@@ -271,7 +302,7 @@ impl SessionState {
                         FileAction::Created | FileAction::Edited | FileAction::Deleted
                     ) || !write(a));
                 if here {
-                    paths.push(p);
+                    paths.push(form(p));
                 }
             }
             if paths.is_empty() {
@@ -291,7 +322,7 @@ impl SessionState {
                 }
                 let c = counter.count_text_cached(p) + 1;
                 if used + line_cost + c <= max_tokens {
-                    kept.push(p);
+                    kept.push(p.as_str());
                     line_cost += c;
                 } else {
                     omitted += 1;
