@@ -190,9 +190,16 @@ impl Microcompact {
                 if before <= c.min_result_tokens {
                     continue;
                 }
-                let Some((cleared, after)) = clear_result(r, tool, before, cx) else {
+                let entry = cx
+                    .recall
+                    .and_then(|_| crate::recall::wire::block(cx.format, input, i, j));
+                let rc = entry.as_ref().map(|e| e.reference.id.as_str());
+                let Some((cleared, after)) = clear_result(r, tool, before, rc, cx) else {
                     continue;
                 };
+                if let (Some(sink), Some(e)) = (cx.recall, entry) {
+                    sink.push(e);
+                }
                 let freed = before.saturating_sub(after);
                 saved += freed;
                 total = total.saturating_sub(freed);
@@ -251,20 +258,25 @@ const KEPT_LINE_CHARS: usize = 200;
 
 /// `r` with its content replaced by a placeholder and the cleared block's count, or `None`
 /// when that would not save tokens (`before` is the block's count) and bytes, or would hide a
-/// failure on the wire.
+/// failure on the wire. `recall`: the recall id of the original block, named in the
+/// placeholder (`… · recall rc_…]`).
 fn clear_result(
     r: &ToolResult,
     tool: &str,
     before: usize,
+    recall: Option<&str>,
     cx: &Context<'_>,
 ) -> Option<(ToolResult, usize)> {
     let failed = r.outcome == Outcome::Error;
     let text = r.text_ref();
     let head = format!(
-        "{CLEARED_PREFIX} {}result of {tool} call {} ({} tokens) to save context; re-run the tool if it is needed]",
+        "{CLEARED_PREFIX} {}result of {tool} call {} ({} tokens) to save context; re-run the tool if it is needed{}]",
         if failed { "failed (error) " } else { "" },
         r.tool_use_id,
-        thousands(before)
+        thousands(before),
+        recall
+            .map(|id| format!(" · recall {id}"))
+            .unwrap_or_default()
     );
     let placeholder = if failed {
         let mut lines = vec![head];
@@ -436,6 +448,7 @@ mod tests {
             instructions: None,
             layout: &layout,
             tokens: &tokens,
+            recall: None,
         };
         let m = Microcompact {
             config: MicrocompactConfig {

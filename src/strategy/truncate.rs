@@ -180,7 +180,14 @@ impl Truncate {
                 with: cap.with,
             });
         }
-        if let Some(d) = dropped {
+        if let Some(mut d) = dropped {
+            // The marker names the recall id of the span it stands for.
+            if let (Some(sink), Edit::Dropped { from, to, .. }) = (cx.recall, &d.edit)
+                && let Some(entry) = crate::recall::wire::span(cx.format, input, *from, *to)
+            {
+                d.marker.text.push_str(&recall_line(&entry.reference));
+                sink.push(entry);
+            }
             let words = &d.marker.user_words;
             if !words.is_verbatim() {
                 notes.push(words.note());
@@ -198,6 +205,15 @@ impl Truncate {
             degraded: None,
         }
     }
+}
+
+/// The marker's last line naming the recall id of the dropped span.
+fn recall_line(r: &crate::recall::RecallRef) -> String {
+    format!(
+        "The {} dropped messages can be recalled whole: recall {}\n",
+        r.end - r.message,
+        r.id
+    )
 }
 
 /// One capped block: the new block, its edit for the report, and the tokens it saves.
