@@ -492,6 +492,54 @@ mod tests {
     }
 
     #[test]
+    fn a_cleared_result_names_its_recall_id_and_hands_over_the_original() {
+        let text = long_output("listing", "61 paths searched");
+        let body = chat(&text);
+        let input = Format::OpenAiChat.read(&body).unwrap();
+        let counter = counter_for(Tokenizer::default());
+        let layout = crate::guard::Layout::of(&input);
+        let tokens = crate::guard::MessageTokens::of(&input, counter.as_ref());
+        let sink = crate::recall::Sink::default();
+        let cx = Context {
+            format: Format::OpenAiChat,
+            counter: counter.as_ref(),
+            instructions: None,
+            layout: &layout,
+            tokens: &tokens,
+            recall: Some(&sink),
+        };
+        let m = Microcompact {
+            config: MicrocompactConfig {
+                keep_recent: 1,
+                ..Default::default()
+            },
+        };
+        let out = m.run(
+            &input,
+            Budget {
+                limit: 10,
+                target: 10,
+            },
+            &cx,
+        );
+        let entries = sink.take();
+        assert_eq!(entries.len(), 1);
+        let e = &entries[0];
+        // OpenAI Chat: a tool message is one element, the original is that message.
+        assert_eq!(e.original.to_string(), body["messages"][2].to_string());
+        assert_eq!(e.reference.path, "messages[2]");
+        let Some(UnitEdit::Clear { with, .. }) = out.plan.first() else {
+            panic!("{:?}", out.plan);
+        };
+        assert!(
+            with.text()
+                .ends_with(&format!(" · recall {}]", e.reference.id)),
+            "{}",
+            with.text()
+        );
+    }
+
+    #[test]
     fn a_cleared_failure_keeps_its_marker_and_first_and_last_lines() {
         let text = long_output(
             "<returncode>2</returncode>\n<output>\nls: cannot access 'conf.yaml': No such file",

@@ -136,7 +136,20 @@ impl Truncate {
         if tokens > budget.target {
             let view = MessageTokens::from_counts(per);
             let raw = MessageTokens::from_counts(raw);
-            match drop_oldest(input, layout, (&view, &raw), fixed, budget, c, cx) {
+            // Room for the marker's recall line (`recall_line`), priced with an id whose hex
+            // digits tokenize badly and the largest count, plus a little slack.
+            let reserve = cx.recall.map_or(0, |_| {
+                let sample = crate::recall::RecallRef {
+                    id: format!("rc_{}", "7e3a9f0c".repeat(4)),
+                    kind: crate::recall::RecallKind::Span,
+                    bytes: 0,
+                    message: 0,
+                    end: n,
+                    path: String::new(),
+                };
+                counter.count_text_cached(&recall_line(&sample)) + 4
+            });
+            match drop_oldest(input, layout, (&view, &raw), fixed + reserve, budget, c, cx) {
                 Some(d) => {
                     capped.retain(|&(i, _), _| i < pinned || i >= d.to);
                     tokens = d.tokens;
