@@ -118,6 +118,9 @@ impl RecallStore {
                 bytes: entry.reference.bytes,
             }),
         );
+        // The bound is applied by moka's pending maintenance: run it now, so an evicted id is
+        // gone (and recorded) before the next recall.
+        self.cache.run_pending_tasks();
     }
 
     /// The original of `id`.
