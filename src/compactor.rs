@@ -29,6 +29,8 @@ pub struct Compactor {
     /// A counter of the other vocabulary, built when a model needs it.
     other_counter: std::sync::OnceLock<Arc<dyn TokenCounter>>,
     calibration: Calibration,
+    /// The recall store (`None`: `[recall] enabled = false`).
+    recall: Option<crate::recall::RecallStore>,
 }
 
 impl Compactor {
@@ -60,6 +62,7 @@ impl Compactor {
                 Built::Skipped(why) => skipped.push(why),
             }
         }
+        let settings_recall = settings.recall.clone();
         Ok(Compactor {
             tokenizer: settings.tokens.tokenizer,
             other_counter: std::sync::OnceLock::new(),
@@ -69,6 +72,7 @@ impl Compactor {
             tiers,
             skipped,
             memory: Memory::default(),
+            recall: recall_of(&settings_recall),
         })
     }
 
@@ -78,6 +82,7 @@ impl Compactor {
         counter: Arc<dyn TokenCounter>,
         tiers: Vec<Box<dyn Strategy>>,
     ) -> Compactor {
+        let settings_recall = settings.recall.clone();
         Compactor {
             tokenizer: settings.tokens.tokenizer,
             other_counter: std::sync::OnceLock::new(),
@@ -87,6 +92,7 @@ impl Compactor {
             tiers,
             skipped: Vec::new(),
             memory: Memory::default(),
+            recall: recall_of(&settings_recall),
         }
     }
 
@@ -113,6 +119,34 @@ impl Compactor {
     pub fn with_memory_bytes(mut self, max_bytes: u64) -> Compactor {
         self.memory = Memory::with_max_bytes(max_bytes);
         self
+    }
+
+    /// This pipeline keeping recallable originals in `store` (the service shares one store
+    /// between its API and its proxy); ignored when `[recall] enabled = false`.
+    pub fn with_recall_store(mut self, store: crate::recall::RecallStore) -> Compactor {
+        if self.recall.is_some() {
+            self.recall = Some(store);
+        }
+        self
+    }
+
+    /// The recall store, when recall is on (its counts feed the service's `/metrics`).
+    pub fn recall_store(&self) -> Option<&crate::recall::RecallStore> {
+        self.recall.as_ref()
+    }
+
+    /// The original that recall id `id` names: the JSON of the cleared block, or the array of
+    /// the dropped messages' JSON, byte-identical to the input's (see [`crate::recall`]).
+    ///
+    /// # Errors
+    /// [`RecallError::Malformed`](crate::recall::RecallError::Malformed) for an id not of the
+    /// form `rc_` + 32 hex digits, `Evicted` for one evicted by the `[recall] max_bytes`
+    /// bound, `Unknown` for one never kept here, `Disabled` when recall is off.
+    pub fn recall(&self, id: &str) -> Result<crate::recall::Recalled, crate::recall::RecallError> {
+        match &self.recall {
+            Some(store) => store.get(id),
+            None => Err(crate::recall::RecallError::Disabled),
+        }
     }
 
     /// The compaction memory (its size and bound feed the service's `/metrics`).
@@ -261,6 +295,15 @@ impl Host for Compactor {
     fn counter_of(&self, tokenizer: Tokenizer) -> &dyn TokenCounter {
         Compactor::counter_of(self, tokenizer)
     }
+    fn recall_store(&self) -> Option<&crate::recall::RecallStore> {
+        Compactor::recall_store(self)
+    }
+}
+
+/// The recall store `[recall]` asks for.
+fn recall_of(r: &crate::config::RecallSettings) -> Option<crate::recall::RecallStore> {
+    r.enabled
+        .then(|| crate::recall::RecallStore::new(r.max_bytes))
 }
 
 /// The model rules and learning switch of `[tokens]`.

@@ -10,12 +10,15 @@
 //! loader.rs     Loader: the layers (defaults, file, preset, environment), each also alone
 //! server.rs     [server]
 //! store.rs      [store]
+//! recall.rs     [recall]
 //! ```
 //!
 //! This file holds what they share: the error, the built-in sources and the duration bounds.
 
+pub mod recall;
 pub mod server;
 pub mod store;
+pub use recall::RecallSettings;
 pub use server::ServerSettings;
 pub use store::StoreSettings;
 

@@ -87,6 +87,7 @@ pub mod memory;
 pub mod outcome;
 pub mod pipeline;
 pub mod policy;
+pub mod recall;
 pub mod registry;
 pub mod render;
 pub mod report;

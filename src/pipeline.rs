@@ -70,6 +70,8 @@ pub(crate) trait Host: Sync {
     fn model_tokens(&self, model: Option<&str>) -> ModelTokens;
     /// The cached counter of `tokenizer`'s vocabulary.
     fn counter_of(&self, tokenizer: Tokenizer) -> &dyn TokenCounter;
+    /// The recall store the originals of taken outputs go to; `None` when recall is off.
+    fn recall_store(&self) -> Option<&crate::recall::RecallStore>;
 }
 
 /// What one compaction knows of its input, computed once.
@@ -86,6 +88,8 @@ struct Run<'a> {
     counter: &'a dyn TokenCounter,
     basis: ModelTokens,
     targets: Targets,
+    /// Where the originals named by recall ids go (`None`: recall is off).
+    recall: Option<&'a crate::recall::RecallStore>,
 }
 
 impl Run<'_> {
@@ -242,6 +246,7 @@ pub(crate) async fn compact_shared(
         counter,
         basis,
         targets,
+        recall: compactor.recall_store(),
     };
     let t0 = Instant::now();
     // A continuation: the remembered prefix's count plus the new messages' (the count of a

@@ -47,6 +47,10 @@ pub struct TierRun {
     /// Why the strategy could not run at all, when it could not.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failed: Option<String>,
+    /// The originals its output names by recall id (indices and paths relative to the tier's
+    /// input), when its output was taken.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub recall: Vec<crate::recall::RecallRef>,
 }
 
 /// Wall times in milliseconds.
@@ -110,6 +114,11 @@ pub struct Report {
     /// exchange that were replaced by text placeholders before compacting, in message order
     /// (indices and paths of the input). Each is also a warning ([`Report::warnings`]).
     pub repairs: Vec<crate::guard::ImageRepair>,
+    /// The originals the output names by recall id (those of the tiers whose output was
+    /// taken, in order), each kept in the recall store ([`crate::Compactor::recall`]). Empty
+    /// when recall is off or nothing was cleared or dropped; not serialized then.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub recall: Vec<crate::recall::RecallRef>,
 }
 
 impl Report {

@@ -32,6 +32,8 @@ mod model_count;
 mod outcomes;
 #[path = "all/placeholders.rs"]
 mod placeholders;
+#[path = "all/recall.rs"]
+mod recall;
 #[path = "all/server.rs"]
 mod server;
 #[path = "all/store.rs"]

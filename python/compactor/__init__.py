@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator, Union
 
 from . import _native
-from .errors import CompactorError, ConfigError, FormatError, InvalidInputError
+from .errors import CompactorError, ConfigError, FormatError, InvalidInputError, RecallError
 from .violation import Violation
 
 __all__ = [
@@ -37,6 +37,7 @@ __all__ = [
     "ConfigError",
     "FormatError",
     "InvalidInputError",
+    "RecallError",
     "compact",
     "count",
     "count_text",
@@ -168,6 +169,14 @@ class Compactor:
         ratio it learned): ``model_tokens["total"]`` is the ``tokens_before``
         :meth:`compact` reports for the same body and model."""
         return self._native.count(body, format, model)
+
+    def recall(self, id: str) -> dict[str, Any]:
+        """The original a recall id names (``recall rc_…`` in a cleared placeholder or a
+        dropped-messages marker this pipeline wrote): ``{"id", "kind": "block"|"span",
+        "original"}``, ``original`` the block's JSON or the list of dropped messages, as the
+        input had them. Raises :class:`RecallError` (``.kind``: ``evicted``, ``unknown``,
+        ``malformed``, ``disabled``)."""
+        return self._native.recall(id)
 
     def validate(self, body: Body, format: str | None = None, strict: bool = False) -> list[Violation]:
         """As :func:`compactor.validate`."""

@@ -11,7 +11,7 @@ from typing import Any, Iterable
 
 from .violation import Violation
 
-__all__ = ["CompactorError", "FormatError", "InvalidInputError", "ConfigError"]
+__all__ = ["CompactorError", "FormatError", "InvalidInputError", "ConfigError", "RecallError"]
 
 _INDEX = re.compile(r"^(?:messages|input)\[(\d+)\]")
 
@@ -83,6 +83,25 @@ class ConfigError(CompactorError, ValueError):
 
     def __reduce__(self) -> Any:
         return (_rebuild, (type(self), str(self), {"key": self.key}))
+
+
+class RecallError(CompactorError, LookupError):
+    """A recall id gave no original (:meth:`compactor.Compactor.recall`).
+
+    Attributes:
+        kind: ``evicted`` (kept, then evicted by ``[recall] max_bytes``), ``unknown`` (never
+            kept by this pipeline), ``malformed`` (not ``rc_`` and 32 hex digits) or
+            ``disabled`` (``[recall] enabled = false``).
+        id: the id asked for.
+    """
+
+    def __init__(self, message: str, *, kind: str = "unknown", id: str | None = None):
+        super().__init__(message)
+        self.kind = kind
+        self.id = id
+
+    def __reduce__(self) -> Any:
+        return (_rebuild, (type(self), str(self), {"kind": self.kind, "id": self.id}))
 
 
 def _rebuild(cls: type, message: str, attrs: dict[str, Any]) -> Exception:

@@ -101,3 +101,21 @@ pub fn violation<'py>(py: Python<'py>, v: &Violation) -> PyResult<Bound<'py, PyA
     }
     crate::values::to_py(py, &value)
 }
+
+/// A recall that gave nothing: `RecallError(message, kind=..., id=...)`, `kind` one of
+/// `evicted`, `unknown`, `malformed`, `disabled`.
+pub fn recall(py: Python<'_>, e: &compactor::recall::RecallError) -> PyErr {
+    use compactor::recall::RecallError as E;
+    let attrs = PyDict::new(py);
+    let id = match e {
+        E::Malformed(id) | E::Evicted(id) | E::Unknown(id) => Some(id.clone()),
+        E::Disabled => None,
+    };
+    let set = attrs
+        .set_item("kind", e.kind())
+        .and_then(|()| attrs.set_item("id", id));
+    match set {
+        Ok(()) => raise(py, "RecallError", e.to_string(), &attrs),
+        Err(err) => err,
+    }
+}

@@ -130,6 +130,17 @@ impl Compactor {
         (b.limit, b.target)
     }
 
+    /// The original recall id `id` names, as a dict `{id, kind, original}` (`original`: the
+    /// cleared block's JSON, or the list of the dropped messages' JSON, as the input had them).
+    /// Raises `RecallError` (`.kind`: evicted, unknown, malformed, disabled).
+    fn recall<'py>(&self, py: Python<'py>, id: &str) -> PyResult<Bound<'py, PyAny>> {
+        let got = self
+            .inner
+            .recall(id)
+            .map_err(|e| crate::errors::recall(py, &e))?;
+        to_py(py, &got)
+    }
+
     /// The preset in force (`default`, `truncate`, ...).
     #[getter]
     fn strategy(&self) -> String {

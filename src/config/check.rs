@@ -107,6 +107,9 @@ pub(super) fn check(
     if let Err((key, message)) = raw.store.check() {
         return Err(invalid(key, message));
     }
+    if let Err((key, message)) = raw.recall.check() {
+        return Err(invalid(key, message));
+    }
     Ok(Settings {
         preset,
         description: raw.description,
@@ -119,5 +122,6 @@ pub(super) fn check(
         llm: raw.llm,
         server: raw.server,
         store: raw.store,
+        recall: raw.recall,
     })
 }

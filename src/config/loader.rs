@@ -56,6 +56,7 @@ fn builtin() -> Settings {
         llm: None,
         server: ServerSettings::default(),
         store: StoreSettings::default(),
+        recall: crate::config::RecallSettings::default(),
     }
 }
 

@@ -39,6 +39,9 @@ pub struct RawSettings {
     /// `[store]`: a shared store for the service (absent = in-process only).
     #[serde(default)]
     pub store: StoreSettings,
+    /// `[recall]`: the store of cleared and dropped originals (absent = defaults).
+    #[serde(default)]
+    pub recall: super::recall::RecallSettings,
 }
 
 /// `[budget]`: how many tokens the request may hold, and when and how far to compact.
@@ -137,4 +140,6 @@ pub struct Settings {
     pub server: ServerSettings,
     /// `[store]`.
     pub store: StoreSettings,
+    /// `[recall]`.
+    pub recall: super::recall::RecallSettings,
 }

@@ -80,6 +80,7 @@ pub(super) fn first_report(compactor: &dyn Host, run: &Run<'_>, tokens: usize) -
         skipped: Vec::new(),
         timings: Timings::default(),
         repairs: Vec::new(),
+        recall: Vec::new(),
     }
 }
 
@@ -93,6 +94,12 @@ pub(super) fn finish(
 ) {
     report.tokens_after = run.basis.to_model(tokens);
     report.counted_after = tokens;
+    report.recall = report
+        .tiers
+        .iter()
+        .filter(|t| t.accepted)
+        .flat_map(|t| t.recall.iter().cloned())
+        .collect();
     report.status = run
         .targets
         .status(changed, report.counted_before, tokens, degraded);

@@ -97,12 +97,14 @@ async fn run_tier(
             &counted
         }
     };
+    let sink = crate::recall::Sink::default();
     let cx = Context {
         format: run.format,
         counter: run.counter,
         instructions,
         layout,
         tokens: per,
+        recall: run.recall.map(|_| &sink),
     };
     let t0 = Instant::now();
     let result = tier.compact(base, run.targets.counted, &cx).await;
@@ -118,6 +120,7 @@ async fn run_tier(
         millis,
         degraded: None,
         failed: None,
+        recall: Vec::new(),
     };
     let compaction = match result {
         Ok(c) => c,
@@ -198,6 +201,14 @@ async fn run_tier(
         return tier_run;
     }
     tier_run.accepted = true;
+    // The originals the output names by recall id are kept from now on.
+    let entries = sink.take();
+    if let Some(store) = run.recall {
+        for e in &entries {
+            store.put(e);
+        }
+    }
+    tier_run.recall = entries.into_iter().map(|e| e.reference).collect();
     let note = compaction.degraded.clone();
     let taken = Best {
         conversation: Some(output),

@@ -299,6 +299,9 @@ pub(crate) async fn metrics(State(state): State<AppState>) -> impl IntoResponse 
         .replay_cache(replay.bytes(), replay.max_bytes());
     let reads = state.reads();
     state.metrics().read_cache(reads.bytes(), reads.max_bytes());
+    if let Some(recall) = state.default_compactor().recall_store() {
+        state.metrics().recall(recall.stats());
+    }
     if let Some(store) = state.store() {
         let bytes = store.bytes().await.ok();
         let max = state.settings().store.max_bytes;

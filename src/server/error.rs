@@ -41,6 +41,15 @@ pub enum AppError {
         /// What was not found.
         message: String,
     },
+    /// 410: what was asked for was kept and is gone (a recall id evicted from the recall
+    /// store).
+    #[error("{code}: {message}")]
+    Gone {
+        /// `recall_evicted`.
+        code: &'static str,
+        /// What is gone.
+        message: String,
+    },
     /// 405: the route exists, but not with this method (the method is named).
     #[error("method not allowed: {0}")]
     MethodNotAllowed(String),
@@ -88,6 +97,7 @@ impl AppError {
             AppError::BadRequest { .. } | AppError::InvalidHistory(_) => StatusCode::BAD_REQUEST,
             AppError::Unauthorized => StatusCode::UNAUTHORIZED,
             AppError::NotFound { .. } => StatusCode::NOT_FOUND,
+            AppError::Gone { .. } => StatusCode::GONE,
             AppError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             AppError::Timeout | AppError::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             AppError::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
@@ -123,7 +133,9 @@ impl AppError {
                     .into(),
                 None,
             ),
-            AppError::NotFound { code, message } => (code, message.clone(), None),
+            AppError::NotFound { code, message } | AppError::Gone { code, message } => {
+                (code, message.clone(), None)
+            }
             AppError::MethodNotAllowed(method) => (
                 "method_not_allowed",
                 format!("this route does not take {method}"),

@@ -34,6 +34,9 @@ pub struct Metrics {
     replay_bytes: IntGaugeVec,
     replay_hits: IntCounter,
     read_bytes: IntGaugeVec,
+    recall_entries: prometheus::IntGauge,
+    recall_bytes: IntGaugeVec,
+    recall_evictions: IntCounter,
 }
 
 impl Metrics {
@@ -114,6 +117,24 @@ impl Metrics {
             &["strategy"],
         )?;
         registry.register(Box::new(memory_bytes.clone()))?;
+        let recall_entries = prometheus::IntGauge::new(
+            "compactor_recall_entries",
+            "Originals held by the recall store (cleared blocks and dropped spans).",
+        )?;
+        let recall_bytes = IntGaugeVec::new(
+            Opts::new(
+                "compactor_recall_bytes",
+                "Bytes of the originals held by the recall store (kind=used), and its bound (kind=max, recall.max_bytes).",
+            ),
+            &["kind"],
+        )?;
+        let recall_evictions = IntCounter::new(
+            "compactor_recall_evictions_total",
+            "Originals evicted from the recall store by its byte bound (their ids answer 410).",
+        )?;
+        registry.register(Box::new(recall_entries.clone()))?;
+        registry.register(Box::new(recall_bytes.clone()))?;
+        registry.register(Box::new(recall_evictions.clone()))?;
         registry.register(Box::new(memory_max_bytes.clone()))?;
         registry.register(Box::new(compactions.clone()))?;
         registry.register(Box::new(tokens_before.clone()))?;
@@ -206,6 +227,9 @@ impl Metrics {
             panics,
             memory_bytes,
             memory_max_bytes,
+            recall_entries,
+            recall_bytes,
+            recall_evictions,
             llm_refused,
             store_up,
             store_errors,
@@ -259,6 +283,21 @@ impl Metrics {
         if matches!(e, super::pool::PoolError::Panicked(_)) {
             self.panics.inc();
         }
+    }
+
+    /// Sets the recall store's counts (entries, bytes held and bound, evictions so far: a
+    /// running total).
+    pub fn recall(&self, stats: crate::recall::RecallStats) {
+        let gauge = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+        self.recall_entries.set(gauge(stats.entries));
+        self.recall_bytes
+            .with_label_values(&["used"])
+            .set(gauge(stats.bytes));
+        self.recall_bytes
+            .with_label_values(&["max"])
+            .set(gauge(stats.max_bytes));
+        self.recall_evictions
+            .inc_by(stats.evictions.saturating_sub(self.recall_evictions.get()));
     }
 
     /// Sets the compaction memory's size and bound (bytes) of preset `strategy`.

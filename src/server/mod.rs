@@ -7,6 +7,7 @@
 //!            minimum rate) -- held until the answer's body ends; not /healthz, /metrics
 //!         -> auth -> route
 //!   /v1/compact, /v1/count_tokens, /v1/validate     JSON in, JSON out (api.rs)
+//!   GET /v1/recall/{id}                             a cleared or dropped original (recall.rs)
 //!   POST /v1/messages, /v1/chat/completions,        compact the outbound copy, forward to the
 //!   /v1/responses, /v1/messages/count_tokens        configured upstream, stream back (proxy.rs)
 //!   /healthz, /metrics
@@ -28,6 +29,7 @@ mod passthrough;
 pub mod pool;
 mod proxy;
 pub mod reads;
+mod recall;
 pub mod replay;
 pub mod store;
 mod unique;
@@ -344,12 +346,15 @@ impl AppState {
         // `server.token_cache_bytes` like the default pipeline's.
         let cache = self.token_cache(settings.tokens.tokenizer);
         let other = self.token_cache(other_vocabulary(settings.tokens.tokenizer));
-        let built = Arc::new(
-            Compactor::from_config(settings)?
-                .with_memory_bytes(bytes)
-                .with_counter(cache)
-                .with_other_counter(other),
-        );
+        let mut built = Compactor::from_config(settings)?
+            .with_memory_bytes(bytes)
+            .with_counter(cache)
+            .with_other_counter(other);
+        // One recall store for every preset and the proxy: an id answers wherever it was made.
+        if let Some(store) = self.inner.default.recall_store() {
+            built = built.with_recall_store(store.clone());
+        }
+        let built = Arc::new(built);
         Ok(self
             .lock_presets()
             .entry(name.to_string())
@@ -388,6 +393,7 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/count_tokens", api(post(api::count_tokens)))
         .route("/v1/validate", api(post(api::validate)))
         .route("/metrics", api(get(api::metrics)))
+        .route("/v1/recall/{id}", api(get(recall::recall)))
         .route("/v1/messages", proxy(post(proxy::anthropic)))
         .route("/v1/messages/count_tokens", proxy(post(proxy::anthropic)))
         .route("/v1/chat/completions", proxy(post(proxy::openai_chat)))

@@ -190,9 +190,16 @@ impl Microcompact {
                 if before <= c.min_result_tokens {
                     continue;
                 }
-                let Some((cleared, after)) = clear_result(r, tool, before, cx) else {
+                let entry = cx
+                    .recall
+                    .and_then(|_| crate::recall::wire::block(cx.format, input, i, j));
+                let rc = entry.as_ref().map(|e| e.reference.id.as_str());
+                let Some((cleared, after)) = clear_result(r, tool, before, rc, cx) else {
                     continue;
                 };
+                if let (Some(sink), Some(e)) = (cx.recall, entry) {
+                    sink.push(e);
+                }
                 let freed = before.saturating_sub(after);
                 saved += freed;
                 total = total.saturating_sub(freed);
@@ -251,20 +258,25 @@ const KEPT_LINE_CHARS: usize = 200;
 
 /// `r` with its content replaced by a placeholder and the cleared block's count, or `None`
 /// when that would not save tokens (`before` is the block's count) and bytes, or would hide a
-/// failure on the wire.
+/// failure on the wire. `recall`: the recall id of the original block, named in the
+/// placeholder (`… · recall rc_…]`).
 fn clear_result(
     r: &ToolResult,
     tool: &str,
     before: usize,
+    recall: Option<&str>,
     cx: &Context<'_>,
 ) -> Option<(ToolResult, usize)> {
     let failed = r.outcome == Outcome::Error;
     let text = r.text_ref();
     let head = format!(
-        "{CLEARED_PREFIX} {}result of {tool} call {} ({} tokens) to save context; re-run the tool if it is needed]",
+        "{CLEARED_PREFIX} {}result of {tool} call {} ({} tokens) to save context; re-run the tool if it is needed{}]",
         if failed { "failed (error) " } else { "" },
         r.tool_use_id,
-        thousands(before)
+        thousands(before),
+        recall
+            .map(|id| format!(" · recall {id}"))
+            .unwrap_or_default()
     );
     let placeholder = if failed {
         let mut lines = vec![head];
@@ -436,6 +448,7 @@ mod tests {
             instructions: None,
             layout: &layout,
             tokens: &tokens,
+            recall: None,
         };
         let m = Microcompact {
             config: MicrocompactConfig {
@@ -476,6 +489,54 @@ mod tests {
             {"role": "tool", "tool_call_id": "c2", "content": "done"},
             {"role": "user", "content": "thanks"}
         ]})
+    }
+
+    #[test]
+    fn a_cleared_result_names_its_recall_id_and_hands_over_the_original() {
+        let text = long_output("listing", "61 paths searched");
+        let body = chat(&text);
+        let input = Format::OpenAiChat.read(&body).unwrap();
+        let counter = counter_for(Tokenizer::default());
+        let layout = crate::guard::Layout::of(&input);
+        let tokens = crate::guard::MessageTokens::of(&input, counter.as_ref());
+        let sink = crate::recall::Sink::default();
+        let cx = Context {
+            format: Format::OpenAiChat,
+            counter: counter.as_ref(),
+            instructions: None,
+            layout: &layout,
+            tokens: &tokens,
+            recall: Some(&sink),
+        };
+        let m = Microcompact {
+            config: MicrocompactConfig {
+                keep_recent: 1,
+                ..Default::default()
+            },
+        };
+        let out = m.run(
+            &input,
+            Budget {
+                limit: 10,
+                target: 10,
+            },
+            &cx,
+        );
+        let entries = sink.take();
+        assert_eq!(entries.len(), 1);
+        let e = &entries[0];
+        // OpenAI Chat: a tool message is one element, the original is that message.
+        assert_eq!(e.original.to_string(), body["messages"][2].to_string());
+        assert_eq!(e.reference.path, "messages[2]");
+        let Some(UnitEdit::Clear { with, .. }) = out.plan.first() else {
+            panic!("{:?}", out.plan);
+        };
+        assert!(
+            with.text()
+                .ends_with(&format!(" · recall {}]", e.reference.id)),
+            "{}",
+            with.text()
+        );
     }
 
     #[test]

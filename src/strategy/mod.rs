@@ -58,6 +58,10 @@ pub struct Context<'a> {
     /// `counter`; system prompt and tool definitions not included), counted once by the
     /// pipeline: a strategy reads them here instead of counting every message again.
     pub tokens: &'a MessageTokens,
+    /// Where a strategy puts the originals it replaces, named by the recall ids it writes
+    /// ([`crate::recall`]); `None` when recall is off (`[recall] enabled = false`): then no
+    /// id is written.
+    pub recall: Option<&'a crate::recall::Sink>,
 }
 
 /// A strategy's result.

@@ -136,7 +136,20 @@ impl Truncate {
         if tokens > budget.target {
             let view = MessageTokens::from_counts(per);
             let raw = MessageTokens::from_counts(raw);
-            match drop_oldest(input, layout, (&view, &raw), fixed, budget, c, cx) {
+            // Room for the marker's recall line (`recall_line`), priced with an id whose hex
+            // digits tokenize badly and the largest count, plus a little slack.
+            let reserve = cx.recall.map_or(0, |_| {
+                let sample = crate::recall::RecallRef {
+                    id: format!("rc_{}", "7e3a9f0c".repeat(4)),
+                    kind: crate::recall::RecallKind::Span,
+                    bytes: 0,
+                    message: 0,
+                    end: n,
+                    path: String::new(),
+                };
+                counter.count_text_cached(&recall_line(&sample)) + 4
+            });
+            match drop_oldest(input, layout, (&view, &raw), fixed + reserve, budget, c, cx) {
                 Some(d) => {
                     capped.retain(|&(i, _), _| i < pinned || i >= d.to);
                     tokens = d.tokens;
@@ -180,7 +193,14 @@ impl Truncate {
                 with: cap.with,
             });
         }
-        if let Some(d) = dropped {
+        if let Some(mut d) = dropped {
+            // The marker names the recall id of the span it stands for.
+            if let (Some(sink), Edit::Dropped { from, to, .. }) = (cx.recall, &d.edit)
+                && let Some(entry) = crate::recall::wire::span(cx.format, input, *from, *to)
+            {
+                d.marker.text.push_str(&recall_line(&entry.reference));
+                sink.push(entry);
+            }
             let words = &d.marker.user_words;
             if !words.is_verbatim() {
                 notes.push(words.note());
@@ -198,6 +218,15 @@ impl Truncate {
             degraded: None,
         }
     }
+}
+
+/// The marker's last line naming the recall id of the dropped span.
+fn recall_line(r: &crate::recall::RecallRef) -> String {
+    format!(
+        "The {} dropped messages can be recalled whole: recall {}\n",
+        r.end - r.message,
+        r.id
+    )
 }
 
 /// One capped block: the new block, its edit for the report, and the tokens it saves.

@@ -188,7 +188,7 @@ proptest! {
         for strategy in strategies() {
             let name = strategy.name().to_string();
             let tokens = MessageTokens::of(&input, counter.as_ref());
-            let cx = Context { format, counter: counter.as_ref(), instructions: None, layout: &layout, tokens: &tokens };
+            let cx = Context { format, counter: counter.as_ref(), instructions: None, layout: &layout, tokens: &tokens, recall: None };
             let c = runtime().block_on(strategy.compact(&input, budget, &cx)).unwrap();
             if c.edits.is_empty() {
                 continue;

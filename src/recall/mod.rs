@@ -1,0 +1,132 @@
+//! Restorable compaction: what `microcompact` clears and `truncate` drops stays recoverable by
+//! a recall id (the rule for context compression: drop the content, keep what restores it).
+//!
+//! A strategy that replaces content names a [`RecallId`] in what it writes (the placeholder of
+//! a cleared tool_result, the marker of a dropped span) and hands the original to the
+//! compaction's [`Sink`]; the pipeline puts the originals of the outputs it takes into the
+//! [`RecallStore`] (bounded by bytes, evictions recorded) and lists them in the report
+//! ([`RecallRef`]). [`crate::Compactor::recall`] gives an original back, byte-identical to the
+//! input's JSON of that block or those messages.
+//!
+//! Ids are derived from the content ([`id`]), so the same history compacts to the same bytes
+//! (prompt caching and the proxy's prefix reuse depend on it).
+
+pub mod id;
+pub mod store;
+pub mod wire;
+
+pub use id::RecallId;
+pub use store::{RecallStats, RecallStore};
+
+use serde::Serialize;
+use serde_json::Value;
+use std::sync::{Mutex, PoisonError};
+
+/// What a recall id stands for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RecallKind {
+    /// One content block (a cleared tool_result; OpenAI Chat: the whole `tool` message).
+    Block,
+    /// A span of whole messages (dropped by `truncate`).
+    Span,
+}
+
+impl RecallKind {
+    /// `block` or `span`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RecallKind::Block => "block",
+            RecallKind::Span => "span",
+        }
+    }
+}
+
+/// One recallable original as the report lists it (the original itself is in the store).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RecallRef {
+    /// The recall id written into the output (`rc_` + 32 hex digits).
+    pub id: String,
+    /// Block or span.
+    pub kind: RecallKind,
+    /// Bytes of the original's compact JSON (what the store is bounded by).
+    pub bytes: usize,
+    /// Message index in the tier's input: the block's message, or the span's first message.
+    pub message: usize,
+    /// The block index (a block), or one past the span's last message (a span).
+    pub end: usize,
+    /// The JSON path of the original in the tier's input (`messages[3].content[1]`,
+    /// `messages[1..5]`).
+    pub path: String,
+}
+
+/// An original handed to the sink: its reference and the JSON it stands for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entry {
+    /// Its reference.
+    pub reference: RecallRef,
+    /// The original: the block's JSON (a block) or an array of the messages' JSON (a span).
+    pub original: Value,
+}
+
+/// A recalled original.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Recalled {
+    /// The id asked for.
+    pub id: String,
+    /// Block or span.
+    pub kind: RecallKind,
+    /// The original JSON: the block, or the array of messages.
+    pub original: Value,
+}
+
+/// Why a recall gave nothing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RecallError {
+    /// The id is not of the form `rc_` + 32 hex digits.
+    #[error("malformed recall id {0:?}: expected rc_ and 32 hex digits")]
+    Malformed(String),
+    /// The id was stored but evicted (the store's byte bound) or expired (Redis TTL).
+    #[error("recall id {0} was evicted from the recall store")]
+    Evicted(String),
+    /// The id was never stored here (or its eviction record is gone too).
+    #[error("recall id {0} is unknown")]
+    Unknown(String),
+    /// Recall is off (`[recall] enabled = false`).
+    #[error("recall is disabled ([recall] enabled = false)")]
+    Disabled,
+}
+
+impl RecallError {
+    /// `malformed`, `evicted`, `unknown` or `disabled`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            RecallError::Malformed(_) => "malformed",
+            RecallError::Evicted(_) => "evicted",
+            RecallError::Unknown(_) => "unknown",
+            RecallError::Disabled => "disabled",
+        }
+    }
+}
+
+/// Where the strategies of one compaction put the originals they replace (one tier at a
+/// time: the pipeline takes them after each tier).
+#[derive(Debug, Default)]
+pub struct Sink {
+    entries: Mutex<Vec<Entry>>,
+}
+
+impl Sink {
+    /// Adds an original.
+    pub fn push(&self, entry: Entry) {
+        self.entries
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(entry);
+    }
+
+    /// Takes every original added so far.
+    pub fn take(&self) -> Vec<Entry> {
+        std::mem::take(&mut *self.entries.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+}

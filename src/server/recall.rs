@@ -1,0 +1,44 @@
+//! `GET /v1/recall/{id}`: the original a recall id names ([`crate::recall`]), from the store
+//! every pipeline of the service (API and proxy) writes into.
+//!
+//! 200 `{"id", "kind": "block"|"span", "original"}`; 400 `malformed_recall_id`; 404
+//! `unknown_recall_id` (never kept here) or `recall_disabled`; 410 `recall_evicted` (kept, then
+//! evicted by `[recall] max_bytes`); all in the service's error shape.
+
+use super::AppState;
+use super::error::AppError;
+use crate::recall::{RecallError, Recalled};
+use axum::Json;
+use axum::extract::{Path, State};
+
+/// The handler.
+pub(crate) async fn recall(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<Recalled>, AppError> {
+    state
+        .default_compactor()
+        .recall(&id)
+        .map(Json)
+        .map_err(|e| error_of(&e))
+}
+
+/// The service's answer to a recall that gave nothing.
+fn error_of(e: &RecallError) -> AppError {
+    let message = e.to_string();
+    match e {
+        RecallError::Malformed(_) => AppError::bad_request("malformed_recall_id", message),
+        RecallError::Unknown(_) => AppError::NotFound {
+            code: "unknown_recall_id",
+            message,
+        },
+        RecallError::Disabled => AppError::NotFound {
+            code: "recall_disabled",
+            message,
+        },
+        RecallError::Evicted(_) => AppError::Gone {
+            code: "recall_evicted",
+            message,
+        },
+    }
+}
