@@ -187,6 +187,9 @@ async fn compact_now(
         )
         .await?;
     state.metrics().record(&compacted.report);
+    if let (Some(store), Some(local)) = (state.store(), compactor.recall_store()) {
+        store.publish_recall(local, &compacted.report.recall).await;
+    }
     let request = match &compacted.conversation {
         Cow::Borrowed(_) => value.clone(),
         Cow::Owned(c) => format.write(c),

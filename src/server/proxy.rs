@@ -362,6 +362,9 @@ async fn decide(
         }
         Ok(compacted) => {
             metrics.record(&compacted.report);
+            if let (Some(store), Some(local)) = (state.store(), compactor.recall_store()) {
+                store.publish_recall(local, &compacted.report.recall).await;
+            }
             let report = &compacted.report;
             // Continued from the compactor's memory without compacting again: the prefix
             // sent last time is sent again (prompt-cache hit).

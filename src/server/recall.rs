@@ -1,5 +1,6 @@
 //! `GET /v1/recall/{id}`: the original a recall id names ([`crate::recall`]), from the store
-//! every pipeline of the service (API and proxy) writes into.
+//! every pipeline of the service (API and proxy) writes into, then from Redis when `[store]`
+//! names one (an id another replica wrote; store/recall.rs).
 //!
 //! 200 `{"id", "kind": "block"|"span", "original"}`; 400 `malformed_recall_id`; 404
 //! `unknown_recall_id` (never kept here) or `recall_disabled`; 410 `recall_evicted` (kept, then
@@ -16,11 +17,17 @@ pub(crate) async fn recall(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Json<Recalled>, AppError> {
-    state
-        .default_compactor()
-        .recall(&id)
-        .map(Json)
-        .map_err(|e| error_of(&e))
+    let mut answer = state.default_compactor().recall(&id);
+    // An id this replica does not hold may be on the shared store (another replica made it):
+    // an original found there wins; its eviction record turns an unknown id into an evicted one.
+    if let (Err(RecallError::Unknown(canonical) | RecallError::Evicted(canonical)), Some(store)) =
+        (&answer, state.store())
+        && let Some(shared) = store.recall(canonical).await
+        && (shared.is_ok() || matches!(answer, Err(RecallError::Unknown(_))))
+    {
+        answer = shared;
+    }
+    answer.map(Json).map_err(|e| error_of(&e))
 }
 
 /// The service's answer to a recall that gave nothing.

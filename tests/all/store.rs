@@ -351,3 +351,89 @@ async fn the_store_evicts_the_least_recently_used_to_stay_under_its_byte_bound()
     assert_eq!(kept, vec![0, 4, 5, 6, 7]);
     assert!(store.is_up());
 }
+
+/// The first `rc_` id written in `text` (`rc_` + 32 hex digits).
+fn first_recall_id(text: &str) -> String {
+    let at = text
+        .find("rc_")
+        .expect("no recall id in the compacted body");
+    text[at..at + 35].to_string()
+}
+
+/// `original` with every cleared tool_result in it replaced by what its own recall id gives
+/// back on `app` (a span dropped after microcompact holds microcompact's placeholders).
+async fn restore(app: &Router, original: &Value) -> Value {
+    let mut messages = original.as_array().unwrap().clone();
+    for m in &mut messages {
+        let Some(blocks) = m["content"].as_array_mut() else {
+            continue;
+        };
+        for b in blocks {
+            if let Some(at) = b["content"].as_str().and_then(|t| t.find("recall rc_")) {
+                let id = b["content"].as_str().unwrap()[at + 7..at + 42].to_string();
+                let (status, body) = get(app, &format!("/v1/recall/{id}")).await;
+                assert_eq!(status, StatusCode::OK, "{id}: {body}");
+                *b = body["original"].clone();
+            }
+        }
+    }
+    Value::Array(messages)
+}
+
+async fn get(app: &Router, path: &str) -> (StatusCode, Value) {
+    let res = app
+        .clone()
+        .oneshot(Request::get(path).body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    let status = res.status();
+    let body = to_bytes(res.into_body(), usize::MAX).await.unwrap();
+    (status, serde_json::from_slice(&body).unwrap())
+}
+
+#[tokio::test]
+async fn an_id_one_replica_wrote_is_recalled_on_another_and_its_eviction_is_told() {
+    let redis = RedisServer::start();
+    let llm = FakeLlm::start(vec![]).await;
+    let (up, seen) = upstream().await;
+    let mut s = settings(&up, &llm, Some(&redis.url), "t-recall");
+    s.llm = None;
+    s.policy.tiers = vec!["microcompact".into(), "truncate".into()];
+    let (a, b) = (replica(&s), replica(&s));
+
+    let first = history(12);
+    let (status, _, sent) = send(&a, &first, &seen).await;
+    assert_eq!(status, StatusCode::OK);
+    let id = first_recall_id(&sent);
+
+    // Replica b never compacted this history: its answer comes from Redis.
+    let (status, body) = get(&b, &format!("/v1/recall/{id}")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["id"], json!(id));
+    assert_eq!(body["kind"], "span");
+    // The dropped span, each placeholder in it recalled in turn (also from Redis): the input's
+    // first messages as they were sent.
+    let span = restore(&b, &body["original"]).await;
+    let n = span.as_array().unwrap().len();
+    assert!(n > 0);
+    assert_eq!(span, json!(first["messages"].as_array().unwrap()[..n]));
+
+    // The original gone from Redis (evicted or expired), its record still there: 410 on b,
+    // which holds no local copy; an id nobody wrote: 404.
+    let client = redis::Client::open(redis.url.as_str()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let removed: u64 = redis::cmd("DEL")
+        .arg(format!("{{t-recall}}:r:{id}"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(removed, 1);
+    let (status, body) = get(&b, &format!("/v1/recall/{id}")).await;
+    assert_eq!(status, StatusCode::GONE, "{body}");
+    let unknown = format!("rc_{}", "0".repeat(32));
+    let (status, _) = get(&b, &format!("/v1/recall/{unknown}")).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    // Replica a still holds its own copy.
+    let (status, body) = get(&a, &format!("/v1/recall/{id}")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+}

@@ -319,16 +319,16 @@ fn the_state_keeps_words_files_failures_and_commands() {
         vec![
             "The user's words, verbatim, oldest first:",
             "[user] #1: Fix the build. Never touch vendor/.",
-            "[then] #1: ran cargo build: failed; Edit a.rs: ok; 3 calls, 1 failed",
+            "[then] #1: ran cargo build: failed; Edit src/a.rs: ok; 3 calls, 1 failed",
             "Files and what was done to them:",
-            "[edited] a.rs",
+            "[edited] src/a.rs",
             "Failures (first and last error line, and the fix when one followed):",
             "[failed t1] Bash, command cargo build: error: error[E0425]: cannot find `b` | error: could not compile -> fixed by t3 at message 5",
             "Commands and their outcome:",
             "[ran failed] cargo build (t1)",
             "[ran ok] cargo build (t3)",
             "Other calls and replies:",
-            "[call t2] Edit, a.rs: ok",
+            "[call t2] Edit, src/a.rs: ok",
         ]
     );
     assert!(
@@ -375,7 +375,7 @@ fn recompaction_merges_the_earlier_state() {
         second.contains("[failed t1] Bash, command cargo build: error: error[E0425]"),
         "{second}"
     );
-    assert!(second.contains("[edited] a.rs"), "{second}");
+    assert!(second.contains("[edited] src/a.rs"), "{second}");
     assert!(second.contains("[ran ok] git commit (t9)"), "{second}");
     assert_eq!(second.matches(MARKER_PREFIX).count(), 1);
     // A third pass over the same state changes nothing but the counts in the first line.

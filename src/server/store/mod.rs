@@ -7,6 +7,8 @@
 //!   -> compact (the pipeline finds it in its local memory: same prefix, byte for byte)
 //!   -> publish: the output remembered for this history -> Redis (+ index)
 //! summary tier -> llm scope cache: GET summary by request hash, else call and SET
+//! recall ids   -> the originals a compaction cleared or dropped, SET by id; a recall the
+//!                 local store cannot answer reads them back (recall.rs)
 //! Redis down   -> every operation fails fast for store.retry_secs; the local memory serves
 //!                 alone; /metrics compactor_store_up 0, compactor_store_errors_total, a log line
 //! ```
@@ -16,6 +18,7 @@
 //! back exactly what the first one sent. Entries expire after `ttl_secs` without use, and the
 //! least recently used go first when the total passes `max_bytes`.
 
+pub mod recall;
 pub mod redis;
 
 pub use crate::config::store::StoreSettings;

@@ -131,6 +131,11 @@ impl Redis {
         Duration::from_millis(self.settings.timeout_ms)
     }
 
+    /// Seconds an entry lives without use (`[store] ttl_secs`).
+    pub fn ttl_secs(&self) -> u64 {
+        self.settings.ttl_secs
+    }
+
     /// The full name of `key` (`{PREFIX}:key`).
     pub fn key(&self, key: &str) -> String {
         format!("{{{}}}:{key}", self.settings.key_prefix)
@@ -301,6 +306,39 @@ impl Redis {
                     v.reverse();
                     v
                 })
+        })
+        .await
+    }
+
+    /// Sets `key` (full name) to `1` for `ttl_secs`, outside the byte-bounded LRU (a marker
+    /// a few bytes long, such as a recall id's record that it was published).
+    ///
+    /// # Errors
+    /// [`StoreError`] when Redis cannot answer in time.
+    pub async fn mark(&self, key: &str, ttl_secs: u64) -> Result<(), StoreError> {
+        self.run(|mut c| async move {
+            redis::cmd("SET")
+                .arg(key)
+                .arg(1)
+                .arg("EX")
+                .arg(ttl_secs.max(1))
+                .query_async::<()>(&mut c)
+                .await
+        })
+        .await
+    }
+
+    /// Whether `key` (full name) exists.
+    ///
+    /// # Errors
+    /// [`StoreError`] when Redis cannot answer in time.
+    pub async fn exists(&self, key: &str) -> Result<bool, StoreError> {
+        self.run(|mut c| async move {
+            redis::cmd("EXISTS")
+                .arg(key)
+                .query_async::<u64>(&mut c)
+                .await
+                .map(|n| n > 0)
         })
         .await
     }
