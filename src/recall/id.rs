@@ -56,7 +56,8 @@ mod tests {
     fn same_content_same_id_other_kind_other_id() {
         let v = json!({"type": "tool_result", "tool_use_id": "t1", "content": "x"});
         let (a, bytes) = RecallId::of(RecallKind::Block, &v);
-        let (b, _) = RecallId::of(RecallKind::Block, &v.clone());
+        let w = json!({"type": "tool_result", "tool_use_id": "t1", "content": "x"});
+        let (b, _) = RecallId::of(RecallKind::Block, &w);
         let (c, _) = RecallId::of(RecallKind::Span, &v);
         assert_eq!(a, b);
         assert_ne!(a, c);
