@@ -394,6 +394,13 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/validate", api(post(api::validate)))
         .route("/metrics", api(get(api::metrics)))
         .route("/v1/recall/{id}", api(get(recall::recall)))
+        // Near misses of the recall route (no id, a trailing or extra segment) are answered
+        // here, never passed through: no upstream has such a route to give them.
+        .route("/v1/recall", api(get(recall::no_id)))
+        .route("/v1/recall/", api(get(recall::no_id)))
+        .route("/v1/recall/{id}/", api(get(recall::no_id)))
+        .route("/v1/recall/{id}/{*rest}", api(get(recall::no_id)))
+        .route("/v1/recall//{*rest}", api(get(recall::no_id)))
         .route("/v1/messages", proxy(post(proxy::anthropic)))
         .route("/v1/messages/count_tokens", proxy(post(proxy::anthropic)))
         .route("/v1/chat/completions", proxy(post(proxy::openai_chat)))

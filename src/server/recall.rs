@@ -30,6 +30,18 @@ pub(crate) async fn recall(
     answer.map(Json).map_err(|e| error_of(&e))
 }
 
+/// A recall path that is no `/v1/recall/{id}` (no id, or more than one segment after
+/// `/v1/recall/`): 400 `malformed_recall_id` naming the path, in the service's error shape.
+pub(crate) async fn no_id(uri: axum::http::Uri) -> AppError {
+    AppError::bad_request(
+        "malformed_recall_id",
+        format!(
+            "{} is no recall path: expected /v1/recall/rc_ and 32 hex digits",
+            uri.path()
+        ),
+    )
+}
+
 /// The service's answer to a recall that gave nothing.
 fn error_of(e: &RecallError) -> AppError {
     let message = e.to_string();

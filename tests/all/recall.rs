@@ -181,6 +181,18 @@ async fn the_service_answers_200_404_410_and_400() {
     let (status, err) = get(app(st.clone()), "/v1/recall/rc_12").await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert_eq!(err["error"]["code"], "malformed_recall_id");
+    // Near misses are answered here, never passed through to an upstream.
+    for path in [
+        "/v1/recall".to_string(),
+        "/v1/recall/".to_string(),
+        format!("/v1/recall/{zero}/"),
+        format!("/v1/recall//{zero}"),
+        format!("/v1/recall/{zero}/extra"),
+    ] {
+        let (status, err) = get(app(st.clone()), &path).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{path}: {err}");
+        assert_eq!(err["error"]["code"], "malformed_recall_id", "{path}");
+    }
 
     // A store with room for about two results evicts the others: 410.
     let mut small = settings(0);
