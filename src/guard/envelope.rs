@@ -40,6 +40,7 @@ pub fn check_envelope(
             message: None,
             block: None,
             kind,
+            rule: None,
         })
     };
     let (n_before, n_after) = match format {
@@ -78,13 +79,13 @@ pub fn check_envelope(
         .messages
         .iter()
         .flat_map(|m| m.content.iter())
-        .filter(|b| is_compaction(b))
+        .filter(|b| is_compaction(format.rules(), b))
         .collect();
     let lost = before
         .messages
         .iter()
         .flat_map(|m| m.content.iter())
-        .filter(|b| is_compaction(b))
+        .filter(|b| is_compaction(format.rules(), b))
         .any(|b| !kept.contains(&b));
     if lost {
         push(

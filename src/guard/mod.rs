@@ -40,6 +40,7 @@
 //! | what a compaction must keep (system prompt, newest message, thinking blocks, open tool loop, failures) | [`check_compaction`] | Anthropic "Extended thinking" docs (signatures); this project's preservation rules |
 
 pub mod cache;
+mod carry;
 mod edit;
 mod envelope;
 mod fields;
@@ -52,9 +53,10 @@ mod validate;
 mod violation;
 
 pub use crate::tokens::image::ImageFault;
+pub use carry::{Carried, CarryError, ContextRules, Kept};
 pub use edit::{
-    Applied, FailureRecord, IMAGE_REMOVED_PREFIX, ImageRepair, Marker, PlanError, SummaryParts,
-    UnitEdit, apply,
+    Applied, CarriedOut, FailureRecord, IMAGE_REMOVED_PREFIX, ImageRepair, Marker, PlanError,
+    SummaryParts, UnitEdit, apply,
 };
 pub use envelope::{check_envelope, settle};
 #[cfg(feature = "server")]
@@ -65,7 +67,7 @@ pub use preserve::{check_compaction, check_compaction_with, check_continuation, 
 pub use repair::{plan_repairs, unrepaired};
 pub use units::{Cut, CutKind, Exchange, Round, Units, is_clean_user};
 pub use validate::{Junction, ValidateOptions, has_reference, validate, validate_continuation};
-pub use violation::{Violation, ViolationKind};
+pub use violation::{SystemRule, Violation, ViolationKind};
 
 #[cfg(test)]
 mod junction_tests;

@@ -3,7 +3,7 @@
 //! next tier before its verdict ([`Pending`]).
 
 use super::{Best, Run, ms};
-use crate::guard::{self, Layout, MessageTokens};
+use crate::guard::{self, MessageTokens};
 use crate::report::{Report, TierRun, violation_lines};
 use crate::strategy::{Context, Strategy};
 use std::time::Instant;
@@ -84,7 +84,7 @@ async fn run_tier(
     report: &mut Report,
 ) -> TierRun {
     if best.layout.is_none() {
-        best.layout = best.conversation.as_ref().map(Layout::of);
+        best.layout = best.conversation.as_ref().map(|c| run.layout_of(c));
     }
     let base = best.conversation.as_ref().unwrap_or(run.input);
     let layout = best.layout.as_ref().unwrap_or_else(|| run.layout());
