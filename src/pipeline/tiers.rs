@@ -121,6 +121,7 @@ async fn run_tier(
         degraded: None,
         failed: None,
         recall: Vec::new(),
+        carried: Default::default(),
     };
     let compaction = match result {
         Ok(c) => c,
@@ -144,11 +145,23 @@ async fn run_tier(
     }
     let (mut output, records, unchanged) =
         match guard::apply(base, layout, compaction.plan, Some(&best.records)) {
-            Ok(applied) => (
-                applied.conversation,
-                applied.records.unwrap_or_default(),
-                applied.unchanged,
-            ),
+            Ok(applied) => {
+                tier_run.carried = crate::report::Carried {
+                    kept: applied
+                        .carried
+                        .kept
+                        .into_iter()
+                        .map(|(message, because)| crate::report::KeptMessage { message, because })
+                        .collect(),
+                    system_from: applied.carried.system_from,
+                    context_from: applied.carried.context,
+                };
+                (
+                    applied.conversation,
+                    applied.records.unwrap_or_default(),
+                    applied.unchanged,
+                )
+            }
             Err(e) => {
                 tracing::warn!(strategy = tier.name(), error = %e, "guard refused a plan");
                 tier_run.violations = vec![format!("plan refused: {e}")];

@@ -403,6 +403,8 @@ pub static ANTHROPIC: Table = Table {
         Signal::TopLevelKey("output_config"),
         Signal::TopLevelKey("thinking"),
         Signal::BlockType("tool_use"),
+        Signal::BlockType("image"),
+        Signal::BlockType("document"),
         Signal::BlockType("tool_result"),
         Signal::BlockType("thinking"),
         Signal::BlockType("redacted_thinking"),

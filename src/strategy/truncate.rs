@@ -149,7 +149,16 @@ impl Truncate {
                 };
                 counter.count_text_cached(&recall_line(&sample)) + 4
             });
-            match drop_oldest(input, layout, (&view, &raw), fixed + reserve, budget, c, cx) {
+            match drop_oldest(
+                input,
+                layout,
+                (&view, &raw),
+                fixed + reserve,
+                budget,
+                c,
+                cx,
+                &mut notes,
+            ) {
                 Some(d) => {
                     capped.retain(|&(i, _), _| i < pinned || i >= d.to);
                     tokens = d.tokens;
@@ -427,19 +436,31 @@ fn drop_oldest(
     budget: Budget,
     config: &TruncateConfig,
     cx: &Context<'_>,
+    notes: &mut Vec<String>,
 ) -> Option<Dropped> {
     let counter = cx.counter;
     let pinned = layout.pinned();
     // What each cut must keep in place and carry (the rule table's carry rules), and its
     // tokens; a cut whose carry has no legal place is not taken.
+    let mut refused: Vec<(usize, crate::guard::CarryError)> = Vec::new();
     let carried: Vec<(usize, usize)> = layout
         .cuts_after(pinned)
         .iter()
-        .filter_map(|c| {
-            let carry = layout.carry(input, c.index).ok()?;
-            Some((c.index, carry_tokens(&carry, raw, counter)))
+        .filter_map(|c| match layout.carry(input, c.index) {
+            Ok(carry) => Some((c.index, carry_tokens(&carry, raw, counter))),
+            Err(why) => {
+                refused.push((c.index, why));
+                None
+            }
         })
         .collect();
+    if let Some((at, why)) = refused.first() {
+        notes.push(format!(
+            "{} of {} cuts not taken (the first at message {at}): {why}",
+            refused.len(),
+            refused.len() + carried.len()
+        ));
+    }
     let last = carried.last()?.0;
     let extra = |k: usize| {
         carried
