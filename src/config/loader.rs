@@ -41,6 +41,7 @@ fn builtin() -> Settings {
         },
         policy: PolicySettings {
             tiers: KNOWN_TIERS.iter().map(|s| s.to_string()).collect(),
+            optional: vec!["summary".to_string()],
             remember: true,
         },
         tokens: TokenSettings {
@@ -216,7 +217,8 @@ impl Loader {
             // involves another source (trigger vs target); only its own faults count then.
             let own_fault = |e: &ConfigError| {
                 matches!(e, ConfigError::Load(_))
-                    || matches!(e, ConfigError::Invalid { key, .. } if key == "policy.tiers")
+                    || matches!(e, ConfigError::Invalid { key, .. }
+                        if key == "policy.tiers" || key == "policy.optional")
             };
             if let Err(e) = one
                 && (merged.is_err() || own_fault(&e))
@@ -312,6 +314,7 @@ fn environment() -> Environment {
         .try_parsing(true)
         .list_separator(",")
         .with_list_parse_key("policy.tiers")
+        .with_list_parse_key("policy.optional")
         .with_list_parse_key("microcompact.compactable_tools")
 }
 
