@@ -22,6 +22,7 @@ use tower::ServiceExt;
 pub(crate) fn loader() -> Loader {
     Loader {
         file: None,
+        text: None,
         preset: None,
         env: false,
         preset_dirs: Vec::new(),
