@@ -329,6 +329,9 @@ fn a_config_text_layers_like_a_file_and_errors_name_it_not_a_path() {
         "config dict: configuration: budget.trigger: must be in (0, 1], found 2"
     );
     let e = text(r#"{"budget": {"tigger": 0.5}}"#).load().unwrap_err();
-    assert!(e.to_string().starts_with("config dict: configuration: "), "{e}");
+    assert!(
+        e.to_string().starts_with("config dict: configuration: "),
+        "{e}"
+    );
     assert!(!e.to_string().contains('/'), "{e}");
 }
