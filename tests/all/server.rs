@@ -199,6 +199,26 @@ async fn compact_of_an_invalid_history_is_a_400_naming_the_place() {
 }
 
 #[tokio::test]
+async fn a_strategy_that_cannot_run_here_is_a_400_naming_what_it_needs() {
+    let (status, body) = post_json(
+        app(state(settings(0))),
+        "/v1/compact",
+        &json!({"request": history(1), "strategy": "summary"}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(body["error"]["code"], "strategy_unavailable");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(
+            "strategy summary: configuration: llm: the summary tier cannot run: no [llm] \
+             configured; add an [llm] section"
+        ),
+        "{message}"
+    );
+}
+
+#[tokio::test]
 async fn an_unknown_strategy_is_a_404() {
     let (status, body) = post_json(
         app(state(settings(0))),
