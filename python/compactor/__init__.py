@@ -145,7 +145,9 @@ class Compactor:
             the path of a preset file.
 
     Raises:
-        ConfigError: an unknown key, a value out of range, or an unknown preset (``.key``).
+        ConfigError: an unknown key, a value out of range, an unknown preset, or a preset
+            that cannot run here (``summary`` without an ``[llm]`` section: ``.key ==
+            "llm"``); a dict config is named ``config dict`` in the message.
     """
 
     def __init__(self, config: Config = None, strategy: str = "default"):
