@@ -9,7 +9,7 @@ use crate::format::Format;
 use crate::memory::Memory;
 use crate::pipeline::Host;
 pub use crate::pipeline::{CompactError, Compacted, SharedCompacted};
-use crate::registry::{Built, Registry};
+use crate::registry::Registry;
 use crate::strategy::{Budget, Strategy};
 use crate::tokens::{Calibration, ModelTokens, Observation, TokenCounter, Tokenizer};
 use std::sync::Arc;
@@ -35,10 +35,13 @@ pub struct Compactor {
 
 impl Compactor {
     /// Builds the pipeline the settings describe: the tokenizer, and one strategy per tier.
-    /// `summary` needs an LLM (`[llm]`); without one it is skipped and the report says so.
+    /// `summary` needs an LLM (`[llm]`); without one it is left out, and the report says so,
+    /// when `[policy] optional` lists it (the default preset), and refused otherwise.
     ///
     /// # Errors
-    /// [`ConfigError`] for a tier that cannot be built.
+    /// [`ConfigError`] for a tier that cannot be built, and for one that cannot run here
+    /// (`llm`: `the summary tier cannot run: no [llm] configured; …`) unless `[policy]
+    /// optional` lists it.
     pub fn from_config(settings: Settings) -> Result<Compactor, ConfigError> {
         Compactor::from_registry(settings, &Registry::builtin())
     }
@@ -54,14 +57,10 @@ impl Compactor {
         registry: &Registry,
     ) -> Result<Compactor, ConfigError> {
         let counter = crate::tokens::counter_for(settings.tokens.tokenizer);
-        let mut tiers: Vec<Box<dyn Strategy>> = Vec::new();
-        let mut skipped = Vec::new();
-        for name in &settings.policy.tiers {
-            match registry.build(name, &settings)? {
-                Built::Ready(s) => tiers.push(s),
-                Built::Skipped(why) => skipped.push(why),
-            }
-        }
+        let crate::registry::Tiers {
+            ready: tiers,
+            skipped,
+        } = registry.tiers(&settings)?;
         let settings_recall = settings.recall.clone();
         Ok(Compactor {
             tokenizer: settings.tokens.tokenizer,

@@ -25,7 +25,7 @@ pub use store::StoreSettings;
 mod check;
 mod loader;
 mod settings;
-pub use loader::Loader;
+pub use loader::{ConfigText, Loader};
 pub use settings::{BudgetSettings, PolicySettings, RawSettings, Settings, TokenSettings};
 
 /// The longest time any duration key takes, in seconds (one day): every `*_secs` and

@@ -47,6 +47,9 @@ enum Command {
     Probe(cli::probe::Args),
     /// Print one line per message.
     Show(cli::show::Args),
+    /// Print an original that `compact` cleared or dropped, by the recall id its output names
+    /// (read from the recall directory `compact` wrote).
+    Recall(cli::recall::Args),
 }
 
 fn main() -> ExitCode {
@@ -86,5 +89,6 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
         Command::Calibrate(args) => cli::calibrate::run(&args),
         Command::Probe(args) => cli::probe::run(&args),
         Command::Show(args) => cli::show::run(&args),
+        Command::Recall(args) => cli::recall::run(args),
     }
 }

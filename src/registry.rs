@@ -7,8 +7,9 @@
 //!   -> Compactor tiers, in that order
 //! ```
 //!
-//! [`Registry::builtin`] holds `truncate`, `microcompact` and `summary` (skipped, with the
-//! reason on the report, when no `[llm]` is configured).
+//! [`Registry::builtin`] holds `truncate`, `microcompact` and `summary` (which needs `[llm]`:
+//! without it, left out with the reason on the report where `[policy] optional` lists it, and
+//! a configuration error naming the `llm` key where it does not).
 
 use crate::config::{ConfigError, Settings};
 use crate::strategy::Strategy;
@@ -23,9 +24,20 @@ use std::sync::Arc;
 pub enum Built {
     /// A strategy ready to run as a tier.
     Ready(Box<dyn Strategy>),
-    /// The tier cannot run with these settings; the reason goes on every report
-    /// (`summary tier skipped: no [llm] configured`).
+    /// The tier cannot run with these settings: left out when `[policy] optional` lists it
+    /// (this text goes on every report), else a configuration error on `policy.tiers`.
     Skipped(String),
+    /// The tier cannot run without a setting the settings lack: left out when `[policy]
+    /// optional` lists it (`summary tier skipped: no [llm] configured` on every report), else
+    /// a configuration error on `key` saying `reason` and `hint`.
+    Needs {
+        /// The dotted config key that is missing (`llm`).
+        key: String,
+        /// What is missing, in words (`no [llm] configured`).
+        reason: String,
+        /// How to give it.
+        hint: String,
+    },
 }
 
 /// Builds one strategy from the settings in force.
@@ -103,12 +115,73 @@ impl Registry {
     }
 }
 
+/// The tiers [`Registry::tiers`] built from the settings.
+pub struct Tiers {
+    /// The strategies that run, in `[policy] tiers` order.
+    pub ready: Vec<Box<dyn Strategy>>,
+    /// One note per optional tier left out (`summary tier skipped: no [llm] configured`).
+    pub skipped: Vec<String>,
+}
+
+impl Registry {
+    /// The strategies of `[policy] tiers`, in order, and the notes of the tiers left out: a
+    /// tier that cannot run here is left out (its note says why) when `[policy] optional`
+    /// lists it, and refused otherwise, so a tier the user asked for is run or refused, never
+    /// silently replaced.
+    ///
+    /// # Errors
+    /// [`ConfigError`] for a name nobody registered, a tier that cannot be built, or one that
+    /// cannot run here and is not optional (`llm: the summary tier cannot run: no [llm]
+    /// configured; …`).
+    pub fn tiers(&self, settings: &Settings) -> Result<Tiers, ConfigError> {
+        let mut tiers: Vec<Box<dyn Strategy>> = Vec::new();
+        let mut skipped = Vec::new();
+        for name in &settings.policy.tiers {
+            let (note, refusal) = match self.build(name, settings)? {
+                Built::Ready(s) => {
+                    tiers.push(s);
+                    continue;
+                }
+                Built::Skipped(why) => {
+                    let refusal = ConfigError::Invalid {
+                        key: "policy.tiers".into(),
+                        message: format!("the {name} tier cannot run: {why}"),
+                    };
+                    (why, refusal)
+                }
+                Built::Needs { key, reason, hint } => {
+                    let refusal = ConfigError::Invalid {
+                        key,
+                        message: format!("the {name} tier cannot run: {reason}; {hint}"),
+                    };
+                    (format!("{name} tier skipped: {reason}"), refusal)
+                }
+            };
+            if settings.policy.optional.iter().any(|o| o == name) {
+                skipped.push(note);
+            } else {
+                return Err(refusal);
+            }
+        }
+        Ok(Tiers {
+            ready: tiers,
+            skipped,
+        })
+    }
+}
+
 /// `summary`: needs `[llm]`; its prompt is `summary.prompt_file` or the built-in one.
 fn build_summary(settings: &Settings) -> Result<Built, ConfigError> {
     let Some(llm) = &settings.llm else {
-        return Ok(Built::Skipped(
-            "summary tier skipped: no [llm] configured".to_string(),
-        ));
+        return Ok(Built::Needs {
+            key: "llm".into(),
+            reason: "no [llm] configured".into(),
+            hint: "add an [llm] section (provider, model, base_url; see config/compactor.toml) \
+                   to the config file, or set COMPACTOR__LLM__PROVIDER and \
+                   COMPACTOR__LLM__MODEL; or use the default preset, which leaves summary out \
+                   without an LLM ([policy] optional)"
+                .into(),
+        });
     };
     let summarizer = crate::llm::from_config(llm).map_err(|e| ConfigError::Invalid {
         key: "llm".into(),
@@ -152,14 +225,41 @@ mod tests {
     }
 
     #[test]
-    fn summary_without_an_llm_is_skipped_with_the_reason() {
+    fn summary_without_an_llm_is_left_out_only_where_optional() {
+        let mut s = Settings {
+            llm: None,
+            ..Settings::default()
+        };
+        assert_eq!(s.policy.optional, vec!["summary"]);
+        let tiers = Registry::builtin().tiers(&s).unwrap();
+        assert_eq!(tiers.ready.len(), 2);
+        assert_eq!(
+            tiers.skipped,
+            vec!["summary tier skipped: no [llm] configured"]
+        );
+        s.policy.optional.clear();
+        let Err(ConfigError::Invalid { key, message }) = Registry::builtin().tiers(&s) else {
+            panic!("expected a refusal");
+        };
+        assert_eq!(key, "llm");
+        assert!(
+            message.starts_with("the summary tier cannot run: no [llm] configured; add an [llm]"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn summary_without_an_llm_needs_the_llm_key() {
         let s = Settings {
             llm: None,
             ..Settings::default()
         };
-        let Ok(Built::Skipped(why)) = Registry::builtin().build("summary", &s) else {
-            panic!("expected a skip");
+        let Ok(Built::Needs { key, reason, .. }) = Registry::builtin().build("summary", &s) else {
+            panic!("expected a missing key");
         };
-        assert_eq!(why, "summary tier skipped: no [llm] configured");
+        assert_eq!(
+            (key.as_str(), reason.as_str()),
+            ("llm", "no [llm] configured")
+        );
     }
 }

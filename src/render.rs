@@ -3,7 +3,7 @@
 //! The same renderer serves `compactor show`, test snapshots and the rule-made digests of the
 //! strategies, so a line like `[call Bash(cargo test)]` means the same everywhere.
 
-use crate::conversation::{Block, Conversation, Message, ToolResultContent, ToolUse};
+use crate::conversation::{Block, Conversation, Message, Outcome, ToolResultContent, ToolUse};
 use serde_json::Value;
 
 /// Keys whose value best names what a call does, in order of preference.
@@ -164,16 +164,18 @@ pub fn grapheme_ceil(text: &str, at: usize) -> usize {
 }
 
 /// A short description of one block: `text "Hello…"`, `tool_use Read(src/a.rs)`,
-/// `tool_result toolu_01 (error) 1234 chars`, `thinking`, `image`.
+/// `tool_result toolu_01 FAILED 1234 chars`, `thinking`, `image`. A tool result is marked by
+/// its [`Outcome`] (the format's own signal, read once): `FAILED`, `(outcome unknown)` where
+/// the wire does not say (an OpenAI tool message without an exit code), nothing for success.
 pub fn block_summary(b: &Block) -> String {
     match b {
         Block::Text(t) => format!("text {:?}", one_line_clipped(&t.text, 40)),
         Block::ToolUse(t) => format!("tool_use {}", call_summary(t, 40)),
         Block::ToolResult(r) => {
-            let err = if r.is_error == Some(true) {
-                " (error)"
-            } else {
-                ""
+            let err = match r.outcome {
+                Outcome::Error => " FAILED",
+                Outcome::Unknown => " (outcome unknown)",
+                _ => "",
             };
             let images = match &r.content {
                 Some(ToolResultContent::Blocks(bs)) => {

@@ -269,24 +269,17 @@ impl Report {
             Status::Degraded => "degraded",
             Status::Repaired => "repaired",
         };
-        let mut parts = Vec::new();
-        if cleared > 0 {
-            parts.push(format!("{cleared} results cleared"));
-        }
-        if truncated > 0 {
-            parts.push(format!("{truncated} blocks truncated"));
-        }
-        if dropped > 0 {
-            parts.push(format!("{dropped} messages dropped"));
-        }
-        if summarized > 0 {
-            parts.push(format!("{summarized} messages summarized"));
-        }
-        match self.repairs.len() {
-            0 => {}
-            1 => parts.push("1 unusable image removed".into()),
-            n => parts.push(format!("{n} unusable images removed")),
-        }
+        let parts: Vec<String> = [
+            (cleared, "result", "cleared"),
+            (truncated, "block", "truncated"),
+            (dropped, "message", "dropped"),
+            (summarized, "message", "summarized"),
+            (self.repairs.len(), "unusable image", "removed"),
+        ]
+        .into_iter()
+        .filter(|(n, _, _)| *n > 0)
+        .map(|(n, noun, done)| format!("{} {done}", counted(n, noun)))
+        .collect();
         let what = if parts.is_empty() {
             String::new()
         } else {
@@ -310,7 +303,28 @@ impl Report {
     }
 }
 
+/// `1 block`, `2 blocks`: a count with its noun, plural when it is not 1.
+pub(crate) fn counted(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{} {noun}s", crate::strategy::thousands(n))
+    }
+}
+
 /// Renders violations as strings for a report.
 pub(crate) fn violation_lines(v: &[Violation]) -> Vec<String> {
     v.iter().map(ToString::to_string).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::counted;
+
+    #[test]
+    fn a_count_of_one_is_singular_and_others_plural() {
+        assert_eq!(counted(1, "block"), "1 block");
+        assert_eq!(counted(2, "block"), "2 blocks");
+        assert_eq!(counted(1_234, "unusable image"), "1,234 unusable images");
+    }
 }

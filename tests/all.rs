@@ -10,6 +10,8 @@ mod agreement;
 mod budgets;
 #[path = "all/cli.rs"]
 mod cli;
+#[path = "all/cli_choices.rs"]
+mod cli_choices;
 #[path = "all/compaction.rs"]
 mod compaction;
 #[path = "all/corpus.rs"]

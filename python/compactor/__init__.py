@@ -55,7 +55,16 @@ Body = Union[dict, list]
 Config = Union[None, str, "os.PathLike[str]", dict]
 
 
-@dataclass(frozen=True)
+def _shape(body: Body) -> str:
+    """``3 messages`` / ``a dict of 3 messages``: the size of a body, for reprs."""
+    if isinstance(body, list):
+        return f"{len(body)} messages"
+    items = body.get("messages", body.get("input", []))
+    n = len(items) if isinstance(items, list) else 0
+    return f"a dict of {n} messages"
+
+
+@dataclass(frozen=True, repr=False)
 class Compacted:
     """The result of :meth:`Compactor.compact`.
 
@@ -92,8 +101,15 @@ class Compacted:
         """``report["tokens_after"]``: tokens of the output."""
         return self.report["tokens_after"]
 
+    def __repr__(self) -> str:
+        r = self.report
+        return (
+            f"Compacted(status={r.get('status')!r}, tokens {r.get('tokens_before')} -> "
+            f"{r.get('tokens_after')}, body={_shape(self.body)}, changed={self.changed})"
+        )
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, repr=False)
 class Loaded:
     """A file read by :func:`load`.
 
@@ -108,6 +124,9 @@ class Loaded:
     body: Body
     format: str
     source: str
+
+    def __repr__(self) -> str:
+        return f"Loaded(format={self.format!r}, source={self.source!r}, body={_shape(self.body)})"
 
 
 class Compactor:
@@ -126,7 +145,9 @@ class Compactor:
             the path of a preset file.
 
     Raises:
-        ConfigError: an unknown key, a value out of range, or an unknown preset (``.key``).
+        ConfigError: an unknown key, a value out of range, an unknown preset, or a preset
+            that cannot run here (``summary`` without an ``[llm]`` section: ``.key ==
+            "llm"``); a dict config is named ``config dict`` in the message.
     """
 
     def __init__(self, config: Config = None, strategy: str = "default"):
@@ -145,17 +166,19 @@ class Compactor:
         return self._native.skipped_tiers
 
     def budget(self, budget: int | None = None) -> tuple[int, int]:
-        """``(limit, target)`` in tokens: ``budget``, or the configured one, and the target the
-        pipeline compacts down to once over the trigger."""
+        """``(limit, target)`` in tokens: ``budget`` (at least 1), or the configured one, and
+        the target the pipeline compacts down to once over the trigger."""
         return self._native.budget(budget)
 
     def compact(self, body: Body, budget: int | None = None, format: str | None = None) -> Compacted:
-        """Compacts ``body`` to ``budget`` tokens (or the configured budget).
+        """Compacts ``body`` to ``budget`` tokens (or the configured budget when ``None``).
 
-        Under the trigger (``budget.trigger`` x budget) nothing changes; over it, the tiers run
-        until the output is under the target. The GIL is released while compacting.
+        Under the trigger (``budget.trigger`` x budget, 0.8 by default) nothing changes; over
+        it, the tiers run until the output is under the target (``budget.target`` x budget,
+        0.6 by default). The GIL is released while compacting.
 
         Raises:
+            ValueError: ``budget`` below 1 (as ``compactor compact --budget 0``).
             InvalidInputError: the input itself breaks the provider's rules (``.violations``).
             FormatError: the input is not a request of the format (``.path``).
             TypeError: ``body`` holds values with no JSON form.

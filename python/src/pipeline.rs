@@ -3,8 +3,8 @@
 
 use crate::input::read;
 use crate::values::{to_json, to_py};
-use compactor::config::Loader;
-use pyo3::exceptions::{PyOSError, PyRuntimeError};
+use compactor::config::{ConfigText, Loader};
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use std::borrow::Cow;
@@ -23,6 +23,24 @@ fn runtime() -> PyResult<&'static tokio::runtime::Runtime> {
         .build()
         .map_err(|e| PyRuntimeError::new_err(format!("cannot start the async runtime: {e}")))?;
     Ok(RUNTIME.get_or_init(|| rt))
+}
+
+/// A budget as the CLI and the API take it: `None` (the configured one) or at least 1 token.
+///
+/// # Errors
+/// `ValueError` for 0 or a negative number, saying what a budget is.
+pub fn checked_budget(budget: Option<i64>) -> PyResult<Option<usize>> {
+    match budget {
+        None => Ok(None),
+        Some(b) if b >= 1 => usize::try_from(b)
+            .map(Some)
+            .map_err(|e| PyValueError::new_err(format!("budget {b}: {e}"))),
+        Some(b) => Err(PyValueError::new_err(format!(
+            "budget {b}: a budget is the number of tokens the compacted request may hold \
+             (system prompt, tools and messages); it must be at least 1 (None uses the \
+             configured one)"
+        ))),
+    }
 }
 
 /// A configured compaction pipeline (see `compactor.Compactor` for the documented wrapper).
@@ -46,20 +64,15 @@ impl Compactor {
             preset: strategy,
             ..Loader::from_environment()
         };
-        // A dict is a config file with that content: written to a private temporary file so
-        // the `config` crate layers it exactly like `--config FILE`.
-        let mut _scratch = None;
+        // A dict is a config file's content: layered where `--config FILE` goes, and named
+        // `config dict` in errors.
         match config {
             None => {}
             Some(c) if c.is_instance_of::<PyDict>() => {
-                let value = to_json(c)?;
-                let dir = tempfile::tempdir()
-                    .map_err(|e| PyOSError::new_err(format!("temporary directory: {e}")))?;
-                let path = dir.path().join("config.json");
-                std::fs::write(&path, value.to_string())
-                    .map_err(|e| PyOSError::new_err(format!("{}: {e}", path.display())))?;
-                loader.file = Some(path);
-                _scratch = Some(dir);
+                loader.text = Some(ConfigText {
+                    name: "config dict".into(),
+                    json: to_json(c)?.to_string(),
+                });
             }
             Some(c) => loader.file = Some(c.extract::<PathBuf>()?),
         }
@@ -77,9 +90,10 @@ impl Compactor {
         &self,
         py: Python<'py>,
         body: &Bound<'py, PyAny>,
-        budget: Option<usize>,
+        budget: Option<i64>,
         format: Option<&str>,
     ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>, bool)> {
+        let budget = checked_budget(budget)?;
         let value = to_json(body)?;
         let (conversation, format) = read(py, &value, format)?;
         let rt = runtime()?;
@@ -125,9 +139,9 @@ impl Compactor {
 
     /// `(limit, target)` in tokens for an explicit budget, or the configured one.
     #[pyo3(signature = (budget=None))]
-    fn budget(&self, budget: Option<usize>) -> (usize, usize) {
-        let b = self.inner.budget(budget);
-        (b.limit, b.target)
+    fn budget(&self, budget: Option<i64>) -> PyResult<(usize, usize)> {
+        let b = self.inner.budget(checked_budget(budget)?);
+        Ok((b.limit, b.target))
     }
 
     /// The original recall id `id` names, as a dict `{id, kind, original}` (`original`: the

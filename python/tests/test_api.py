@@ -106,8 +106,9 @@ def test_count_splits_the_total():
     counts = compactor.count({"system": "be brief", "messages": PAIR})
     assert counts["total"] == counts["system"] + counts["tools"] + counts["messages"]
     assert counts["message_count"] == 3
-    assert sum(counts["by_role"].values()) == counts["messages"]
-    assert counts["system"] == compactor.count_text("be brief")
+    # The system prompt is one figure: on top and under by_role["system"].
+    assert counts["by_role"]["system"] == counts["system"] == compactor.count_text("be brief")
+    assert sum(counts["by_role"].values()) == counts["system"] + counts["messages"]
     assert compactor.count_text("hello world") == 2
     assert compactor.count_text("hello world", tokenizer="cl100k_base") == 2
 

@@ -411,6 +411,7 @@ mod tests {
         let c = session(12, 1000);
         let settings = Loader {
             file: None,
+            text: None,
             preset: Some("truncate".into()),
             env: false,
             preset_dirs: Vec::new(),

@@ -1,6 +1,6 @@
 //! `compactor compact`: a history compacted to a token budget, in the format it came in.
 
-use super::convert::fill_required;
+use super::convert::{fill_required, tell_model_not_taken};
 use super::input::{load_bytes, read_input};
 use super::output::{say, write_output, write_stdout};
 use super::{Failure, parse_budget};
@@ -23,9 +23,9 @@ pub(crate) struct Args {
     /// The budget in tokens (default: from the config, context window minus reserve).
     #[arg(long, value_parser = parse_budget)]
     budget: Option<usize>,
-    /// The target model when the input names none (sets `[tokens] model`, so the budget is
-    /// in this model's tokens), and the `model` written into an output that lacks it (an
-    /// imported session log).
+    /// The target model: of a request body that names none (sets `[tokens] model`, so the
+    /// budget is in this model's tokens), and of an imported session log (its output's
+    /// `model`, replacing the one the log records). A request body's own `model` is kept.
     #[arg(long)]
     model: Option<String>,
     /// `max_tokens` for an Anthropic output that lacks it (an imported session log).
@@ -46,6 +46,11 @@ pub(crate) struct Args {
     /// Claude Code logs: keep everything, not only what follows the last compaction.
     #[arg(long)]
     whole_log: bool,
+    /// Where the originals the output names by recall id are kept for `compactor recall ID`
+    /// (default: `[recall] dir`, else `$XDG_CACHE_HOME/compactor/recall` or
+    /// `~/.cache/compactor/recall`).
+    #[arg(long)]
+    recall_dir: Option<PathBuf>,
 }
 
 /// Compacts the history, writes it (the input itself when nothing changed) and the report.
@@ -62,6 +67,7 @@ pub(crate) fn run(args: Args) -> Result<ExitCode, Failure> {
         report,
         instructions,
         whole_log,
+        recall_dir,
     } = args;
     let hint = match format.as_str() {
         "auto" => None,
@@ -83,7 +89,11 @@ pub(crate) fn run(args: Args) -> Result<ExitCode, Failure> {
     let engine =
         compactor::Compactor::from_config(settings).map_err(|e| Failure::Unreadable(e.into()))?;
     let mut loaded = load_bytes(&input, &bytes, hint, whole_log)?;
-    if !matches!(loaded.source, Source::Request(_)) {
+    if matches!(loaded.source, Source::Request(_)) {
+        tell_model_not_taken(&loaded.conversation, model.as_deref());
+    } else {
+        // A session log is written as a new request: `--model` is its model, else the one
+        // the log records; budgets are in that model's tokens.
         fill_required(
             &mut loaded.conversation,
             loaded.format,
@@ -131,5 +141,6 @@ pub(crate) fn run(args: Args) -> Result<ExitCode, Failure> {
         say!("warning: {w}");
     }
     say!("{}", result.report.summary_line());
+    super::recall::keep(&engine, &result.report, recall_dir);
     Ok(ExitCode::SUCCESS)
 }

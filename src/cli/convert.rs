@@ -25,7 +25,8 @@ pub(crate) struct Args {
     /// Claude Code logs: keep everything, not only what follows the last compaction.
     #[arg(long)]
     whole_log: bool,
-    /// `model` for an output that lacks it (every provider requires one).
+    /// The output's `model` (default: the input's own, or the one a session log records;
+    /// every provider requires one).
     #[arg(long)]
     model: Option<String>,
     /// `max_tokens` for an Anthropic output that lacks it (Anthropic requires one).
@@ -49,11 +50,12 @@ pub(crate) fn run(args: Args) -> Result<ExitCode, Failure> {
     fill_required(&mut converted, to, model.as_deref(), max_tokens);
     write_output(output.as_deref(), &to.write(&converted))?;
     if !matches!(loaded.source, Source::Request(_)) || loaded.format != to {
-        say!(
-            "{:?} -> {to}: {} messages",
-            loaded.source,
-            converted.messages.len()
-        );
+        // The kebab-case names a user types: `claude-code -> openai-chat`.
+        let from = match loaded.source {
+            Source::Request(f) => f.to_string(),
+            imported => imported.name().to_string(),
+        };
+        say!("{from} -> {to}: {} messages", converted.messages.len());
     }
     let dropped = format::Dropped::between(&loaded.conversation, &converted);
     if !dropped.is_empty() {
@@ -65,17 +67,33 @@ pub(crate) fn run(args: Args) -> Result<ExitCode, Failure> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Fills the top-level fields a request of `to` needs (`model`, `max_tokens`) from the flags,
-/// and says on stderr which are still missing.
+/// Says on stderr when `--model` is not taken: a request body names its own model, which
+/// `compact` keeps (the output is that request) and counts for.
+pub(super) fn tell_model_not_taken(conversation: &compactor::Conversation, flag: Option<&str>) {
+    let named = conversation
+        .extra
+        .get("model")
+        .and_then(serde_json::Value::as_str);
+    if let (Some(flag), Some(named)) = (flag, named)
+        && flag != named
+    {
+        say!(
+            "warning: --model {flag} not used: the request names model {named}, which it \
+             keeps and is counted for"
+        );
+    }
+}
+
+/// Sets the top-level fields a request of `to` needs from the flags (`--model` replaces the
+/// model the input names: the user's choice is taken; `max_tokens` where it lacks one), and
+/// says on stderr which are still missing.
 pub(super) fn fill_required(
     conversation: &mut compactor::Conversation,
     to: Format,
     model: Option<&str>,
     max_tokens: Option<u64>,
 ) {
-    if let Some(m) = model
-        && !conversation.extra.contains_key("model")
-    {
+    if let Some(m) = model {
         conversation
             .extra
             .insert("model".into(), serde_json::Value::String(m.into()));

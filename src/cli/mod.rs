@@ -10,6 +10,7 @@ pub(crate) mod count;
 mod input;
 mod output;
 pub(crate) mod probe;
+pub(crate) mod recall;
 pub(crate) mod serve;
 pub(crate) mod show;
 pub(crate) mod validate;

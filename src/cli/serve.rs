@@ -36,6 +36,12 @@ fn serve(
                 .unwrap_or_else(|_| "info,tower_http=info".into()),
         )
         .with_writer(std::io::stderr)
+        // Colour only on a terminal: a log redirected to a file or a pipe stays plain text
+        // (and `NO_COLOR` turns it off on a terminal too).
+        .with_ansi(
+            std::io::IsTerminal::is_terminal(&std::io::stderr())
+                && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
+        )
         .init();
     let loader = compactor::config::Loader {
         file: config,

@@ -38,7 +38,13 @@ pub(super) fn check(
     if raw.policy.tiers.is_empty() {
         return Err(invalid("policy.tiers", "no strategy listed".into()));
     }
-    for t in &raw.policy.tiers {
+    for (key, t) in raw
+        .policy
+        .tiers
+        .iter()
+        .map(|t| ("policy.tiers", t))
+        .chain(raw.policy.optional.iter().map(|t| ("policy.optional", t)))
+    {
         if !KNOWN_TIERS.contains(&t.as_str()) && !extra.contains(t) {
             let known: Vec<&str> = KNOWN_TIERS
                 .iter()
@@ -46,7 +52,7 @@ pub(super) fn check(
                 .chain(extra.iter().map(String::as_str))
                 .collect();
             return Err(invalid(
-                "policy.tiers",
+                key,
                 format!("unknown strategy {t:?} (known: {})", known.join(", ")),
             ));
         }

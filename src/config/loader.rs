@@ -41,6 +41,7 @@ fn builtin() -> Settings {
         },
         policy: PolicySettings {
             tiers: KNOWN_TIERS.iter().map(|s| s.to_string()).collect(),
+            optional: vec!["summary".to_string()],
             remember: true,
         },
         tokens: TokenSettings {
@@ -71,6 +72,9 @@ fn builtin() -> Settings {
 pub struct Loader {
     /// A config file (`--config`).
     pub file: Option<PathBuf>,
+    /// A config given as JSON text rather than a file (the Python package's dict config),
+    /// layered right after [`Loader::file`] and named by its own name in errors.
+    pub text: Option<ConfigText>,
     /// A preset name or path (`--strategy`); `None` = `default`.
     pub preset: Option<String>,
     /// Read `COMPACTOR__…` environment variables.
@@ -82,6 +86,15 @@ pub struct Loader {
     /// settings are built with (`Loader { strategies: registry.names()..., .. }`, or
     /// [`Loader::accepting`]). Empty = the built-in names only.
     pub strategies: Vec<String>,
+}
+
+/// A config given as text (JSON, the sections and keys of a config file).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigText {
+    /// How errors name it (`config dict`).
+    pub name: String,
+    /// The JSON text.
+    pub json: String,
 }
 
 impl Loader {
@@ -96,6 +109,7 @@ impl Loader {
         preset_dirs.push(PathBuf::from("strategies"));
         Loader {
             file: None,
+            text: None,
             preset: None,
             env: true,
             preset_dirs,
@@ -157,17 +171,12 @@ impl Loader {
             }
         }
         let preset = || File::from_str(&preset_text, FileFormat::Toml);
-        let file = || {
-            self.file
-                .as_ref()
-                .map(|f| File::from(f.as_path()).required(true))
-        };
         let mut builder = defaults();
         if self.preset.is_none() {
             builder = builder.add_source(preset());
         }
-        if let Some(f) = file() {
-            builder = builder.add_source(f);
+        for (_, source) in self.given() {
+            builder = builder.add_source(vec![source]);
         }
         if self.preset.is_some() {
             builder = builder.add_source(preset());
@@ -191,11 +200,8 @@ impl Loader {
         // Each source alone: the first one at fault names itself.
         let mut alone: Vec<(String, config::ConfigBuilder<config::builder::DefaultState>)> =
             Vec::new();
-        if let (Some(path), Some(f)) = (&self.file, file()) {
-            alone.push((
-                format!("config file {}", path.display()),
-                defaults().add_source(f),
-            ));
+        for (origin, source) in self.given() {
+            alone.push((origin, defaults().add_source(vec![source])));
         }
         alone.push((
             format!("preset {preset_name}"),
@@ -217,7 +223,8 @@ impl Loader {
             // involves another source (trigger vs target); only its own faults count then.
             let own_fault = |e: &ConfigError| {
                 matches!(e, ConfigError::Load(_))
-                    || matches!(e, ConfigError::Invalid { key, .. } if key == "policy.tiers")
+                    || matches!(e, ConfigError::Invalid { key, .. }
+                        if key == "policy.tiers" || key == "policy.optional")
             };
             if let Err(e) = one
                 && (merged.is_err() || own_fault(&e))
@@ -229,6 +236,25 @@ impl Loader {
             }
         }
         merged
+    }
+
+    /// The config sources given besides the presets, in order, each with the name errors use:
+    /// the file, then the text.
+    fn given(&self) -> Vec<(String, Box<dyn config::Source + Send + Sync>)> {
+        let mut out: Vec<(String, Box<dyn config::Source + Send + Sync>)> = Vec::new();
+        if let Some(f) = &self.file {
+            out.push((
+                format!("config file {}", f.display()),
+                Box::new(File::from(f.as_path()).required(true)),
+            ));
+        }
+        if let Some(t) = &self.text {
+            out.push((
+                t.name.clone(),
+                Box::new(File::from_str(&t.json, FileFormat::Json)),
+            ));
+        }
+        out
     }
 
     fn find_preset(&self, name: &str) -> Result<(String, String), ConfigError> {
@@ -313,6 +339,7 @@ fn environment() -> Environment {
         .try_parsing(true)
         .list_separator(",")
         .with_list_parse_key("policy.tiers")
+        .with_list_parse_key("policy.optional")
         .with_list_parse_key("microcompact.compactable_tools")
 }
 

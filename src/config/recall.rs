@@ -13,6 +13,11 @@ pub struct RecallSettings {
     /// Bound of the store, in bytes of the originals' compact JSON; least used evicted first
     /// (an evicted id is reported as evicted, not unknown).
     pub max_bytes: u64,
+    /// The CLI's recall directory: `compactor compact` writes each original its output names
+    /// there (`rc_….json`, pruned to `max_bytes`, oldest first) and `compactor recall ID`
+    /// reads it. `""` = `$XDG_CACHE_HOME/compactor/recall` (else `~/.cache/compactor/recall`);
+    /// `--recall-dir` overrides it. The library and the service never write it.
+    pub dir: String,
 }
 
 impl Default for RecallSettings {
@@ -20,6 +25,7 @@ impl Default for RecallSettings {
         RecallSettings {
             enabled: true,
             max_bytes: 64 * 1024 * 1024,
+            dir: String::new(),
         }
     }
 }

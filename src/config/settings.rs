@@ -80,6 +80,11 @@ impl BudgetSettings {
 pub struct PolicySettings {
     /// Tier names, cheapest first: `microcompact`, `summary`, `truncate`.
     pub tiers: Vec<String>,
+    /// Tiers that may be left out when they cannot run here (`summary` without `[llm]`): the
+    /// run goes on without them and the report says so. Any other tier that cannot run is a
+    /// configuration error ([`crate::Compactor::from_config`]).
+    #[serde(default)]
+    pub optional: Vec<String>,
     /// Remember recent compactions and continue from them when a later input extends the same
     /// history (keeps the compacted prefix stable for prompt caching).
     #[serde(default = "yes")]

@@ -3,7 +3,9 @@
 //!
 //! The `response_item` payloads are the Responses API input items the model saw, in order; each
 //! is read with the Responses item reader. `session_meta.payload.instructions`, when present, is
-//! the system prompt (`instructions`). `turn_context` and `event_msg` lines (UI events, token
+//! the system prompt (`instructions`). The model of the last `turn_context` (`payload.model`,
+//! the one the next request goes to) becomes `Conversation.extra["model"]`, so counting and
+//! budgets are in its tokens. Otherwise `turn_context` and `event_msg` lines (UI events, token
 //! counts, reasoning summaries shown to the user) repeat what the items already hold and are
 //! skipped.
 
@@ -60,6 +62,14 @@ pub fn import(text: &str) -> Result<Conversation, FormatError> {
                     conversation.system = Some(instructions.clone());
                 }
             }
+            Some("turn_context") => {
+                if let Some(m) = payload
+                    .and_then(|p| p.get("model"))
+                    .filter(|m| m.is_string())
+                {
+                    conversation.extra.insert("model".into(), m.clone());
+                }
+            }
             Some(_) => {}
             None => {
                 return Err(FormatError::shape(at, "entry has no string \"type\""));
@@ -74,7 +84,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn response_items_become_the_conversation_and_instructions_the_system() {
+    fn response_items_become_the_conversation_instructions_the_system_and_the_turn_model_the_model()
+    {
         let log = concat!(
             r#"{"timestamp":"t","type":"session_meta","payload":{"id":"s","instructions":"be brief"}}"#,
             "\n",
@@ -82,7 +93,7 @@ mod tests {
             "\n",
             r#"{"timestamp":"t","type":"event_msg","payload":{"type":"token_count"}}"#,
             "\n",
-            r#"{"timestamp":"t","type":"turn_context","payload":{"cwd":"/"}}"#,
+            r#"{"timestamp":"t","type":"turn_context","payload":{"cwd":"/","model":"gpt-5-codex"}}"#,
             "\n",
             r#"{"timestamp":"t","type":"response_item","payload":{"type":"function_call","name":"shell","arguments":"{}","call_id":"c1"}}"#,
             "\n",
@@ -93,6 +104,10 @@ mod tests {
         assert_eq!(c.system, Some(Value::String("be brief".into())));
         assert_eq!(c.messages.len(), 3);
         assert_eq!(c.messages[1].tool_uses().count(), 1);
+        assert_eq!(
+            c.extra.get("model"),
+            Some(&Value::String("gpt-5-codex".into()))
+        );
     }
 
     #[test]

@@ -9,21 +9,25 @@
 //! input's JSON of that block or those messages.
 //!
 //! Ids are derived from the content ([`id`]), so the same history compacts to the same bytes
-//! (prompt caching and the proxy's prefix reuse depend on it).
+//! (prompt caching and the proxy's prefix reuse depend on it). A [`RecallDir`] keeps originals
+//! as files for a process that ends (the CLI: `compactor compact` writes, `compactor recall`
+//! reads).
 
+pub mod dir;
 pub mod id;
 pub mod store;
 pub mod wire;
 
+pub use dir::{RecallDir, RecallDirError};
 pub use id::RecallId;
 pub use store::{RecallStats, RecallStore};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::sync::{Mutex, PoisonError};
 
 /// What a recall id stands for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RecallKind {
     /// One content block (a cleared tool_result; OpenAI Chat: the whole `tool` message).
@@ -70,7 +74,7 @@ pub struct Entry {
 }
 
 /// A recalled original.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Recalled {
     /// The id asked for.
     pub id: String,

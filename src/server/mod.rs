@@ -346,7 +346,15 @@ impl AppState {
         // `server.token_cache_bytes` like the default pipeline's.
         let cache = self.token_cache(settings.tokens.tokenizer);
         let other = self.token_cache(other_vocabulary(settings.tokens.tokenizer));
-        let mut built = Compactor::from_config(settings)?
+        // A preset that cannot run here (summary without `[llm]`) is the caller's choice
+        // refused, named: not an internal error.
+        let built = Compactor::from_config(settings).map_err(|e| match e {
+            ConfigError::Invalid { .. } => {
+                AppError::bad_request("strategy_unavailable", format!("strategy {name}: {e}"))
+            }
+            other => other.into(),
+        })?;
+        let mut built = built
             .with_memory_bytes(bytes)
             .with_counter(cache)
             .with_other_counter(other);

@@ -1,7 +1,7 @@
 //! Where the tokens of a conversation go: by role, block type and tool, and the largest blocks.
 
 use super::{MESSAGE_OVERHEAD, TokenCounter};
-use crate::conversation::{Block, Conversation};
+use crate::conversation::{Block, Conversation, Role};
 use crate::format::Format;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -15,24 +15,30 @@ pub const UNKNOWN_TOOL: &str = "(unknown)";
 
 /// The token count of a conversation, split up. All figures are tokens of the counter used.
 ///
-/// `total = system + tools + messages`, and `messages` is the sum of `by_role` (each message's
-/// blocks plus [`MESSAGE_OVERHEAD`]); `by_block_type` sums the blocks only, so it adds up to
-/// `messages - message_overhead`. Serializes to JSON; `Display` prints a table for humans.
+/// `total = system + tools + messages`. The system prompt is one figure wherever the format
+/// puts it: `system` is the top-level field (Anthropic `system`, Responses `instructions`) plus
+/// the messages of role `system` (OpenAI Chat), and `by_role["system"]` is that same figure;
+/// `messages` is every other message (its blocks plus [`MESSAGE_OVERHEAD`] each), so `by_role`
+/// adds up to `system + messages`. `by_block_type` sums the blocks of every message (those of
+/// role `system` too), without the overhead. Serializes to JSON; `Display` prints a table for
+/// humans.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Breakdown {
     /// Everything: system prompt, tool definitions and messages.
     pub total: usize,
-    /// The top-level system prompt.
+    /// The system prompt: the top-level field plus the messages of role `system` (overhead
+    /// included).
     pub system: usize,
     /// The tool definitions.
     pub tools: usize,
-    /// All messages, overhead included.
+    /// The messages not of role `system`, overhead included.
     pub messages: usize,
-    /// Number of messages.
+    /// Number of the messages in `messages`.
     pub message_count: usize,
     /// The per-message overhead part of `messages` (`message_count × MESSAGE_OVERHEAD`).
     pub message_overhead: usize,
-    /// Message tokens (overhead included) per role name (`user`, `assistant`, ...).
+    /// Tokens per role name (`user`, `assistant`, ...; messages with their overhead), the
+    /// system prompt under `system` (= the `system` figure).
     pub by_role: BTreeMap<String, usize>,
     /// Block tokens per block type ([`Block::kind`]: `text`, `tool_use`, `tool_result`, ...).
     /// Blocks nested in a tool_result count as the tool_result.
@@ -87,7 +93,7 @@ impl Breakdown {
         conversation: &Conversation,
         format: Format,
     ) -> Breakdown {
-        let system = counter.count_system(conversation.system.as_ref());
+        let mut system = counter.count_system(conversation.system.as_ref());
         let tools = counter.count_tools(conversation.tools());
 
         let mut tool_of: HashMap<&str, &str> = HashMap::new();
@@ -101,7 +107,11 @@ impl Breakdown {
         let mut by_block_type: BTreeMap<String, usize> = BTreeMap::new();
         let mut by_tool: HashMap<&str, ToolEntry> = HashMap::new();
         let mut blocks: Vec<(usize, usize, usize)> = Vec::new();
+        if system > 0 {
+            by_role.insert(Role::System.as_str().to_string(), system);
+        }
         let mut messages = 0;
+        let mut message_count = 0;
         for (i, m) in conversation.messages.iter().enumerate() {
             let mut message_tokens = MESSAGE_OVERHEAD;
             for (j, b) in m.content.iter().enumerate() {
@@ -136,7 +146,12 @@ impl Breakdown {
                 e.tokens += n;
             }
             *by_role.entry(m.role.as_str().to_string()).or_default() += message_tokens;
-            messages += message_tokens;
+            if m.role == Role::System {
+                system += message_tokens;
+            } else {
+                messages += message_tokens;
+                message_count += 1;
+            }
         }
 
         let mut by_tool: Vec<ToolEntry> = by_tool.into_values().collect();
@@ -162,7 +177,6 @@ impl Breakdown {
             })
             .collect();
 
-        let message_count = conversation.messages.len();
         Breakdown {
             total: system + tools + messages,
             system,
@@ -331,12 +345,15 @@ mod tests {
     fn figures_add_up_and_results_go_to_their_tool() {
         let conv = chat();
         let b = Breakdown::new(&Words, &conv, Format::OpenAiChat);
-        assert_eq!(b.message_count, 6);
-        assert_eq!(b.message_overhead, 18);
-        // blocks: 2 + 4 + 1 + (1+2) + (1+6) + 3 + 7 + 1 = 28
-        assert_eq!(b.messages, 28 + 18);
-        assert_eq!(b.total, b.messages);
-        assert_eq!(b.by_role.values().sum::<usize>(), b.messages);
+        // The system message is the system prompt: one figure, on top and by role.
+        assert_eq!(b.system, 2 + 3);
+        assert_eq!(b.by_role["system"], b.system);
+        assert_eq!(b.message_count, 5);
+        assert_eq!(b.message_overhead, 15);
+        // blocks: 4 + 1 + (1+2) + (1+6) + 3 + 7 + 1 = 26, and the system message's 2
+        assert_eq!(b.messages, 26 + 15);
+        assert_eq!(b.total, b.system + b.messages);
+        assert_eq!(b.by_role.values().sum::<usize>(), b.system + b.messages);
         assert_eq!(b.by_block_type.values().sum::<usize>(), 28);
         assert_eq!(b.by_block_type["tool_use"], 10);
         let cat = &b.by_tool[0];
@@ -376,6 +393,22 @@ mod tests {
         let text = b.to_string();
         assert!(text.starts_with(&format!("total {} tokens", b.total)));
         assert!(serde_json::to_value(&b).unwrap()["by_tool"].is_array());
+    }
+
+    #[test]
+    fn a_top_level_system_prompt_is_listed_by_role_too() {
+        let body =
+            json!({"system": "be very brief", "messages": [{"role": "user", "content": "hi"}]});
+        let conv = Format::Anthropic.read(&body).unwrap();
+        let b = Breakdown::new(&Words, &conv, Format::Anthropic);
+        assert_eq!(b.system, 3);
+        assert_eq!(b.by_role["system"], 3);
+        assert_eq!((b.messages, b.message_count), (1 + 3, 1));
+        let text = b.to_string();
+        assert!(
+            text.contains("  system                               3   42.9%\n"),
+            "{text}"
+        );
     }
 
     #[test]

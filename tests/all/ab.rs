@@ -23,6 +23,7 @@ fn ab_over_the_corpus_and_cases_is_valid_and_stable() {
         .collect();
     let base = Loader {
         file: None,
+        text: None,
         preset: None,
         env: false,
         preset_dirs: vec![PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("strategies")],

@@ -15,7 +15,7 @@ const CHECKER: &str = concat!(
 );
 
 fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_compactor"))
+    super::support::compactor_bin()
 }
 
 fn out_dir() -> PathBuf {

@@ -387,6 +387,7 @@ mod proxy {
         let url = upstream().await;
         let loader = Loader {
             file: None,
+            text: None,
             preset: None,
             env: false,
             preset_dirs: Vec::new(),

@@ -3,37 +3,36 @@
 
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
-fn dir() -> PathBuf {
+pub(super) fn dir() -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli");
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
 
-fn write(name: &str, text: &str) -> PathBuf {
+pub(super) fn write(name: &str, text: &str) -> PathBuf {
     let path = dir().join(name);
     std::fs::write(&path, text).unwrap();
     path
 }
 
-fn run(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_compactor"))
-        .args(args)
-        .output()
-        .unwrap()
+/// The binary with `args`; the default recall directory (`$XDG_CACHE_HOME/compactor/recall`)
+/// is under the test's own directory, never the user's cache.
+pub(super) fn run(args: &[&str]) -> Output {
+    super::support::compactor_bin().args(args).output().unwrap()
 }
 
-fn stderr(o: &Output) -> String {
+pub(super) fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
-fn code(o: &Output) -> i32 {
+pub(super) fn code(o: &Output) -> i32 {
     o.status.code().unwrap()
 }
 
 /// An Anthropic body with one failed call and enough text to need compacting at 300 tokens.
-fn anthropic() -> Value {
+pub(super) fn anthropic() -> Value {
     let long = "trace line ".repeat(300);
     json!({"model": "claude-x", "max_tokens": 256, "messages": [
         {"role": "user", "content": "Deploy."},
@@ -173,9 +172,10 @@ fn a_skipped_summary_tier_is_one_warning_and_the_line_names_who_did_the_work() {
         lines[0],
         "warning: summary tier skipped: no [llm] configured"
     );
-    assert_eq!(lines.len(), 2, "{err}");
+    assert_eq!(lines.len(), 3, "{err}");
     assert!(lines[1].contains(" by "), "{err}");
     assert!(!lines[1].contains("by summary"), "{err}");
+    assert!(lines[2].starts_with("note: 1 original kept in "), "{err}");
 }
 
 #[test]
@@ -343,7 +343,7 @@ fn convert_says_what_is_missing_and_dropped_and_takes_model_and_max_tokens_from_
 
 /// Runs the binary with stdout sent to `stdout` (a file such as `/dev/full`, or a pipe).
 fn run_to(args: &[&str], stdout: std::process::Stdio) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_compactor"))
+    super::support::compactor_bin()
         .args(args)
         .stdout(stdout)
         .output()
@@ -386,7 +386,7 @@ fn a_reader_that_closes_the_pipe_early_ends_the_output_and_keeps_the_verdict() {
         .map(|i| json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": format!("orphan_{i}"), "content": "x"}]}))
         .collect();
     let input = write("pipe.json", &json!({"messages": messages}).to_string());
-    let mut child = Command::new(env!("CARGO_BIN_EXE_compactor"))
+    let mut child = super::support::compactor_bin()
         .args(["validate", input.to_str().unwrap()])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())

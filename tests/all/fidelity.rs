@@ -386,6 +386,7 @@ fn the_digest_at_claude_codes_size_keeps_at_least_what_its_summary_keeps() {
 fn ab_reference_scores_claude_codes_summary_and_each_strategy_at_equal_tokens() {
     let base = compactor::config::Loader {
         file: None,
+        text: None,
         preset: None,
         env: false,
         preset_dirs: vec![std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("strategies")],
@@ -473,6 +474,7 @@ fn output_text(body: &Value) -> (String, BTreeSet<String>, BTreeSet<String>) {
 fn truncate_at_claude_codes_size_keeps_at_least_what_its_summary_keeps() {
     let loader = compactor::config::Loader {
         file: None,
+        text: None,
         preset: Some("truncate".into()),
         env: false,
         preset_dirs: vec![std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("strategies")],

@@ -18,7 +18,7 @@ use pretty_assertions::assert_eq;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 use std::borrow::Cow;
-use std::process::Command;
+
 use std::sync::OnceLock;
 
 /// The PNG signature's 8 bytes, base64: data that decodes.
@@ -390,10 +390,7 @@ fn dir() -> std::path::PathBuf {
 }
 
 fn compactor_cli(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_compactor"))
-        .args(args)
-        .output()
-        .unwrap()
+    super::support::compactor_bin().args(args).output().unwrap()
 }
 
 #[test]

@@ -20,7 +20,7 @@ use compactor::{Block, Conversation};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 use std::sync::OnceLock;
 
 const OPUS: &str = "claude-opus-4-6";
@@ -152,10 +152,7 @@ fn body_of(input: &Input, model: Model) -> Value {
 }
 
 fn run(args: &[&str]) -> Output {
-    let o = Command::new(env!("CARGO_BIN_EXE_compactor"))
-        .args(args)
-        .output()
-        .unwrap();
+    let o = super::support::compactor_bin().args(args).output().unwrap();
     assert_eq!(
         o.status.code(),
         Some(0),

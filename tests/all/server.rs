@@ -22,6 +22,7 @@ use tower::ServiceExt;
 pub(crate) fn loader() -> Loader {
     Loader {
         file: None,
+        text: None,
         preset: None,
         env: false,
         preset_dirs: Vec::new(),
@@ -194,6 +195,26 @@ async fn compact_of_an_invalid_history_is_a_400_naming_the_place() {
             "message": "messages[0].content[0]: tool_result toolu_x has no tool_use in the previous message",
             "location": "messages[0].content[0]"
         }})
+    );
+}
+
+#[tokio::test]
+async fn a_strategy_that_cannot_run_here_is_a_400_naming_what_it_needs() {
+    let (status, body) = post_json(
+        app(state(settings(0))),
+        "/v1/compact",
+        &json!({"request": history(1), "strategy": "summary"}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(body["error"]["code"], "strategy_unavailable");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(
+            "strategy summary: configuration: llm: the summary tier cannot run: no [llm] \
+             configured; add an [llm] section"
+        ),
+        "{message}"
     );
 }
 

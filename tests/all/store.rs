@@ -134,6 +134,7 @@ fn next_turn(mut h: Value, n: usize) -> Value {
 fn settings(upstream: &str, llm: &FakeLlm, redis: Option<&str>, prefix: &str) -> Settings {
     let loader = Loader {
         file: None,
+        text: None,
         preset: None,
         env: false,
         preset_dirs: Vec::new(),
@@ -166,6 +167,7 @@ fn settings(upstream: &str, llm: &FakeLlm, redis: Option<&str>, prefix: &str) ->
 fn replica(s: &Settings) -> Router {
     let loader = Loader {
         file: None,
+        text: None,
         preset: None,
         env: false,
         preset_dirs: Vec::new(),

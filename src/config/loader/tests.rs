@@ -6,6 +6,7 @@ use super::*;
 fn loader() -> Loader {
     Loader {
         file: None,
+        text: None,
         preset: None,
         env: false,
         preset_dirs: Vec::new(),
@@ -309,4 +310,28 @@ fn a_user_preset_file_is_found_without_rebuilding() {
     assert_eq!(s.preset, "gentle");
     assert_eq!(s.budget.trigger, 0.9);
     assert_eq!(s.description.as_deref(), Some("mine"));
+}
+
+#[test]
+fn a_config_text_layers_like_a_file_and_errors_name_it_not_a_path() {
+    let text = |json: &str| Loader {
+        text: Some(ConfigText {
+            name: "config dict".into(),
+            json: json.into(),
+        }),
+        ..loader()
+    };
+    let s = text(r#"{"budget": {"tokens": 20000}}"#).load().unwrap();
+    assert_eq!(s.budget.budget(None), 20_000);
+    let e = text(r#"{"budget": {"trigger": 2.0}}"#).load().unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "config dict: configuration: budget.trigger: must be in (0, 1], found 2"
+    );
+    let e = text(r#"{"budget": {"tigger": 0.5}}"#).load().unwrap_err();
+    assert!(
+        e.to_string().starts_with("config dict: configuration: "),
+        "{e}"
+    );
+    assert!(!e.to_string().contains('/'), "{e}");
 }

@@ -22,6 +22,17 @@ pub fn shared(sub: &str) -> PathBuf {
     path
 }
 
+/// The `compactor` binary, its default recall directory (`$XDG_CACHE_HOME/compactor/recall`,
+/// written by `compact`) under the tests' own directory rather than the user's cache.
+pub fn compactor_bin() -> std::process::Command {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_compactor"));
+    cmd.env(
+        "XDG_CACHE_HOME",
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join("cache"),
+    );
+    cmd
+}
+
 /// The entries of a shared folder, sorted (see [`shared`] for a missing folder).
 pub fn shared_dir(sub: &str) -> Vec<PathBuf> {
     let dir = shared(sub);
