@@ -11,6 +11,7 @@ mod input;
 mod output;
 pub(crate) mod probe;
 pub(crate) mod recall;
+pub(crate) mod rules;
 pub(crate) mod serve;
 pub(crate) mod show;
 pub(crate) mod validate;

@@ -95,3 +95,17 @@ fn table(out: &mut String, t: &Table) {
         .collect();
     let _ = writeln!(out, "{}", signals.join(", "));
 }
+
+#[cfg(test)]
+mod tests {
+    /// docs/rules.md is the tables as they are: after a change to a table, regenerate it with
+    /// `compactor rules -o docs/rules.md`.
+    #[test]
+    fn docs_rules_md_is_the_tables() {
+        let file = include_str!("../../docs/rules.md");
+        assert!(
+            file == super::markdown(),
+            "docs/rules.md is stale: run `compactor rules -o docs/rules.md`"
+        );
+    }
+}
