@@ -414,4 +414,6 @@ pub static ANTHROPIC: Table = Table {
         Signal::MessageKey("clear_at"),
         Signal::ModelPrefix("claude"),
     ],
+    failures: &[],
+    server_state: &[],
 };

@@ -1,7 +1,7 @@
 //! The tables as Markdown: `compactor rules` prints it, `docs/rules.md` holds it (a test checks
 //! that the file is this output).
 
-use super::{Signal, Table, tables};
+use super::{FailureSignal, Signal, Table, tables};
 use std::fmt::Write;
 
 /// Every table as one Markdown page.
@@ -75,6 +75,40 @@ fn table(out: &mut String, t: &Table) {
             cell(r.says),
             cell(r.source),
             error
+        );
+    }
+    if !t.failures.is_empty() {
+        out.push_str("\n### Failure fields\n\n| item | fails when | rule |\n|---|---|---|\n");
+        for f in t.failures {
+            let when = match &f.signal {
+                FailureSignal::Status { field, failed, .. } => format!(
+                    "`{field}` is {}",
+                    failed
+                        .iter()
+                        .map(|v| format!("`{v}`"))
+                        .collect::<Vec<_>>()
+                        .join(" or ")
+                ),
+                FailureSignal::Present { field } => format!("`{field}` is set"),
+                FailureSignal::Outcomes {
+                    list,
+                    outcome,
+                    exit_code,
+                    timeout,
+                    ..
+                } => format!(
+                    "a `{list}[].{outcome}` has `{exit_code}` other than 0 or type `{timeout}`"
+                ),
+            };
+            let _ = writeln!(out, "| `{}` | {} | {} |", f.item, when, f.rule);
+        }
+    }
+    if !t.server_state.is_empty() {
+        let keys: Vec<String> = t.server_state.iter().map(|k| format!("`{k}`")).collect();
+        let _ = write!(
+            out,
+            "\n### Server-side history\n\nWith {} set, the history lives on the server: outputs of calls it holds are valid input, and nothing is pruned (B4).\n",
+            keys.join(" or ")
         );
     }
     out.push_str("\n### Carried across a dropped round\n\n| what | how | rule |\n|---|---|---|\n");

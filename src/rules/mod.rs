@@ -53,6 +53,13 @@ pub struct Table {
     pub carry: &'static [CarryRule],
     /// What in a body tells this format apart from the others ([`crate::format::detect`]).
     pub signals: &'static [Signal],
+    /// The fields of items that tell whether a call failed ([`crate::outcome`]), beyond the
+    /// format's general outcome policy.
+    pub failures: &'static [FailureRule],
+    /// Top-level keys of a request body that say the history lives on the provider's server
+    /// (Responses `previous_response_id`, `conversation`: rule B4). With one set, `input` holds
+    /// only new items: outputs of calls the server holds are valid, and nothing is pruned.
+    pub server_state: &'static [&'static str],
 }
 
 /// What a role is to compaction.
@@ -160,6 +167,16 @@ pub struct PairRule {
     pub rule: &'static str,
 }
 
+impl PairRule {
+    /// Whether the pair holds for a call or output item with these fields: always without a
+    /// `when`, else when the item's field has the value (a tool search item pairs only when
+    /// its `execution` is `client`).
+    pub fn holds_for(&self, item: &serde_json::Map<String, serde_json::Value>) -> bool {
+        self.when
+            .is_none_or(|(k, v)| item.get(k).and_then(serde_json::Value::as_str) == Some(v))
+    }
+}
+
 /// One rule of a provider, as the reference states it.
 #[derive(Debug)]
 pub struct Rule {
@@ -204,6 +221,57 @@ pub struct CarryRule {
     pub says: &'static str,
     /// The rule it serves.
     pub rule: &'static str,
+}
+
+/// Where an item says whether the call it belongs to failed (../shared/PROVIDER_RULES.md
+/// B1.2). Read once, when the item is read ([`crate::outcome::from_fields`]).
+#[derive(Debug)]
+pub struct FailureRule {
+    /// The wire type of the item holding the signal (`apply_patch_call_output`, `mcp_call`).
+    pub item: &'static str,
+    /// The signal.
+    pub signal: FailureSignal,
+    /// The rule.
+    pub rule: &'static str,
+}
+
+/// How an item's fields tell a failure.
+#[derive(Debug)]
+pub enum FailureSignal {
+    /// A string field: one of `failed` is a failure, one of `ok` a success, anything else
+    /// says nothing. `cause` names the string field that tells why (the output's text).
+    Status {
+        /// The field (`status`).
+        field: &'static str,
+        /// Values that mean the call failed.
+        failed: &'static [&'static str],
+        /// Values that mean it succeeded.
+        ok: &'static [&'static str],
+        /// The field whose text is the cause.
+        cause: &'static str,
+    },
+    /// A field that is a failure whenever it is present and neither null nor empty
+    /// (`mcp_call.error`); it is its own cause.
+    Present {
+        /// The field.
+        field: &'static str,
+    },
+    /// A list of chunks, each with an outcome object (`shell_call_output.output[].outcome`):
+    /// an outcome of type `timeout` or an exit code other than 0 is a failure, every chunk
+    /// with exit code 0 a success. The cause is the failing chunk's first non-empty text field
+    /// of `text` (`stderr`, then `stdout`).
+    Outcomes {
+        /// The list field (`output`).
+        list: &'static str,
+        /// The outcome field of a chunk (`outcome`).
+        outcome: &'static str,
+        /// The exit code field of an outcome (`exit_code`).
+        exit_code: &'static str,
+        /// The outcome `type` that means the command timed out.
+        timeout: &'static str,
+        /// The chunk's text fields, in order of preference for the cause.
+        text: &'static [&'static str],
+    },
 }
 
 /// A trace of a format in a body, for [`crate::format::detect`]. Strong signals exist in this
@@ -259,6 +327,41 @@ impl Table {
     /// The pair whose output type is `output`.
     pub fn pair_of_output(&self, output: &str) -> Option<&'static PairRule> {
         self.pairs.iter().find(|p| p.output == output)
+    }
+
+    /// Whether a call item of type `call` with fields `item` pairs with an output (the pair's
+    /// `when` holds): the pair rule, else `None`.
+    pub fn pair_of_call_item(
+        &self,
+        call: &str,
+        item: &serde_json::Map<String, serde_json::Value>,
+    ) -> Option<&'static PairRule> {
+        self.pair_of_call(call).filter(|p| p.holds_for(item))
+    }
+
+    /// [`Table::pair_of_call_item`] for an output item.
+    pub fn pair_of_output_item(
+        &self,
+        output: &str,
+        item: &serde_json::Map<String, serde_json::Value>,
+    ) -> Option<&'static PairRule> {
+        self.pair_of_output(output).filter(|p| p.holds_for(item))
+    }
+
+    /// The failure rules of items of type `item`.
+    pub fn failure_rules<'t>(&'t self, item: &'t str) -> impl Iterator<Item = &'t FailureRule> {
+        self.failures.iter().filter(move |f| f.item == item)
+    }
+
+    /// Whether `body_extra` (the top-level fields of a request besides the history) says the
+    /// history lives on the server ([`Table::server_state`], B4).
+    pub fn server_holds_history(
+        &self,
+        body_extra: &serde_json::Map<String, serde_json::Value>,
+    ) -> bool {
+        self.server_state
+            .iter()
+            .any(|k| body_extra.get(*k).is_some_and(|v| !v.is_null()))
     }
 
     /// Whether this table carries `what` across a dropped round.
@@ -380,7 +483,8 @@ mod tests {
                 .map(|r| r.rule)
                 .chain(t.blocks.iter().map(|b| b.rule))
                 .chain(t.pairs.iter().map(|p| p.rule))
-                .chain(t.carry.iter().map(|c| c.rule));
+                .chain(t.carry.iter().map(|c| c.rule))
+                .chain(t.failures.iter().map(|f| f.rule));
             for id in named {
                 assert!(
                     ids.contains(&id),
@@ -409,6 +513,15 @@ mod tests {
             roles.sort_unstable();
             roles.dedup();
             assert_eq!(roles.len(), n, "{}: duplicate role", t.format);
+        }
+    }
+
+    #[test]
+    fn each_failure_rule_names_a_type_of_its_table() {
+        for t in tables() {
+            for f in t.failures {
+                assert!(t.block(f.item).is_some(), "{}: {}", t.format, f.item);
+            }
         }
     }
 

@@ -204,4 +204,6 @@ pub static OPENAI_CHAT: Table = Table {
         Signal::ModelPrefix("o3"),
         Signal::ModelPrefix("o4"),
     ],
+    failures: &[],
+    server_state: &[],
 };

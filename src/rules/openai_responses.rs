@@ -2,7 +2,8 @@
 //! types (one item is one message of the model) and the content part types of message items.
 
 use super::{
-    BlockKind::*, BlockRule, Carry, CarryRule, PairRule, RoleKind, RoleRule, Rule, Signal, Table,
+    BlockKind::*, BlockRule, Carry, CarryRule, FailureRule, FailureSignal, PairRule, RoleKind,
+    RoleRule, Rule, Signal, Table,
 };
 
 const ANY: &[RoleKind] = &[];
@@ -305,4 +306,43 @@ pub static OPENAI_RESPONSES: Table = Table {
         Signal::ModelPrefix("gpt-"),
         Signal::ModelPrefix("codex"),
     ],
+    failures: &[
+        FailureRule {
+            item: "apply_patch_call_output",
+            signal: FailureSignal::Status {
+                field: "status",
+                failed: &["failed"],
+                ok: &["completed"],
+                cause: "output",
+            },
+            rule: "B1.2",
+        },
+        FailureRule {
+            item: "shell_call_output",
+            signal: FailureSignal::Outcomes {
+                list: "output",
+                outcome: "outcome",
+                exit_code: "exit_code",
+                timeout: "timeout",
+                text: &["stderr", "stdout"],
+            },
+            rule: "B1.2",
+        },
+        FailureRule {
+            item: "mcp_call",
+            signal: FailureSignal::Present { field: "error" },
+            rule: "B1.2",
+        },
+        FailureRule {
+            item: "mcp_call",
+            signal: FailureSignal::Status {
+                field: "status",
+                failed: &["failed"],
+                ok: &["completed"],
+                cause: "output",
+            },
+            rule: "B1.2",
+        },
+    ],
+    server_state: &["previous_response_id", "conversation"],
 };
