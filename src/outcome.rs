@@ -12,16 +12,20 @@
 //!   wraps a refused or failed call's text in `<tool_use_error>…</tool_use_error>`; a result whose
 //!   text starts with that wrapper is an error even without the flag. Nothing else in the text
 //!   counts: a `Glob` listing that starts with `error.rs` is a success.
-//! - **OpenAI Chat and Responses** ([`OutcomePolicy::ExitCode`]): the wire has no error flag, so
-//!   only an exit code that the agent harness wrote tells ([`exit_marker`]); without one the
-//!   outcome is [`Outcome::Unknown`], shown as unknown, never as a success.
+//! - **OpenAI Chat and Responses** ([`OutcomePolicy::ExitCode`]): the fields a rule table names
+//!   for the item's type first ([`from_fields`]: Responses `apply_patch_call_output.status`,
+//!   `shell_call_output.output[].outcome`, `mcp_call.error`; rule B1.2), else an exit code that
+//!   the agent harness wrote in the text ([`exit_marker`]); without either the outcome is
+//!   [`Outcome::Unknown`], shown as unknown, never as a success.
 //!
 //! Every scanner here searches bytes (`memchr::memmem`) for ASCII markers and only slices at
 //! the ends of those markers, so no text (multi-byte, astral, combining, right-to-left) can make
 //! it slice inside a character.
 
-use crate::conversation::{Block, Conversation, Outcome, ToolResult};
+use crate::conversation::{Block, Conversation, Object, Outcome, ToolResult};
+use crate::rules::{FailureSignal, Table};
 use memchr::memmem;
+use serde_json::Value;
 
 /// How a format tells a tool result's outcome. Pick it with [`OutcomePolicy::of`] (a format
 /// name) or `Format::outcome_policy`.
@@ -54,6 +58,9 @@ impl OutcomePolicy {
                 if r.is_error == Some(true) {
                     return Outcome::Error;
                 }
+                if let Some(f) = in_any_table(&r.extra) {
+                    return f.outcome;
+                }
                 match exit_marker(&r.text_ref()) {
                     Some(m) if m.code == 0 => Outcome::Success,
                     Some(_) => Outcome::Error,
@@ -78,6 +85,132 @@ impl OutcomePolicy {
                     r.outcome = self.classify(r);
                 }
             }
+        }
+    }
+}
+
+/// What an item's own fields say about its call ([`from_fields`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldOutcome {
+    /// [`Outcome::Error`] or [`Outcome::Success`] (fields that say nothing give no
+    /// `FieldOutcome`).
+    pub outcome: Outcome,
+    /// Why it failed, as the fields tell it (the output's text, a command's stderr, the
+    /// error); `None` for a success or when no field tells.
+    pub cause: Option<String>,
+}
+
+/// The outcome the fields of `item` (an input item or a tool result's other fields, with its
+/// wire `type`) tell under `table`'s failure rules ([`crate::rules::FailureRule`], rule B1.2):
+/// a failure when any rule of the item's type says so, a success when none does and one says
+/// success, else `None` (the fields say nothing; the text may, [`exit_marker`]).
+pub fn from_fields(table: &Table, item: &Object) -> Option<FieldOutcome> {
+    let kind = item.get("type").and_then(Value::as_str)?;
+    let mut success = false;
+    for rule in table.failure_rules(kind) {
+        match verdict(&rule.signal, item) {
+            Some((Outcome::Error, cause)) => {
+                return Some(FieldOutcome {
+                    outcome: Outcome::Error,
+                    cause,
+                });
+            }
+            Some((Outcome::Success, _)) => success = true,
+            _ => {}
+        }
+    }
+    success.then_some(FieldOutcome {
+        outcome: Outcome::Success,
+        cause: None,
+    })
+}
+
+/// [`from_fields`] under the first table that has failure rules for the item's type (the
+/// types of different tables do not collide): for readers that do not know the format (the
+/// facts, [`OutcomePolicy::classify`]).
+pub fn in_any_table(item: &Object) -> Option<FieldOutcome> {
+    let kind = item.get("type").and_then(Value::as_str)?;
+    crate::rules::tables()
+        .into_iter()
+        .find(|t| t.failure_rules(kind).next().is_some())
+        .and_then(|t| from_fields(t, item))
+}
+
+/// The cause of a failed result that its fields tell ([`FieldOutcome::cause`]), when it has
+/// no text of its own (a `shell_call_output` keeps its output in chunks).
+pub fn field_cause(r: &ToolResult) -> Option<String> {
+    in_any_table(&r.extra).and_then(|f| f.cause)
+}
+
+/// What one signal says of `item`: `(outcome, cause)`, or `None` when it says nothing.
+fn verdict(signal: &FailureSignal, item: &Object) -> Option<(Outcome, Option<String>)> {
+    let text_of = |v: Option<&Value>| -> Option<String> {
+        match v? {
+            Value::String(s) if !s.trim().is_empty() => Some(s.clone()),
+            Value::Null | Value::String(_) => None,
+            Value::Object(o) => match o.get("message") {
+                Some(Value::String(m)) => Some(m.clone()),
+                _ => Some(Value::Object(o.clone()).to_string()),
+            },
+            other => Some(other.to_string()),
+        }
+    };
+    match signal {
+        FailureSignal::Status {
+            field,
+            failed,
+            ok,
+            cause,
+        } => {
+            let v = item.get(*field).and_then(Value::as_str)?;
+            if failed.contains(&v) {
+                Some((Outcome::Error, text_of(item.get(*cause))))
+            } else if ok.contains(&v) {
+                Some((Outcome::Success, None))
+            } else {
+                None
+            }
+        }
+        FailureSignal::Present { field } => {
+            let cause = text_of(item.get(*field))?;
+            Some((Outcome::Error, Some(cause)))
+        }
+        FailureSignal::Outcomes {
+            list,
+            outcome,
+            exit_code,
+            timeout,
+            text,
+        } => {
+            let chunks = item.get(*list).and_then(Value::as_array)?;
+            let mut all_ok = !chunks.is_empty();
+            for chunk in chunks {
+                let Some(oc) = chunk.get(*outcome).and_then(Value::as_object) else {
+                    all_ok = false;
+                    continue;
+                };
+                let what = if oc.get("type").and_then(Value::as_str) == Some(*timeout) {
+                    Some("timed out".to_string())
+                } else {
+                    match oc.get(*exit_code).and_then(Value::as_i64) {
+                        Some(0) => None,
+                        Some(n) => Some(format!("exit code {n}")),
+                        None => {
+                            all_ok = false;
+                            None
+                        }
+                    }
+                };
+                if let Some(what) = what {
+                    let said = text.iter().find_map(|k| text_of(chunk.get(*k)));
+                    let cause = match said {
+                        Some(t) => format!("{what}\n{t}"),
+                        None => what,
+                    };
+                    return Some((Outcome::Error, Some(cause)));
+                }
+            }
+            all_ok.then_some((Outcome::Success, None))
         }
     }
 }
