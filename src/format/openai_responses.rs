@@ -2,15 +2,18 @@
 //!
 //! Shape (Responses API reference): `{"model", "instructions"?, "input": [item], ...}`. Items:
 //! `message {role, content: string | [input_text | output_text | input_image | input_file ...]}`
-//! (the `type` may be omitted for messages), `function_call {call_id, name, arguments}` with
-//! `arguments` a JSON *string*, `function_call_output {call_id, output}`, `custom_tool_call
-//! {call_id, name, input}` / `custom_tool_call_output`, and `reasoning {summary,
-//! encrypted_content}`. A reasoning item belongs with the call or message that follows it (the
-//! guard keeps them in one unit). The built-in tools' calls that the client answers
-//! (`local_shell_call`, `shell_call`, `apply_patch_call`, `computer_call`: any `*_call` item with
-//! a `call_id`) are calls too, paired with their `*_call_output` by `call_id`; their fields other
-//! than `type`, `id`, `call_id` and `status` are the call's input. Every item is one [`Message`];
-//! unknown items pass through as one [`Block::Other`].
+//! (the `type` may be omitted for messages), `reasoning {summary, encrypted_content}`, and the
+//! call / output pairs of the rule table ([`crate::rules::OPENAI_RESPONSES`] `pairs`, rule
+//! B1): `function_call {call_id, name, arguments}` with `arguments` a JSON *string*,
+//! `custom_tool_call {call_id, name, input}` with free-form `input`, and the built-in tools'
+//! calls the client answers (`apply_patch_call`, `shell_call`, `local_shell_call`,
+//! `computer_call`, a client-executed `tool_search_call`, `program`), whose fields other than
+//! `type`, `id`, the id field and `status` are the call's input. A call is read as a
+//! [`ToolUse`], its output (`*_output`, paired by the id field the table names) as a
+//! [`Role::Tool`] message with one [`ToolResult`]. A reasoning item belongs with the call or
+//! message that follows it (the guard keeps them in one unit). Every item is one [`Message`];
+//! items the table pairs with nothing (built-in calls holding their own result, state items)
+//! and unknown items pass through as one [`Block::Other`], byte for byte.
 
 use super::{FormatError, as_object, json_kind, req_str, without};
 use crate::conversation::{
@@ -18,6 +21,7 @@ use crate::conversation::{
     ToolResultContent, ToolUse,
 };
 use crate::outcome::OutcomePolicy;
+use crate::rules::{BlockKind, OPENAI_RESPONSES, PairRule};
 use serde_json::Value;
 
 /// Reads a Responses request body (`input` array, `instructions` as the system prompt) or a bare
@@ -84,108 +88,147 @@ pub(crate) fn read_item(value: &Value, path: &str) -> Result<Message, FormatErro
                 form,
             }
         }
-        Some("function_call") | Some("custom_tool_call") => {
-            let custom = kind == Some("custom_tool_call");
-            let key = if custom { "input" } else { "arguments" };
-            let raw = match obj.get(key) {
-                Some(Value::String(s)) => s.clone(),
-                Some(other) => {
-                    return Err(FormatError::shape(
-                        format!("{path}.{key}"),
-                        format!("expected a string, found {}", json_kind(other)),
-                    ));
-                }
-                None => return Err(FormatError::shape(path, format!("missing \"{key}\""))),
-            };
-            let input = if custom {
-                ToolInput::Freeform(raw)
+        Some(k) => {
+            let table = &OPENAI_RESPONSES;
+            if let Some(pair) = table.pair_of_call_item(k, obj) {
+                single(Role::Assistant, Block::ToolUse(read_call(obj, k, pair, path)?))
+            } else if let Some(pair) = table.pair_of_output_item(k, obj) {
+                single(Role::Tool, Block::ToolResult(read_output(obj, pair, path)?))
+            } else if table.block_kind(k) == Some(BlockKind::Thinking) {
+                single(Role::Assistant, Block::Thinking(value.clone()))
             } else {
-                ToolInput::Arguments(raw)
-            };
-            single(
-                Role::Assistant,
-                Block::ToolUse(ToolUse {
-                    id: req_str(obj, "call_id", path)?,
-                    name: req_str(obj, "name", path)?,
-                    input,
-                    extra: without(obj, &["call_id", "name", key]),
-                }),
-            )
+                single(Role::Assistant, Block::Other(value.clone()))
+            }
         }
-        Some(k)
-            if matches!(k, "function_call_output" | "custom_tool_call_output")
-                || (k.ends_with("_call_output")
-                    && is_native_call(k.trim_end_matches("_output"))
-                    && obj.get("call_id").is_some_and(Value::is_string)) =>
-        {
-            let native = !matches!(k, "function_call_output" | "custom_tool_call_output");
-            let (content, skip): (_, &[&str]) = match obj.get("output") {
-                Some(Value::String(s)) => (
-                    Some(ToolResultContent::Text(s.clone())),
-                    &["call_id", "output"],
-                ),
-                Some(Value::Array(parts)) if !native => (
-                    Some(ToolResultContent::Blocks(
-                        parts
-                            .iter()
-                            .enumerate()
-                            .map(|(j, p)| read_part(p, &format!("{path}.output[{j}]")))
-                            .collect::<Result<Vec<_>, _>>()?,
-                    )),
-                    &["call_id", "output"],
-                ),
-                // A built-in tool's other output (a screenshot object, a list of command
-                // outputs) stays in the item as it came.
-                _ if native => (None, &["call_id"]),
-                Some(other) => {
-                    return Err(FormatError::shape(
-                        format!("{path}.output"),
-                        format!("expected a string or an array, found {}", json_kind(other)),
-                    ));
-                }
-                None => return Err(FormatError::shape(path, "missing \"output\"")),
-            };
-            single(
-                Role::Tool,
-                Block::ToolResult(OutcomePolicy::ExitCode.apply(ToolResult {
-                    tool_use_id: req_str(obj, "call_id", path)?,
-                    content,
-                    is_error: None,
-                    extra: without(obj, skip),
-                    outcome: Outcome::Unknown,
-                    rewritten: None,
-                })),
-            )
-        }
-        Some("reasoning") => single(Role::Assistant, Block::Thinking(value.clone())),
-        Some(k) if is_native_call(k) && obj.get("call_id").is_some_and(Value::is_string) => {
-            // The input is every field but the item's own bookkeeping, written back as fields.
-            let input = without(obj, &["type", "id", "call_id", "status"]);
-            single(
-                Role::Assistant,
-                Block::ToolUse(ToolUse {
-                    id: req_str(obj, "call_id", path)?,
-                    name: k.trim_end_matches("_call").to_string(),
-                    input: ToolInput::Json(Value::Object(input.clone())),
-                    extra: without(
-                        obj,
-                        &input
-                            .keys()
-                            .map(String::as_str)
-                            .chain(["call_id"])
-                            .collect::<Vec<_>>(),
-                    ),
-                }),
-            )
-        }
-        Some(_) => single(Role::Assistant, Block::Other(value.clone())),
     })
 }
 
-/// A built-in tool's call item that the client answers with a `*_call_output` (not
-/// `function_call` / `custom_tool_call`, which have their own shapes).
-fn is_native_call(kind: &str) -> bool {
-    kind.ends_with("_call") && kind != "function_call" && kind != "custom_tool_call"
+/// The wire encoding of a call's input, for the call types whose input is one string field:
+/// `function_call.arguments` (a JSON object *encoded as a string*) and
+/// `custom_tool_call.input` (free-form text). Every other call type of the table's pairs
+/// (`apply_patch_call`, `shell_call`, `tool_search_call`, `program`, ...) has its input in
+/// fields of its own, read as [`ToolInput::Json`] of those fields.
+fn input_field(call_type: &str) -> Option<(&'static str, fn(String) -> ToolInput)> {
+    match call_type {
+        "function_call" => Some(("arguments", ToolInput::Arguments)),
+        "custom_tool_call" => Some(("input", ToolInput::Freeform)),
+        _ => None,
+    }
+}
+
+/// The item fields that are bookkeeping of a call, not its input.
+const CALL_BOOKKEEPING: &[&str] = &["type", "id", "status"];
+
+/// Reads a call item of a pair of the table ([`crate::rules::PairRule`]): its id from the
+/// pair's id field; a named tool's call (`function_call`, `custom_tool_call`) with its `name`
+/// and its input string; any other call with its own fields as the input (written back as
+/// fields), named by its type (`apply_patch_call` -> `apply_patch`, for the digest).
+fn read_call(
+    obj: &Object,
+    kind: &str,
+    pair: &PairRule,
+    path: &str,
+) -> Result<ToolUse, FormatError> {
+    let id = req_str(obj, pair.id_field, path)?;
+    if let Some((key, wrap)) = input_field(kind) {
+        let raw = match obj.get(key) {
+            Some(Value::String(s)) => s.clone(),
+            Some(other) => {
+                return Err(FormatError::shape(
+                    format!("{path}.{key}"),
+                    format!("expected a string, found {}", json_kind(other)),
+                ));
+            }
+            None => return Err(FormatError::shape(path, format!("missing \"{key}\""))),
+        };
+        return Ok(ToolUse {
+            id,
+            name: req_str(obj, "name", path)?,
+            input: wrap(raw),
+            extra: without(obj, &[pair.id_field, "name", key]),
+        });
+    }
+    let mut skip: Vec<&str> = CALL_BOOKKEEPING.to_vec();
+    skip.push(pair.id_field);
+    let input = without(obj, &skip);
+    let mut own: Vec<&str> = input.keys().map(String::as_str).collect();
+    own.push(pair.id_field);
+    Ok(ToolUse {
+        id,
+        name: kind.strip_suffix("_call").unwrap_or(kind).to_string(),
+        extra: without(obj, &own),
+        input: ToolInput::Json(Value::Object(input)),
+    })
+}
+
+/// Reads an output item of a pair of the table: its id from the pair's id field, its `output`
+/// as the result's content where it is text (a string; for a named tool's output also an
+/// array of content parts), every other field (a command's output chunks, a screenshot, a
+/// tool search's `tools`, a program's `result`) kept in the item as it came. The outcome
+/// comes from the item's failure fields ([`crate::outcome::from_fields`]), else from an exit
+/// code in the text.
+fn read_output(obj: &Object, pair: &PairRule, path: &str) -> Result<ToolResult, FormatError> {
+    let id = req_str(obj, pair.id_field, path)?;
+    let named = input_field(pair.call).is_some();
+    let content = match obj.get("output") {
+        Some(Value::String(s)) => Some(ToolResultContent::Text(s.clone())),
+        Some(Value::Array(parts)) if named => Some(ToolResultContent::Blocks(
+            parts
+                .iter()
+                .enumerate()
+                .map(|(j, p)| read_part(p, &format!("{path}.output[{j}]")))
+                .collect::<Result<Vec<_>, _>>()?,
+        )),
+        _ if !named => None,
+        Some(other) => {
+            return Err(FormatError::shape(
+                format!("{path}.output"),
+                format!("expected a string or an array, found {}", json_kind(other)),
+            ));
+        }
+        None => return Err(FormatError::shape(path, "missing \"output\"")),
+    };
+    let skip: &[&str] = if content.is_some() {
+        &[pair.id_field, "output"]
+    } else {
+        &[pair.id_field]
+    };
+    Ok(OutcomePolicy::ExitCode.apply(ToolResult {
+        tool_use_id: id,
+        content,
+        is_error: None,
+        extra: without(obj, skip),
+        outcome: Outcome::Unknown,
+        rewritten: None,
+    }))
+}
+
+/// The wire type of a call as [`write`] writes it: its `type`, else `function_call` for JSON
+/// arguments and `custom_tool_call` for free-form input.
+pub(crate) fn call_type(t: &ToolUse) -> &str {
+    match t.extra.get("type").and_then(Value::as_str) {
+        Some(k) => k,
+        None if matches!(t.input, ToolInput::Freeform(_)) => "custom_tool_call",
+        None => "function_call",
+    }
+}
+
+/// The wire type of an output as [`write`] writes it: its `type`, else
+/// `function_call_output`.
+pub(crate) fn output_type(r: &ToolResult) -> &str {
+    r.extra
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or("function_call_output")
+}
+
+/// A call whose input is its own fields (see [`input_field`]): written back as those fields.
+fn is_native(t: &ToolUse) -> bool {
+    t.extra
+        .get("type")
+        .and_then(Value::as_str)
+        .is_some_and(|k| OPENAI_RESPONSES.pair_of_call(k).is_some() && input_field(k).is_none())
+        && matches!(t.input, ToolInput::Json(Value::Object(_)))
 }
 
 fn read_part(value: &Value, path: &str) -> Result<Block, FormatError> {
@@ -279,12 +322,7 @@ pub(crate) fn write_message(m: &Message, items: &mut Vec<Value>) {
                 flush(&mut parts, items);
                 items.push(v.clone());
             }
-            Block::ToolUse(t)
-                if t.extra
-                    .get("type")
-                    .and_then(Value::as_str)
-                    .is_some_and(is_native_call) =>
-            {
+            Block::ToolUse(t) if is_native(t) => {
                 // A built-in tool's call: its input fields go back into the item.
                 flush(&mut parts, items);
                 let mut obj = Object::new();
@@ -362,8 +400,9 @@ pub(crate) fn write_message(m: &Message, items: &mut Vec<Value>) {
                         Value::Array(sub)
                     }
                 };
-                // A built-in tool's non-text output was kept in the item as it came.
-                if !(r.content.is_none() && r.extra.contains_key("output")) {
+                // An output read without text content (a command's chunks, a tool search's
+                // tools) was kept in the item as it came: nothing to add.
+                if r.content.is_some() || !r.extra.contains_key("type") {
                     obj.insert("output".into(), output);
                 }
                 items.push(Value::Object(obj));

@@ -68,6 +68,20 @@ pub enum ViolationKind {
         /// Where the call should have been.
         expected: &'static str,
     },
+    /// Responses: an output item that answers a call of another type (a
+    /// `custom_tool_call_output` for a `function_call`); the provider looks for a call of the
+    /// output's own type (B1.1: `No tool call found for custom tool call output with call_id
+    /// …`).
+    OutputTypeMismatch {
+        /// The call id.
+        id: String,
+        /// The output's wire type.
+        output: String,
+        /// How the provider names the output's call type (`custom tool call`).
+        output_human: String,
+        /// The wire type of the call with that id.
+        call: String,
+    },
     /// A second result for one call.
     DuplicateResult {
         /// The id.
@@ -333,7 +347,9 @@ impl ViolationKind {
             BlockNotAllowed { .. } => ("A0.1", "B10", "C0.3"),
             DuplicateCall { .. } | InputNotObject { .. } => ("A0.2", "B0.1", "C0.1"),
             ArgumentsNotJson { .. } => ("A0.2", "B0.1", "C0.1"),
-            OrphanResult { .. } | DuplicateResult { .. } => ("A0.3", "B1.1", "C2.1"),
+            OrphanResult { .. } | DuplicateResult { .. } | OutputTypeMismatch { .. } => {
+                ("A0.3", "B1.1", "C2.1")
+            }
             MissingResults { .. } => ("A0.2", "B1", "C2"),
             ResultNotFirst { .. } => ("A0.4", "B1", "C2"),
             OrphanServerResult { .. } | ServerCallWithoutResult { .. } | CallerMissing { .. } => {
@@ -374,6 +390,15 @@ impl std::fmt::Display for ViolationKind {
             OrphanResult { id, expected } => {
                 write!(f, "tool_result {id} has no tool_use {expected}")
             }
+            OutputTypeMismatch {
+                id,
+                output,
+                output_human,
+                call,
+            } => write!(
+                f,
+                "{output} {id} answers a {call}: No tool call found for {output_human} output with call_id {id}"
+            ),
             DuplicateResult { id } => write!(f, "duplicate tool_result for {id}"),
             MissingResults { ids, expected } => {
                 write!(

@@ -6,6 +6,7 @@
 use super::{Checker, Ids, ValidateOptions};
 use crate::conversation::{Block, ContentForm, Conversation, Role, ToolInput};
 use crate::guard::violation::ViolationKind;
+use foldhash::{HashMap, HashMapExt};
 
 impl<'a> Checker<'a> {
     pub(super) fn chat(&mut self, options: ValidateOptions) {
@@ -110,23 +111,36 @@ impl<'a> Checker<'a> {
     }
 
     pub(super) fn responses(&mut self, options: ValidateOptions) {
+        use crate::format::openai_responses::{call_type, output_type};
         let conv: &'a Conversation = self.conv;
-        // Calls seen so far, in message order (a result answers an earlier one), and those
-        // without an output yet.
+        let table = self.format.rules();
+        // B4: with the history on the server, outputs before the first call of the input
+        // answer calls the server holds (accepted leniently wherever other items stand
+        // between them).
+        let server = table.server_holds_history(&conv.extra);
+        let mut leading = self.from == 0;
+        // Calls seen so far, in message order (a result answers an earlier one), with their
+        // wire type, and those without an output yet.
         let mut calls = Ids::new(self.seed.map(|j| &j.calls));
+        let mut types: HashMap<&'a str, &'a str> = HashMap::new();
         let mut waiting = std::mem::take(&mut self.pending);
         for (i, m) in conv.messages.iter().enumerate().skip(self.from) {
             for (j, b) in m.content.iter().enumerate() {
                 match b {
                     Block::ToolUse(t) => {
+                        leading = false;
                         if calls.insert(t.id.as_str()) {
                             waiting.push((t.id.clone(), i));
+                            types.insert(t.id.as_str(), call_type(t));
                         }
                         self.arguments_json(i, j, &t.id, &t.input);
                     }
                     Block::ToolResult(r) => {
                         let id = r.tool_use_id.as_str();
                         if !calls.contains(id) {
+                            if server && leading && self.answered.insert(id) {
+                                continue;
+                            }
                             self.push(
                                 Some(i),
                                 None,
@@ -135,7 +149,29 @@ impl<'a> Checker<'a> {
                                     expected: "earlier in the input",
                                 },
                             );
-                        } else if !self.answered.insert(id) {
+                            continue;
+                        }
+                        let output = output_type(r);
+                        // B1.1: the output answers a call of its own pair's type.
+                        if let Some(call) = types.get(id).copied()
+                            && table.pair_of_call(call).is_some_and(|p| p.output != output)
+                        {
+                            let output_human = table
+                                .pair_of_output(output)
+                                .map_or(output, |p| p.human)
+                                .to_string();
+                            self.push(
+                                Some(i),
+                                None,
+                                ViolationKind::OutputTypeMismatch {
+                                    id: id.into(),
+                                    output: output.into(),
+                                    output_human,
+                                    call: call.into(),
+                                },
+                            );
+                        }
+                        if !self.answered.insert(id) {
                             self.push(
                                 Some(i),
                                 None,
