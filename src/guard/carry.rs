@@ -102,6 +102,9 @@ pub enum Kept {
     ToolChange,
     /// The last configuration directive (Responses `configuration_update`).
     Configuration,
+    /// The latest provider compaction item (Anthropic `compaction` block, Responses
+    /// `compaction` item): the provider's summary of all before it (A9, B3).
+    ProviderCompaction,
 }
 
 /// What a drop of `pinned..to` keeps and carries ([`Layout::carry`]).
@@ -160,6 +163,13 @@ impl Layout {
             if s >= pinned && e <= to {
                 kept.extend((s..e).map(|i| (i, Kept::Unknown { what: what.clone() })));
             }
+        }
+        if let Some((s, e)) = self.provider_compaction()
+            && s >= pinned
+            && e <= to
+            && !kept.iter().any(|k| k.0 == s)
+        {
+            kept.extend((s..e).map(|i| (i, Kept::ProviderCompaction)));
         }
         if table.carries(Carry::ToolLoader) {
             for (s, e, tool, last_use) in self.loaders() {
