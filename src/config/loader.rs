@@ -43,6 +43,7 @@ fn builtin() -> Settings {
             tiers: KNOWN_TIERS.iter().map(|s| s.to_string()).collect(),
             remember: true,
         },
+        tiers_from: None,
         tokens: TokenSettings {
             tokenizer: Tokenizer::default(),
             model: String::new(),
@@ -121,7 +122,11 @@ impl Loader {
     /// environment. When no preset is asked for, the implicit `default` preset goes *under* the
     /// file, so a file's explicit `[policy] tiers` (or any key) wins over it. Each source is
     /// also checked alone over the defaults, so a bad key or an unknown tier name is an error
-    /// naming its source ([`ConfigError::In`]) even where a later source overrides it.
+    /// naming its source ([`ConfigError::In`]) even where a later source overrides it; a
+    /// field a source alone lacks is not its fault (a partial `[llm]` in the file completed
+    /// by `COMPACTOR__LLM__PROVIDER`): the merged settings must have it, else the error names
+    /// every source. [`Settings::tiers_from`] names the layer that set `[policy] tiers` when
+    /// it is not the preset.
     ///
     /// # Errors
     /// [`ConfigError`] naming the file, key or preset at fault.
@@ -171,14 +176,7 @@ impl Loader {
         if self.preset.is_some() {
             builder = builder.add_source(preset());
         }
-        let env_vars: Vec<String> = if self.env {
-            std::env::vars()
-                .map(|(k, _)| k)
-                .filter(|k| k.starts_with("COMPACTOR__"))
-                .collect()
-        } else {
-            Vec::new()
-        };
+        let env_vars = self.env_vars();
         if !env_vars.is_empty() {
             builder = builder.add_source(environment());
         }
@@ -187,7 +185,9 @@ impl Loader {
             .and_then(|c| c.try_deserialize::<RawSettings>())
             .map_err(ConfigError::from)
             .and_then(|raw| check(raw, preset_name.clone(), &self.strategies));
-        // Each source alone: the first one at fault names itself.
+        // Each source alone: the first one at fault names itself. A field a source alone
+        // lacks (`[llm]` with only `timeout_secs`) is no fault of its own: another source may
+        // give it, and the merged settings are what must be whole.
         let mut alone: Vec<(String, config::ConfigBuilder<config::builder::DefaultState>)> =
             Vec::new();
         if let (Some(path), Some(f)) = (&self.file, file()) {
@@ -206,6 +206,7 @@ impl Loader {
                 defaults().add_source(environment()),
             ));
         }
+        let origins: Vec<String> = alone.iter().map(|(o, _)| o.clone()).collect();
         for (origin, builder) in alone {
             let one = builder
                 .build()
@@ -218,7 +219,12 @@ impl Loader {
                 matches!(e, ConfigError::Load(_))
                     || matches!(e, ConfigError::Invalid { key, .. } if key == "policy.tiers")
             };
+            let missing = matches!(
+                &one,
+                Err(ConfigError::Load(config::ConfigError::NotFound(_)))
+            );
             if let Err(e) = one
+                && !missing
                 && (merged.is_err() || own_fault(&e))
             {
                 return Err(ConfigError::In {
@@ -227,10 +233,33 @@ impl Loader {
                 });
             }
         }
-        merged
+        // A field no source gives: the merged settings' error names every source.
+        let mut settings = merged.map_err(|e| match e {
+            ConfigError::Load(config::ConfigError::NotFound(_)) => ConfigError::In {
+                origin: format!("the merged configuration ({})", origins.join(", ")),
+                source: Box::new(e),
+            },
+            other => other,
+        })?;
+        settings.tiers_from =
+            super::origin::tiers_from(&self.layers(&preset_name, &preset_text, &env_vars)?);
+        Ok(settings)
     }
 
-    fn find_preset(&self, name: &str) -> Result<(String, String), ConfigError> {
+    /// The `COMPACTOR__…` environment variables set (none unless [`Loader::env`]).
+    pub(super) fn env_vars(&self) -> Vec<String> {
+        if !self.env {
+            return Vec::new();
+        }
+        let mut vars: Vec<String> = std::env::vars_os()
+            .filter_map(|(k, _)| k.into_string().ok())
+            .filter(|k| k.starts_with("COMPACTOR__"))
+            .collect();
+        vars.sort();
+        vars
+    }
+
+    pub(super) fn find_preset(&self, name: &str) -> Result<(String, String), ConfigError> {
         let looks_like_path = name.ends_with(".toml") || name.contains('/') || name.contains('\\');
         if looks_like_path {
             let path = Path::new(name);
@@ -306,7 +335,7 @@ fn defaults() -> config::ConfigBuilder<config::builder::DefaultState> {
 }
 
 /// `COMPACTOR__SECTION__KEY` variables (lists comma separated).
-fn environment() -> Environment {
+pub(super) fn environment() -> Environment {
     Environment::with_prefix("COMPACTOR")
         .separator("__")
         .try_parsing(true)
