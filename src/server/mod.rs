@@ -31,7 +31,9 @@ mod proxy;
 pub mod reads;
 mod recall;
 pub mod replay;
+mod startup;
 pub mod store;
+mod throttle;
 mod unique;
 mod upstream;
 pub mod usage;
@@ -90,6 +92,9 @@ struct Inner {
     replay: replay::ReplayCache,
     /// The last body of each agent session and its conversation.
     reads: reads::ReadCache,
+    /// The rate limit of the proxy's WARN for a history that breaks a provider rule (one per
+    /// rule a minute).
+    throttle: throttle::Throttle,
 }
 
 /// The bytes of one token cache entry as [`crate::tokens::CachedCounter::with_max_bytes`]
@@ -219,6 +224,7 @@ impl AppState {
                 token_caches: Mutex::new(token_caches.into_iter().collect()),
                 replay: replay::ReplayCache::with_max_bytes(settings_replay_bytes),
                 reads,
+                throttle: throttle::Throttle::new(Duration::from_secs(60)),
             }),
         })
     }
@@ -286,6 +292,11 @@ impl AppState {
     /// The proxy's read cache (`server.read_cache_bytes`).
     pub fn reads(&self) -> &reads::ReadCache {
         &self.inner.reads
+    }
+
+    /// The rate limit of the proxy's WARN lines.
+    pub(crate) fn throttle(&self) -> &throttle::Throttle {
+        &self.inner.throttle
     }
 
     /// The proxy's replay cache (`server.replay_cache_bytes`).
@@ -486,9 +497,19 @@ fn authorized(state: &AppState, headers: &HeaderMap, proxy: bool) -> bool {
             headers
                 .get(AUTHORIZATION)
                 .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.strip_prefix("Bearer "))
+                .and_then(bearer_token)
         });
     given.is_some_and(|token| constant_time_eq(token.as_bytes(), expected.as_bytes()))
+}
+
+/// The token of an `authorization: Bearer TOKEN` value. The scheme is case-insensitive
+/// (RFC 9110 11.1: `bearer`, `BEARER`), one or more spaces before the token.
+fn bearer_token(value: &str) -> Option<&str> {
+    let (scheme, token) = value.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim_start_matches(' '))
+        .filter(|t| !t.is_empty())
 }
 
 async fn require_token(State(state): State<AppState>, req: Request, next: Next) -> Response {
