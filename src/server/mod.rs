@@ -11,13 +11,16 @@
 //!   POST /v1/messages, /v1/chat/completions,        compact the outbound copy, forward to the
 //!   /v1/responses, /v1/messages/count_tokens        configured upstream, stream back (proxy.rs)
 //!   /healthz, /metrics
+//!   HEAD /, HEAD /api/hello, no provider header     a client's start-up probe: 200 here
 //!   any other method or path                        forwarded as it came (passthrough.rs)
 //! ```
 //! Compaction runs on a bounded blocking pool ([`pool`]); a panic there becomes a JSON 500 on
 //! the API routes and the original body forwarded on the proxy routes; a panic anywhere else
 //! is a JSON 500 (`tower_http::catch_panic`). [`app`] builds the router from an [`AppState`],
 //! so tests drive it without a port; [`serve`] binds it with the connection limits and
-//! timeouts of [`listen`] and shuts down on ctrl-c / SIGTERM within a deadline.
+//! timeouts of [`listen`] and shuts down on ctrl-c / SIGTERM within a deadline. It says what
+//! it does: a start-up line (`startup`), one line per proxied body (docs/service.md, "What it
+//! says").
 
 mod api;
 pub mod body;
