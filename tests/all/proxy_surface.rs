@@ -51,9 +51,11 @@ async fn each_skip_reason_has_its_own_metrics_label() {
         "not a request body of this format"
     );
     // Forwarded as they came: the provider answers.
-    let seen = seen.lock().unwrap();
-    assert_eq!(seen[1].body, Bytes::from(orphan()));
-    assert_eq!(seen.len(), 4);
+    {
+        let seen = seen.lock().unwrap();
+        assert_eq!(seen[1].body, Bytes::from(orphan()));
+        assert_eq!(seen.len(), 4);
+    }
     let (_, m) = get_text(router, "/metrics").await;
     assert_eq!(
         series(&m, "compactor_proxy_skipped_total"),
