@@ -78,9 +78,9 @@ impl Spans {
     }
 
     /// The body's envelope parsed: everything but the message array, which reads as `[]`
-    /// (`[]` alone for a bare message array; `None` when it is not JSON). The proxy's read cache compares envelopes by value with
-    /// it, so a client that writes its keys in another order each time (Codex's
-    /// `client_metadata`) still continues its session.
+    /// (`[]` alone for a bare message array; `None` when it is not JSON). The proxy's read
+    /// cache compares envelopes by value with it, so a client that writes its keys in another
+    /// order each time (Codex's `client_metadata`) still continues its session.
     pub fn envelope(&self, body: &[u8]) -> Option<Value> {
         let mut top = body.get(..self.array.start)?.to_vec();
         top.extend_from_slice(b"[]");
@@ -176,18 +176,18 @@ pub fn read(
             .ok()
             .map(|(system, _, extra, bare)| (system, extra, bare))
     };
-    // The new body's envelope, parsed when its bytes differ from the previous body's but
-    // its value is the same (keys in another order): the conversation takes it.
-    let mut reordered = None;
+    // The new body's envelope, parsed when its bytes differ from the previous body's: when
+    // its value is the same (keys in another order) the previous messages are reused and the
+    // conversation takes the new envelope.
+    let mut parsed = None;
     let reused = previous.and_then(|(prev_body, prev)| {
         let same_around = body.get(..spans.array.start) == prev_body.get(..prev.spans.array.start)
             && body.get(spans.array.end..) == prev_body.get(prev.spans.array.end..);
         if !same_around {
-            let now = spans.envelope(body)?;
-            if prev.spans.envelope(prev_body)? != now {
+            let now = parsed.insert(spans.envelope(body)?);
+            if prev.spans.envelope(prev_body).as_ref() != Some(&*now) {
                 return None;
             }
-            reordered = Some(now);
         }
         let kept = spans
             .items
@@ -201,13 +201,17 @@ pub fn read(
     });
     let mut conversation = match reused {
         Some(mut c) => {
-            if let Some(value) = reordered {
+            if let Some(value) = parsed {
                 (c.system, c.extra, c.bare) = envelope_of(&value)?;
             }
             c
         }
         None => {
-            let (system, extra, bare) = envelope_of(&spans.envelope(body)?)?;
+            let value = match parsed {
+                Some(v) => v,
+                None => spans.envelope(body)?,
+            };
+            let (system, extra, bare) = envelope_of(&value)?;
             Conversation {
                 system,
                 messages: Vec::with_capacity(spans.items.len()),
