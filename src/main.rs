@@ -38,6 +38,9 @@ enum Command {
     Ab(cli::ab::Args),
     /// Run the HTTP service: the JSON API and the compacting proxy (see docs/service.md).
     Serve(cli::serve::Args),
+    /// Print the effective settings, one `key = value` line each, with where each value came
+    /// from: default, file, preset, environment or flag.
+    Config(cli::config::Args),
     /// Fit each model's token ratio from recorded usage (Claude Code logs, Codex rollouts):
     /// prints per model the ratio, the per-segment constants, the fit's error and a config
     /// snippet for `[tokens.models]`.
@@ -86,6 +89,7 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
         Command::Count(args) => cli::count::run(args),
         Command::Ab(args) => cli::ab::run(args),
         Command::Serve(args) => cli::serve::run(args),
+        Command::Config(args) => cli::config::run(args),
         Command::Calibrate(args) => cli::calibrate::run(&args),
         Command::Probe(args) => cli::probe::run(&args),
         Command::Show(args) => cli::show::run(&args),

@@ -24,6 +24,7 @@ use crate::format::Format;
 use crate::guard::FailureRecord;
 pub use continuation::{Continuation, Predecessor, Taken};
 pub use hash::PrefixHashes;
+pub(crate) use hash::hash_canonical;
 use moka::sync::Cache;
 pub use size::{ALLOC_BYTES, estimated_bytes, estimated_bytes_with, message_bytes};
 use std::sync::{Arc, Mutex, PoisonError, Weak};

@@ -5,6 +5,7 @@
 pub(crate) mod ab;
 pub(crate) mod calibrate;
 pub(crate) mod compact;
+pub(crate) mod config;
 pub(crate) mod convert;
 pub(crate) mod count;
 mod input;

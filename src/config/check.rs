@@ -121,6 +121,7 @@ pub(super) fn check(
         description: raw.description,
         budget: raw.budget,
         policy: raw.policy,
+        tiers_from: None,
         tokens: raw.tokens,
         truncate: raw.truncate,
         microcompact: raw.microcompact,

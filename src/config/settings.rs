@@ -131,6 +131,10 @@ pub struct Settings {
     pub budget: BudgetSettings,
     /// `[policy]`.
     pub policy: PolicySettings,
+    /// Where `[policy] tiers` came from when not from the preset: the config file's name
+    /// (`c.toml`) or `environment`; `None`: the preset's. Reports name the tier list by it
+    /// ([`Settings::label`]).
+    pub tiers_from: Option<String>,
     /// `[tokens]`.
     pub tokens: TokenSettings,
     /// `[truncate]`.
@@ -147,4 +151,13 @@ pub struct Settings {
     pub store: StoreSettings,
     /// `[recall]`.
     pub recall: super::recall::RecallSettings,
+}
+
+impl Settings {
+    /// The name of the tier list in force, for reports (`[default]` in the summary line, the
+    /// report's `strategy`, the metrics' `strategy` label): the config file that set
+    /// `[policy] tiers` (`c.toml`), `environment`, else the preset's name.
+    pub fn label(&self) -> &str {
+        self.tiers_from.as_deref().unwrap_or(&self.preset)
+    }
 }

@@ -62,7 +62,7 @@ impl SharedCompacted {
 pub(super) fn first_report(compactor: &dyn Host, run: &Run<'_>, tokens: usize) -> Report {
     Report {
         status: Status::Unchanged,
-        strategy: compactor.settings().preset.clone(),
+        strategy: compactor.settings().label().to_string(),
         format: run.format.as_str().into(),
         tokens_before: run.basis.to_model(tokens),
         tokens_after: run.basis.to_model(tokens),

@@ -20,6 +20,8 @@ pub struct Metrics {
     /// Summary-tier LLM calls that failed (fed by the summary tier, like `llm_calls`).
     pub llm_failures: IntCounter,
     proxy: IntCounterVec,
+    skipped: IntCounterVec,
+    counts: IntCounter,
     token_ratio: GaugeVec,
     learned_bytes: IntGaugeVec,
     panics: IntCounter,
@@ -93,10 +95,23 @@ impl Metrics {
         let proxy = IntCounterVec::new(
             Opts::new(
                 "compactor_proxy_requests_total",
-                "Proxied requests by route and what was done to the body (passthrough, compacted, reused, skipped; route other: forwarded as it came).",
+                "Proxied requests by route and what was done to the body (passthrough, compacted, reused, repaired, skipped; route other: forwarded as it came, or probe: a client's start-up probe answered here).",
             ),
             &["route", "body"],
         )?;
+        let skipped = IntCounterVec::new(
+            Opts::new(
+                "compactor_proxy_skipped_total",
+                "Proxied bodies forwarded as they came, by route and reason (not_json, not_a_request_body, previous_response_id, invalid_history, internal_error); also counted as body=skipped in compactor_proxy_requests_total.",
+            ),
+            &["route", "reason"],
+        )?;
+        let counts = IntCounter::new(
+            "compactor_count_tokens_total",
+            "Bodies of the proxy's /v1/messages/count_tokens route the pipeline ran on (counts, not compactions: not in compactor_compactions_total).",
+        )?;
+        registry.register(Box::new(skipped.clone()))?;
+        registry.register(Box::new(counts.clone()))?;
         let panics = IntCounter::new(
             "compactor_panics_total",
             "Compactions that panicked (API: answered 500; proxy: the original body forwarded).",
@@ -222,6 +237,8 @@ impl Metrics {
             llm_calls,
             llm_failures,
             proxy,
+            skipped,
+            counts,
             token_ratio,
             learned_bytes,
             panics,
@@ -265,6 +282,18 @@ impl Metrics {
     /// Records what the proxy did with a body.
     pub fn proxied(&self, route: &str, body: &str) {
         self.proxy.with_label_values(&[route, body]).inc();
+    }
+
+    /// Records a body the proxy forwarded as it came, and why (`reason`: one of a fixed set,
+    /// `proxy::Skip`); counted as `body="skipped"` as well.
+    pub fn skipped(&self, route: &str, reason: &str) {
+        self.proxied(route, "skipped");
+        self.skipped.with_label_values(&[route, reason]).inc();
+    }
+
+    /// Records one `count_tokens` body the pipeline ran on (a count, not a compaction).
+    pub fn counted(&self) {
+        self.counts.inc();
     }
 
     /// Sets `compactor_model_token_ratio` to the learned ratios in force, `(model, ratio)`,

@@ -134,10 +134,9 @@ async fn forward(
         }
         (_, o) => o,
     };
-    let url = format!(
-        "{}{}",
-        base.trim_end_matches('/'),
-        uri.path_and_query().map_or(route.as_str(), |p| p.as_str())
+    let url = upstream::url(
+        base,
+        uri.path_and_query().map_or(route.as_str(), |p| p.as_str()),
     );
     let out = upstream::Outbound {
         method: Method::POST,
@@ -160,7 +159,8 @@ fn replayed(state: &AppState, route: &str, hit: &Replayed, body: Bytes) -> Outgo
         total_ms: started.elapsed().as_secs_f64() * 1000.0,
         ..Default::default()
     };
-    metrics.record(&report);
+    record(metrics, route, &report);
+    log_outcome(route, &report, hit.label, true);
     Outgoing {
         body: hit.body.clone().unwrap_or(body),
         header: (TOKENS_HEADER, hit.header.clone()),
@@ -192,41 +192,121 @@ async fn compact_in_pool(state: &AppState, format: Format, route: &str, body: By
             if let PoolError::Panicked(why) = &e {
                 tracing::error!(route = %route, panic = %why, "proxy: compaction panicked; original body forwarded");
             }
-            state.metrics().proxied(&route, "skipped");
             state.metrics().panicked(&e);
-            Outgoing {
-                body,
-                header: (SKIPPED_HEADER, "internal error".to_string()),
-                probe: None,
-                keep: None,
-            }
+            skipped(state, &route, body, Skip::Internal)
         }
     }
 }
 
-/// The body sent as it came, with the reason in the skipped header (counted in the metrics).
-fn skipped(metrics: &Metrics, route: &str, body: Bytes, why: &str) -> Outgoing {
-    metrics.proxied(route, "skipped");
+/// Why a body was forwarded as it came: the words of the skipped header and the label of
+/// `compactor_proxy_skipped_total{reason}`, one each, a fixed set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Skip {
+    /// The body is not JSON.
+    NotJson,
+    /// JSON, but not a request body of the route's format (no message list, a malformed
+    /// message).
+    NotABody,
+    /// A Responses body naming a `previous_response_id`: the history is kept upstream.
+    PreviousResponse,
+    /// A history that breaks a known rule of the provider (the guard refuses it).
+    InvalidHistory,
+    /// The compaction failed inside the service (a panic: a bug).
+    Internal,
+}
+
+impl Skip {
+    /// The `x-compactor-skipped` header's words.
+    pub(crate) fn header(self) -> &'static str {
+        match self {
+            Skip::NotJson => "not JSON",
+            Skip::NotABody => "not a request body of this format",
+            Skip::PreviousResponse => "previous_response_id: the history is kept upstream",
+            Skip::InvalidHistory => "invalid history",
+            Skip::Internal => "internal error",
+        }
+    }
+
+    /// The metrics label (`reason`).
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Skip::NotJson => "not_json",
+            Skip::NotABody => "not_a_request_body",
+            Skip::PreviousResponse => "previous_response_id",
+            Skip::InvalidHistory => "invalid_history",
+            Skip::Internal => "internal_error",
+        }
+    }
+}
+
+/// The body sent as it came, with the reason in the skipped header, counted in the metrics
+/// and logged (INFO; an invalid history is logged by its caller, with the rule).
+fn skipped(state: &AppState, route: &str, body: Bytes, why: Skip) -> Outgoing {
+    state.metrics().skipped(route, why.label());
+    if why != Skip::InvalidHistory {
+        tracing::info!(route = %route, reason = %why.label(), "proxy: forwarded as it came: {}", why.header());
+    }
     Outgoing {
         body,
-        header: (SKIPPED_HEADER, why.to_string()),
+        header: (SKIPPED_HEADER, why.header().to_string()),
         probe: None,
         keep: None,
     }
 }
 
+/// The proxy's `count_tokens` route: its compactions are counts (Claude Code's context meter),
+/// counted in `compactor_count_tokens_total`, not in `compactor_compactions_total`.
+pub(crate) const COUNT_ROUTE: &str = "/v1/messages/count_tokens";
+
+/// Counts a pipeline run of `route` in the metrics: a count on [`COUNT_ROUTE`], else a
+/// compaction.
+fn record(metrics: &Metrics, route: &str, report: &crate::report::Report) {
+    if route == COUNT_ROUTE {
+        metrics.counted();
+    } else {
+        metrics.record(report);
+    }
+}
+
+/// One log line per body the pipeline ran on: INFO when the body sent is not the one received
+/// (`label` `compacted`, `reused`, `repaired`), DEBUG for a body under the trigger, a count
+/// ([`COUNT_ROUTE`]) and a replay.
+fn log_outcome(route: &str, report: &crate::report::Report, label: &str, replayed: bool) {
+    let model = report.counting.model.as_deref().unwrap_or("-");
+    let status = serde_json::to_value(report.status)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default();
+    let ms = format!("{:.1}", report.timings.total_ms);
+    let (before, after, tier) = (report.tokens_before, report.tokens_after, report.applied());
+    if label == "passthrough" || route == COUNT_ROUTE || replayed {
+        tracing::debug!(route = %route, model = %model, tier = %tier, status = %status, ms = %ms, replayed, "proxy: {label}: {before} -> {after} tokens");
+    } else {
+        tracing::info!(route = %route, model = %model, tier = %tier, status = %status, ms = %ms, "proxy: {label}: {before} -> {after} tokens");
+    }
+}
+
+/// The rule a refused history breaks first (`orphan_result`, `role_not_allowed`, ...: the
+/// guard's own names, a fixed set), for the log and the WARN's rate limit.
+fn rule_of(violations: &[crate::guard::Violation]) -> String {
+    violations
+        .first()
+        .and_then(|v| serde_json::to_value(&v.kind).ok())
+        .and_then(|v| v.get("rule").and_then(Value::as_str).map(str::to_owned))
+        .unwrap_or_else(|| "unknown".into())
+}
+
 /// Decides what to send: the original bytes, a remembered prefix plus the new messages, or a
 /// fresh compaction.
 async fn outgoing_body(state: &AppState, format: Format, route: &str, body: Bytes) -> Outgoing {
-    let metrics = state.metrics();
     let reads = state.reads();
     // The session's last read, taken out of the read cache, and the new items read alone.
     let spanned = (reads.max_bytes() > 0)
         .then(|| slices::scan(&body, format))
         .flatten()
         .and_then(|spans| {
-            let key = spans.session_key(format, &body);
-            let (read, hashes, sums) = match reads.take(key) {
+            let (key, by_value, last) = reads.take_session(format, &body, &spans);
+            let (read, hashes, sums) = match last {
                 Some(last) => (
                     slices::read(format, &body, spans, Some((&last.body, last.read))),
                     last.hashes,
@@ -236,7 +316,7 @@ async fn outgoing_body(state: &AppState, format: Format, route: &str, body: Byte
             };
             let read = read?;
             let sums = Last::sums(sums, &read.conversation, read.reused);
-            Some((key, read, hashes, sums))
+            Some(((key, by_value), read, hashes, sums))
         });
     let compactor = state.default_compactor();
     // The memory's keys: last turn's hashes extended for the new messages (the first
@@ -253,13 +333,13 @@ async fn outgoing_body(state: &AppState, format: Format, route: &str, body: Byte
         }
         None => {
             let Ok(value) = serde_json::from_slice::<Value>(&body) else {
-                return skipped(metrics, route, body, "not JSON");
+                return skipped(state, route, body, Skip::NotJson);
             };
             if format == Format::OpenAiResponses && previous_response(&value) {
-                return skipped(metrics, route, body, PREVIOUS_RESPONSE);
+                return skipped(state, route, body, Skip::PreviousResponse);
             }
             let Ok(conversation) = format.read(&value) else {
-                return skipped(metrics, route, body, "not a request body of this format");
+                return skipped(state, route, body, Skip::NotABody);
             };
             // The parsed body is not needed past here: freed before the pipeline runs, so the
             // peak holds one parsed copy of the history, not two.
@@ -275,11 +355,11 @@ async fn outgoing_body(state: &AppState, format: Format, route: &str, body: Byte
             .get("previous_response_id")
             .is_some_and(|v| !v.is_null())
     {
-        return skipped(metrics, route, body, PREVIOUS_RESPONSE);
+        return skipped(state, route, body, Skip::PreviousResponse);
     }
     let hashes = kept.as_ref().and_then(|(_, _, h, _)| h.as_ref());
     let outgoing = decide(state, format, route, body.clone(), &conversation, hashes).await;
-    if let Some((key, spans, hashes, sums)) = kept {
+    if let Some(((key, by_value), spans, hashes, sums)) = kept {
         let read = SpanRead {
             conversation,
             spans,
@@ -287,6 +367,7 @@ async fn outgoing_body(state: &AppState, format: Format, route: &str, body: Byte
         };
         reads.put(
             key,
+            by_value,
             Last {
                 body,
                 read,
@@ -297,9 +378,6 @@ async fn outgoing_body(state: &AppState, format: Format, route: &str, body: Byte
     }
     outgoing
 }
-
-/// Why a Responses body naming a previous response is forwarded as it came.
-const PREVIOUS_RESPONSE: &str = "previous_response_id: the history is kept upstream";
 
 /// Whether a Responses body names a `previous_response_id`.
 fn previous_response(value: &Value) -> bool {
@@ -357,11 +435,21 @@ async fn decide(
                 .first()
                 .map(ToString::to_string)
                 .unwrap_or_default();
-            tracing::info!(violations = violations.len(), first = %first, "proxy: invalid history forwarded as is");
-            skipped(metrics, route, body, "invalid history")
+            let rule = rule_of(&violations);
+            // A known rule broken: the provider will refuse the body too, and says why. The
+            // operator sees it at WARN, once a minute per rule at most.
+            match state.throttle().allow(&rule) {
+                Some(held_back) => {
+                    tracing::warn!(route = %route, rule = %rule, violations = violations.len(), first = %first, held_back, "proxy: invalid history (a provider rule is broken): forwarded as it came, the provider answers")
+                }
+                None => {
+                    tracing::info!(route = %route, rule = %rule, violations = violations.len(), first = %first, "proxy: invalid history forwarded as it came")
+                }
+            }
+            skipped(state, route, body, Skip::InvalidHistory)
         }
         Ok(compacted) => {
-            metrics.record(&compacted.report);
+            record(metrics, route, &compacted.report);
             if let (Some(store), Some(local)) = (state.store(), compactor.recall_store()) {
                 store.publish_recall(local, &compacted.report.recall).await;
             }
@@ -411,6 +499,7 @@ async fn decide(
             match &compacted.conversation {
                 None => {
                     metrics.proxied(route, "passthrough");
+                    log_outcome(route, report, "passthrough", false);
                     // Under the trigger; not an input every tier failed to shorten (a
                     // repeat would run them again).
                     let untouched = compacted.report.tiers.is_empty();
@@ -431,6 +520,7 @@ async fn decide(
                         (false, false) => "compacted",
                     };
                     metrics.proxied(route, label);
+                    log_outcome(route, report, label, false);
                     // A continuation of an output written before: only its new messages are
                     // written, the rest copied from last time's bytes.
                     let prefix = compacted
