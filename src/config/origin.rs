@@ -127,7 +127,8 @@ impl Loader {
         }
         // A config given as text (the Python package's dict), after the file as it is read.
         if let Some(t) = &self.text {
-            let value = read(Config::builder().add_source(File::from_str(&t.json, FileFormat::Json)))?;
+            let value =
+                read(Config::builder().add_source(File::from_str(&t.json, FileFormat::Json)))?;
             layers.push(fixed(Origin::File(t.name.clone().into()), value));
         }
         layers.extend(preset);
