@@ -22,7 +22,7 @@ mod tests;
 use crate::conversation::Conversation;
 use crate::format::Format;
 use crate::guard::FailureRecord;
-pub use continuation::{Continuation, Predecessor, Taken};
+pub use continuation::{Continuation, Cycle, Predecessor, Taken};
 pub use hash::PrefixHashes;
 use moka::sync::Cache;
 pub use size::{ALLOC_BYTES, estimated_bytes, estimated_bytes_with, message_bytes};

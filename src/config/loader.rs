@@ -33,7 +33,7 @@ fn builtin() -> Settings {
         preset: "default".into(),
         description: None,
         budget: BudgetSettings {
-            context_window: 200_000,
+            context_window: 0,
             reserve_output: 20_000,
             tokens: 0,
             trigger: 0.8,
@@ -42,6 +42,7 @@ fn builtin() -> Settings {
         policy: PolicySettings {
             tiers: KNOWN_TIERS.iter().map(|s| s.to_string()).collect(),
             remember: true,
+            cache_ttl_secs: 300.0,
         },
         tokens: TokenSettings {
             tokenizer: Tokenizer::default(),
@@ -50,6 +51,7 @@ fn builtin() -> Settings {
             learn: true,
             learned_bytes: learned_bytes(),
         },
+        models: Default::default(),
         truncate: TruncateConfig::default(),
         microcompact: MicrocompactConfig::default(),
         summary: SummaryConfig::default(),

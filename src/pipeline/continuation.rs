@@ -5,7 +5,7 @@
 use super::{Best, Host, Run, ms};
 use crate::conversation::Conversation;
 use crate::guard::{self, Junction};
-use crate::memory::{Continuation, Predecessor, PrefixHashes};
+use crate::memory::{Continuation, Cycle, Predecessor, PrefixHashes};
 use crate::policy;
 use crate::report::Report;
 use std::sync::Arc;
@@ -26,12 +26,19 @@ pub(super) fn remember_output(
     (input_junction, output_junction): (Junction, Junction),
     predecessor: Option<Predecessor>,
 ) {
+    // A continuation sent unchanged goes on with its predecessor's cycle; a compaction starts
+    // one.
+    let cycle = predecessor
+        .as_ref()
+        .and_then(|p| p.continuation.as_ref())
+        .map_or_else(|| Cycle::start(best.tokens), |c| c.cycle.next());
     let continuation = Continuation {
         basis: run.basis.clone(),
         input_tokens,
         output_tokens: best.tokens,
         input: input_junction,
         output: output_junction,
+        cycle,
     };
     compactor.memory().remember_shared(
         hashes,
@@ -55,7 +62,7 @@ pub(super) fn continue_from(
     best: &mut Best,
     continued: &mut Option<Junction>,
     report: &mut Report,
-) -> Result<Predecessor, Box<policy::Recalled>> {
+) -> Result<Continued, Box<policy::Recalled>> {
     let len = recalled.len;
     let conversation = &recalled.conversation;
     let t0 = Instant::now();
@@ -93,11 +100,32 @@ pub(super) fn continue_from(
         }
     };
     report.timings.guard_ms += ms(t0);
-    if !violations.is_empty() || !run.targets.takes(tokens, best.tokens) {
+    // A surplus of `cache_control` breakpoints is the remembered prefix's own: each turn the
+    // client marks its newest block, and the block it marked last turn stays marked in the
+    // remembered output. The oldest go ([`guard::settle`]: history before the newest message
+    // first, oldest first), never the client's newest; the breakpoints are not part of the
+    // prefix the provider caches, so the prefix stays the one sent last turn.
+    let surplus = !violations.is_empty() && violations.iter().all(|v| v.kind.is_repairable());
+    if (!violations.is_empty() && !surplus) || !run.targets.takes(tokens, best.tokens) {
         *continued = None;
         return Err(Box::new(recalled));
     }
+    let mut recalled = recalled;
+    let mut moved = false;
+    if surplus {
+        let removed = guard::settle(run.format, &mut recalled.conversation);
+        moved = removed.iter().any(|r| match r.site {
+            guard::cache::Site::Block { message, .. } => message < recalled.output_messages,
+            _ => true,
+        });
+        report.notes.extend(removed.iter().map(ToString::to_string));
+    }
     let predecessor = recalled.predecessor();
+    let new_tokens: usize = run.input.messages[len..]
+        .iter()
+        .map(|m| run.counter.count_message(m))
+        .sum();
+    let output_messages = recalled.output_messages;
     report.notes.push(format!(
         "continued from the remembered compaction of the first {len} messages ({} new)",
         run.input.messages.len() - len
@@ -117,5 +145,22 @@ pub(super) fn continue_from(
     // Its messages are counted by the first tier that runs on it.
     best.per = None;
     best.conversation = Some(recalled.conversation);
-    Ok(predecessor)
+    Ok(Continued {
+        predecessor,
+        rewritten: moved,
+        new_tokens,
+        output_messages,
+    })
+}
+
+/// A remembered compaction taken as the start of this output.
+pub(super) struct Continued {
+    /// What it continues, remembered again as a view of the output's first messages.
+    pub predecessor: Predecessor,
+    /// Whether a breakpoint was moved off its messages (their written bytes are stale).
+    pub rewritten: bool,
+    /// Counted tokens of the input's new messages (those after the remembered prefix).
+    pub new_tokens: usize,
+    /// Messages of the remembered output (the first ones of the continuation).
+    pub output_messages: usize,
 }

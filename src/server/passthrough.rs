@@ -62,7 +62,7 @@ pub(crate) async fn forward(
         body,
         stall: parts.extensions.get::<StallSignal>().cloned(),
     };
-    upstream::send(&state, out, None, None).await
+    upstream::send(&state, out, Vec::new(), None).await
 }
 
 /// The protocol a request asks to upgrade to (`Upgrade: websocket`), but `h2c`: a client
