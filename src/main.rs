@@ -47,6 +47,9 @@ enum Command {
     Probe(cli::probe::Args),
     /// Print one line per message.
     Show(cli::show::Args),
+    /// The model table: each family's context window, max output, default budget, prices
+    /// (USD per million tokens) and token rule, with the source of its figures.
+    Models(cli::models::Args),
 }
 
 fn main() -> ExitCode {
@@ -86,5 +89,6 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
         Command::Calibrate(args) => cli::calibrate::run(&args),
         Command::Probe(args) => cli::probe::run(&args),
         Command::Show(args) => cli::show::run(&args),
+        Command::Models(args) => cli::models::run(&args),
     }
 }

@@ -353,6 +353,14 @@ pub(crate) async fn compact_shared(
     let cycle = known.as_ref().map(|(_, c)| c.cycle);
     let ttl = compactor.settings().policy.cache_ttl_secs;
     let cold = cycle.is_some_and(|c| c.sent.elapsed().as_secs_f64() > ttl);
+    if predecessor.is_some() && targets.continues(best.tokens, cold) {
+        // New blocks over the caps are capped as they arrive (the prefix stays as it was).
+        if continuation::cap_on_arrival(compactor, &run, &mut best, prefix_messages, &mut report)
+            .is_some()
+        {
+            continued = None;
+        }
+    }
     if predecessor.is_some()
         && targets.continues(best.tokens, cold)
         && let Some(conversation) = best.conversation.take()

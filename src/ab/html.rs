@@ -220,7 +220,7 @@ pub fn page(r: &AbReport, timing: Timing) -> String {
          td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}\
          td:first-child,td:nth-child(2),th{text-align:left}\
          svg{margin:0 1em 1em 0;border:1px solid #eee}\
-         tr.over td{background:#fde2e2}tr.win td{background:#e3f4e1}\
+         table.verdict td{text-align:left}tr.over td{background:#fde2e2}tr.win td{background:#e3f4e1}\
          ul.notes{font-size:12px;color:#444;max-width:60em}</style></head><body>\n<h1>compactor A/B</h1>\n",
     );
     let tables = tables(r, timing);
@@ -244,7 +244,12 @@ pub fn page(r: &AbReport, timing: Timing) -> String {
 /// verdict row of all files green.
 fn table(out: &mut String, t: &super::output::Table) {
     {
-        let _ = writeln!(out, "<h2>{}</h2>\n<table>", esc(&t.title));
+        // The verdict's sentences read left to right.
+        let class = match t.title.starts_with("Verdict") {
+            true => r#" class="verdict""#,
+            false => "",
+        };
+        let _ = writeln!(out, "<h2>{}</h2>\n<table{class}>", esc(&t.title));
         let th: Vec<String> = t
             .header
             .iter()

@@ -187,7 +187,7 @@ pub fn tables(r: &AbReport, timing: Timing) -> Vec<Table> {
             replay.rows.push(replay_cells(f, row, show));
         }
     }
-    let mut out = vec![verdicts(r)];
+    let mut out = vec![verdicts(r), presets(r)];
     if !skipped.rows.is_empty() {
         out.push(skipped);
     }
@@ -196,6 +196,84 @@ pub fn tables(r: &AbReport, timing: Timing) -> Vec<Table> {
     out.push(matches(r));
     out.push(replay);
     out
+}
+
+/// The benchmark of each preset over all files at each budget: replay cost and tokens against
+/// the baseline, prefix reuse, over-budget calls and mean fidelity.
+pub fn presets(r: &AbReport) -> Table {
+    let mut t = Table::new(
+        "Per preset over all files (the cost benchmark)",
+        &["strategy", "budget", "cost USD", "vs none", "tokens sent", "vs none", "prefix reuse", "over budget", "fidelity"],
+    )
+    .explained(&[
+        "cost USD, tokens sent: summed over the files' session replays (none: the history sent as it is, same units)",
+        "prefix reuse: replayed calls after the first whose request starts with the previous request (the prompt cache reads it)",
+        "over budget: replayed calls still over the budget, summed; fidelity: the mean over the files of the whole-transcript compaction's fidelity",
+    ]);
+    let files = || r.files.iter().filter(|f| f.skipped.is_none());
+    let base_cost: f64 = files().filter_map(|f| f.baseline.as_ref()).map(|b| b.cost_usd).sum();
+    let base_tokens: usize = files().filter_map(|f| f.baseline.as_ref()).map(|b| b.tokens_sent).sum();
+    let vs = |a: f64, b: f64| if b > 0.0 { pct(100.0 * a / b) } else { DASH.into() };
+    t.rows.push(vec![
+        "none".into(),
+        DASH.into(),
+        format!("{base_cost:.4}"),
+        DASH.into(),
+        thousands(base_tokens),
+        DASH.into(),
+        DASH.into(),
+        DASH.into(),
+        DASH.into(),
+    ]);
+    let mut keys: Vec<(String, usize)> = Vec::new();
+    for row in files().flat_map(|f| &f.rows) {
+        let k = (row.strategy.clone(), row.budget);
+        if row.replay.is_some() && !keys.contains(&k) {
+            keys.push(k);
+        }
+    }
+    for (strategy, budget) in keys {
+        let rows: Vec<&Row> = files()
+            .flat_map(|f| &f.rows)
+            .filter(|x| x.strategy == strategy && x.budget == budget)
+            .collect();
+        let replays = rows.iter().filter_map(|x| x.replay.as_ref());
+        let (mut cost, mut tokens, mut calls, mut changes, mut over) = (0.0, 0, 0, 0, 0);
+        for s in replays {
+            cost += s.cost_usd;
+            tokens += s.tokens_sent;
+            calls += s.calls_replayed.saturating_sub(1);
+            changes += s.prefix_changes;
+            over += s.over_budget;
+        }
+        let fid: Vec<f64> = rows
+            .iter()
+            .filter_map(|x| x.compaction.as_ref().and_then(|c| c.fidelity))
+            .collect();
+        let fidelity = match fid.len() {
+            0 => DASH.into(),
+            n => pct(100.0 * fid.iter().sum::<f64>() / n as f64),
+        };
+        let reuse = match calls {
+            0 => DASH.into(),
+            n => pct(100.0 * (n - changes.min(n)) as f64 / n as f64),
+        };
+        t.rows.push(vec![
+            strategy,
+            thousands(budget),
+            format!("{cost:.4}"),
+            vs(cost, base_cost),
+            thousands(tokens),
+            vs(tokens as f64, base_tokens as f64),
+            reuse,
+            match over {
+                0 => "0".into(),
+                n => format!("OVER {n}"),
+            },
+            fidelity,
+        ]);
+    }
+    t
 }
 
 /// The verdict table: over all files first, then per file and budget.

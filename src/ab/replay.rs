@@ -298,7 +298,6 @@ mod tests {
     use super::*;
     use crate::config::Loader;
     use crate::conversation::{Block, Message, ToolInput, ToolResult, ToolResultContent, ToolUse};
-    use crate::tokens::counter_for;
     use pretty_assertions::assert_eq;
     use serde_json::json;
 
@@ -372,25 +371,19 @@ mod tests {
     #[test]
     fn baseline_replay_only_appends_so_every_call_after_the_first_is_cached() {
         let c = session(2, 40);
-        let counter = counter_for(Default::default());
+        let units = Compactor::from_config(crate::config::Settings::default()).unwrap();
+        let counter = units.counter();
         let rt = tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap();
         let prices = Prices {
             input: 1.0,
-            cached_input: 0.5,
+            cache_write: 1.5,
+            cache_read: 0.5,
             output: 2.0,
         };
-        let s = rt.block_on(replay(
-            &c,
-            Format::Anthropic,
-            None,
-            counter.as_ref(),
-            1000,
-            10,
-            prices,
-        ));
-        // Stub counter: text len / 4 + 1, +3 per message; blocks as their Anthropic JSON.
+        let s = rt.block_on(replay(&c, Format::Anthropic, None, &units, 0, 10, prices));
+        // No model named: the counter's tokens are the model's.
         let tokens: Vec<usize> = model_calls(&c)
             .iter()
             .map(|&(i, _)| {
@@ -404,6 +397,8 @@ mod tests {
         assert_eq!(s.calls_total, 3);
         assert_eq!(s.calls_replayed, 3);
         assert_eq!(s.prefix_changes, 0);
+        assert_eq!(s.over_budget, 0);
+        assert_eq!(s.priced_by, "flags");
         assert_eq!(s.tokens_sent, tokens.iter().sum::<usize>());
         assert_eq!(s.tokens_cached, tokens[0] + tokens[1]);
         let output: usize = [1, 3, 5]
@@ -411,11 +406,55 @@ mod tests {
             .map(|&i| counter.count_message(&c.messages[i]))
             .sum();
         assert_eq!(s.output_tokens, output);
-        let expected = ((s.tokens_sent - s.tokens_cached) as f64
+        // What was not read from the cache was written to it.
+        let expected = (1.5 * (s.tokens_sent - s.tokens_cached) as f64
             + 0.5 * s.tokens_cached as f64
             + 2.0 * output as f64)
             / 1e6;
         assert!((s.cost_usd - expected).abs() < 1e-15);
+    }
+
+    #[test]
+    fn the_baseline_of_a_claude_session_is_in_claude_tokens_and_priced_by_the_table() {
+        let mut c = session(3, 400);
+        c.extra
+            .insert("model".into(), json!("claude-sonnet-4-5-20250929"));
+        let units = Compactor::from_config(crate::config::Settings::default()).unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let s = rt.block_on(replay(
+            &c,
+            Format::Anthropic,
+            None,
+            &units,
+            0,
+            10,
+            DEFAULT_PRICES,
+        ));
+        // Each call's request counted as the pipeline counts it (its `tokens_before`).
+        let before: Vec<usize> = model_calls(&c)
+            .iter()
+            .map(|&(i, _)| {
+                let prefix = Conversation {
+                    messages: c.messages[..i].to_vec(),
+                    ..c.clone()
+                };
+                let out = rt
+                    .block_on(units.compact(&prefix, Format::Anthropic, Some(1_000_000)))
+                    .unwrap();
+                out.report.tokens_before
+            })
+            .collect();
+        assert_eq!(s.tokens_per_call, before);
+        // Claude: 1.105 per o200k token and 172 per call, so more than the o200k count.
+        let o200k: usize = c.messages[..7]
+            .iter()
+            .map(|m| units.counter().count_message(m))
+            .sum();
+        assert_eq!(before.len(), 4);
+        assert!(before[3] > o200k + 3 * 172, "{before:?} vs {o200k}");
+        assert_eq!(s.priced_by, "[models] claude-sonnet-4*");
     }
 
     #[test]
@@ -440,23 +479,24 @@ mod tests {
             &c,
             Format::Anthropic,
             Some(&compactor),
-            compactor.counter(),
+            &compactor,
             1000,
             200,
-            Prices::default(),
+            DEFAULT_PRICES,
         ));
         assert_eq!(s.calls_replayed, 13);
         assert_eq!(s.invalid_requests, 0);
         assert_eq!(s.errors, 0);
         assert_eq!(s.summary_calls, 0);
         // o200k_base: each turn adds 141 tokens; over the trigger (800) the history is cut
-        // under the target (600), then grows again from the remembered output. The marker
-        // grows with what it records (the session state merged forward), so each cut lands a
-        // little higher. Its last line names the dropped span's recall id (about 30 tokens).
+        // under the target (600), then each turn appends to the remembered output until the
+        // budget (1,000), not the trigger, is passed; that re-compaction goes deeper than the
+        // target, where its cache write pays back at 141 tokens a turn. The marker's last line
+        // names the dropped span's recall id (about 30 tokens).
         assert_eq!(
             s.tokens_per_call,
             vec![
-                6, 147, 288, 429, 570, 711, 506, 647, 788, 447, 588, 729, 454
+                6, 147, 288, 429, 570, 711, 506, 647, 788, 929, 261, 402, 543
             ]
         );
         // Cut again at calls 7, 10 and 12: three changes of the sent prefix.

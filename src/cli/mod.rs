@@ -8,6 +8,7 @@ pub(crate) mod compact;
 pub(crate) mod convert;
 pub(crate) mod count;
 mod input;
+pub(crate) mod models;
 mod output;
 pub(crate) mod probe;
 pub(crate) mod serve;

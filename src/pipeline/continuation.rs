@@ -164,3 +164,82 @@ pub(super) struct Continued {
     /// Messages of the remembered output (the first ones of the continuation).
     pub output_messages: usize,
 }
+
+/// Caps the oversized blocks of a continuation's new messages (`best`'s messages `from..`)
+/// when the settings' tiers include `truncate`: the caps a compaction would give them, given
+/// when they first go out, so the prefix stays byte-stable (a block capped at the next
+/// re-compaction would rewrite the cached prefix from there) and the cache never writes what
+/// the next compaction cuts. Taken when the guard accepts it (its run added to the report's
+/// tiers); `None` when nothing was over a cap or it was not taken.
+pub(super) fn cap_on_arrival(
+    compactor: &dyn Host,
+    run: &Run<'_>,
+    best: &mut Best,
+    from: usize,
+    report: &mut Report,
+) -> Option<()> {
+    let settings = compactor.settings();
+    if !settings.policy.tiers.iter().any(|t| t == "truncate") {
+        return None;
+    }
+    let truncate = crate::strategy::truncate::Truncate {
+        config: settings.truncate.clone(),
+    };
+    let base = best.conversation.as_ref()?;
+    let t0 = Instant::now();
+    let layout = crate::guard::Layout::of(base);
+    let per = crate::guard::MessageTokens::of(base, run.counter);
+    let sink = crate::recall::Sink::default();
+    let cx = crate::strategy::Context {
+        format: run.format,
+        counter: run.counter,
+        instructions: None,
+        layout: &layout,
+        tokens: &per,
+        recall: run.recall.map(|_| &sink),
+    };
+    let compaction = truncate.caps_from(base, from, run.targets.counted, &cx);
+    if compaction.plan.is_empty() {
+        return None;
+    }
+    let applied = guard::apply(base, &layout, compaction.plan, Some(&best.records)).ok()?;
+    let mut output = applied.conversation;
+    guard::settle(run.format, &mut output);
+    let tokens = run.counter.count_conversation(&output);
+    let records = applied.records.unwrap_or_default();
+    // The remembered prefix carries breakpoints the client moved on from (a continuation sent
+    // unchanged does too, within the provider's limit, which `validate` checks): the caps add
+    // none of their own.
+    let mut violations = run.verify(&output, Some(&records), report);
+    violations.retain(|v| !matches!(v.kind, guard::ViolationKind::CacheBreakpointsAdded { .. }));
+    if !violations.is_empty() || tokens >= best.tokens {
+        return None;
+    }
+    let entries = sink.take();
+    if let Some(store) = run.recall {
+        for e in &entries {
+            store.put(e);
+        }
+    }
+    best.conversation = Some(output);
+    best.tokens = tokens;
+    best.records = records;
+    best.layout = None;
+    best.per = None;
+    report.tiers.push(crate::report::TierRun {
+        strategy: "truncate".into(),
+        accepted: true,
+        tokens_after: run.basis.to_model(tokens),
+        violations: Vec::new(),
+        notes: vec![format!(
+            "capped {} new block(s) as they arrived; the prefix sent before stays as it was",
+            compaction.edits.len()
+        )],
+        edits: compaction.edits,
+        millis: ms(t0),
+        degraded: None,
+        failed: None,
+        recall: entries.into_iter().map(|e| e.reference).collect(),
+    });
+    Some(())
+}

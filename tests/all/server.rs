@@ -938,6 +938,18 @@ async fn proxy_compacts_a_body_over_the_trigger_into_a_valid_request() {
     );
     assert_eq!(sent["model"], input["model"]);
     assert_eq!(sent["system"], input["system"]);
+    // Its cost with prompt caching, in dollars by claude-sonnet-4-5's prices: the client's
+    // body would read its previous request and write the rest; the compaction writes its
+    // messages (system and tools stay cached).
+    let cost = headers["x-compactor-cost"].to_str().unwrap();
+    let saved: f64 = cost
+        .rsplit("saved=$")
+        .next()
+        .and_then(|x| x.parse().ok())
+        .unwrap_or_else(|| panic!("{cost}"));
+    assert!(cost.starts_with("forwarded=$"), "{cost}");
+    assert!(cost.contains("; client=$"), "{cost}");
+    assert!(saved < 0.0, "one compaction writes more than the client's turn: {cost}");
 }
 
 #[tokio::test]
