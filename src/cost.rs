@@ -169,6 +169,9 @@ mod tests {
         let e = CostEstimate::of(&basis, None, Parts::after(1_000, 0), Parts::after(1_000, 0));
         assert_eq!(e.forwarded.cache_write, 1_500);
         assert_eq!(e.unit(), "itok");
-        assert!(e.header().starts_with("forwarded=1875itok (read 0, write 1500"));
+        assert!(
+            e.header()
+                .starts_with("forwarded=1875itok (read 0, write 1500")
+        );
     }
 }

@@ -185,7 +185,12 @@ mod tests {
         assert_eq!(t.lookup("gpt-4o-mini").expect("mini").0, "gpt-4o-mini*");
         let sonnet = t.lookup("claude-sonnet-4-5-20250929").expect("sonnet").1;
         assert_eq!(
-            (sonnet.input, sonnet.cache_write, sonnet.cache_read, sonnet.output),
+            (
+                sonnet.input,
+                sonnet.cache_write,
+                sonnet.cache_read,
+                sonnet.output
+            ),
             (3.0, 3.75, 0.3, 15.0)
         );
         assert!(t.lookup("gemini-2.5-pro").is_some());

@@ -423,7 +423,8 @@ pub(crate) async fn compact_shared(
     }
     if let Some(c) = cycle.filter(|_| recompacting) {
         // A re-compaction goes deep enough to pay back its cache write.
-        let fixed = counter.count_system(input.system.as_ref()) + counter.count_tools(input.tools());
+        let fixed =
+            counter.count_system(input.system.as_ref()) + counter.count_tools(input.tools());
         let prices = entry.map_or(crate::models::Prices::RELATIVE, |e| e.prices());
         let growth = c.growth(best.tokens);
         let deep = targets.recompaction(best.tokens, fixed, growth, &prices, cold);
@@ -474,7 +475,13 @@ pub(crate) async fn compact_shared(
     // Compacted afresh: the tools and system prompt stay cached, the messages are written.
     let fixed = counter.count_system(input.system.as_ref()) + counter.count_tools(input.tools());
     let after = best.conversation.as_ref().map(|_| (best.tokens, fixed));
-    report.cost = Some(output::cost(&run, prices, tokens_before, known_input, after));
+    report.cost = Some(output::cost(
+        &run,
+        prices,
+        tokens_before,
+        known_input,
+        after,
+    ));
     report.timings.total_ms = ms(started);
     let conversation = match best.conversation.take() {
         Some(c) => {

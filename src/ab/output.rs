@@ -114,7 +114,14 @@ pub fn tables(r: &AbReport, timing: Timing) -> Vec<Table> {
         ]);
     }
     let mut head = vec![
-        "file", "strategy", "budget", "tokens before", "after", "saved", "status", "valid",
+        "file",
+        "strategy",
+        "budget",
+        "tokens before",
+        "after",
+        "saved",
+        "status",
+        "valid",
         "fidelity",
     ];
     if show {
@@ -211,9 +218,21 @@ pub fn presets(r: &AbReport) -> Table {
         "over budget: replayed calls still over the budget, summed; fidelity: the mean over the files of the whole-transcript compaction's fidelity",
     ]);
     let files = || r.files.iter().filter(|f| f.skipped.is_none());
-    let base_cost: f64 = files().filter_map(|f| f.baseline.as_ref()).map(|b| b.cost_usd).sum();
-    let base_tokens: usize = files().filter_map(|f| f.baseline.as_ref()).map(|b| b.tokens_sent).sum();
-    let vs = |a: f64, b: f64| if b > 0.0 { pct(100.0 * a / b) } else { DASH.into() };
+    let base_cost: f64 = files()
+        .filter_map(|f| f.baseline.as_ref())
+        .map(|b| b.cost_usd)
+        .sum();
+    let base_tokens: usize = files()
+        .filter_map(|f| f.baseline.as_ref())
+        .map(|b| b.tokens_sent)
+        .sum();
+    let vs = |a: f64, b: f64| {
+        if b > 0.0 {
+            pct(100.0 * a / b)
+        } else {
+            DASH.into()
+        }
+    };
     t.rows.push(vec![
         "none".into(),
         DASH.into(),
@@ -288,11 +307,13 @@ pub fn verdicts(r: &AbReport) -> Table {
         "all files: the strategy of least summed cost among those that qualified on every file",
     ]);
     for v in super::verdict::overall(r) {
-        t.rows.push(vec!["all files".into(), thousands(v.budget), v.line()]);
+        t.rows
+            .push(vec!["all files".into(), thousands(v.budget), v.line()]);
     }
     for f in r.files.iter().filter(|f| f.skipped.is_none()) {
         for v in super::verdict::of_file(f) {
-            t.rows.push(vec![f.name.clone(), thousands(v.budget), v.line()]);
+            t.rows
+                .push(vec![f.name.clone(), thousands(v.budget), v.line()]);
         }
     }
     t
@@ -478,7 +499,11 @@ pub fn preamble(r: &AbReport, timing: Timing) -> Vec<String> {
              from the prompt cache and writes the rest; prices are the [models] table's for the \
              session's model, else (USD per million tokens) input {:.2}, cache write {:.2}, \
              cache read {:.2}, output {:.2}.",
-            o.replay_cap, o.prices.input, o.prices.cache_write, o.prices.cache_read, o.prices.output
+            o.replay_cap,
+            o.prices.input,
+            o.prices.cache_write,
+            o.prices.cache_read,
+            o.prices.output
         ),
         "Fidelity: the mean share of each probe of the original history the output tells with \
          its meaning: a touched path or edited file by name in a file / edit context, a command \

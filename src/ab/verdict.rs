@@ -40,7 +40,9 @@ impl Verdict {
     pub fn line(&self) -> String {
         let budget = crate::strategy::thousands(self.budget);
         let Some(w) = &self.winner else {
-            return format!("at {budget}: no strategy stayed valid, within the budget and faithful");
+            return format!(
+                "at {budget}: no strategy stayed valid, within the budget and faithful"
+            );
         };
         let vs = |a: f64, b: f64| {
             if b > 0.0 {
@@ -106,14 +108,23 @@ pub fn of_file(f: &FileResult) -> Vec<Verdict> {
                     None => true,
                 })
                 .collect();
-            let fidelity = |r: &Row| r.compaction.as_ref().and_then(|c| c.fidelity).unwrap_or(1.0);
+            let fidelity = |r: &Row| {
+                r.compaction
+                    .as_ref()
+                    .and_then(|c| c.fidelity)
+                    .unwrap_or(1.0)
+            };
             let best = fit.iter().map(|r| fidelity(r)).fold(0.0, f64::max);
             let mut kept: Vec<(String, f64)> = Vec::new();
             for r in fit {
                 if fidelity(r) + FIDELITY_SLACK < best {
                     disqualified.push((
                         r.strategy.clone(),
-                        format!("fidelity {:.1}% < best {:.1}%", 100.0 * fidelity(r), 100.0 * best),
+                        format!(
+                            "fidelity {:.1}% < best {:.1}%",
+                            100.0 * fidelity(r),
+                            100.0 * best
+                        ),
                     ));
                 } else {
                     let cost = r.replay.as_ref().map_or(f64::INFINITY, |s| s.cost_usd);
@@ -180,8 +191,11 @@ pub fn overall(r: &AbReport) -> Vec<Verdict> {
                 .filter(|t| !t.2)
                 .map(|t| (t.0.clone(), "did not qualify on every file".to_string()))
                 .collect();
-            let mut kept: Vec<(String, f64)> =
-                totals.into_iter().filter(|t| t.2).map(|t| (t.0, t.1)).collect();
+            let mut kept: Vec<(String, f64)> = totals
+                .into_iter()
+                .filter(|t| t.2)
+                .map(|t| (t.0, t.1))
+                .collect();
             kept.sort_by(|a, b| a.1.total_cmp(&b.1));
             let mut kept = kept.into_iter();
             let first = kept.next();

@@ -50,7 +50,13 @@ pub(crate) fn run(args: &Args) -> Result<ExitCode, Failure> {
         };
         out += &format!(
             "{pattern}  {}  {}  {}  {}  {}  {}  {}  {rule}\n    source: {}\n",
-            e.context_window, e.max_output, budget, e.input, e.cache_write, e.cache_read, e.output,
+            e.context_window,
+            e.max_output,
+            budget,
+            e.input,
+            e.cache_write,
+            e.cache_read,
+            e.output,
             e.source
         );
     }

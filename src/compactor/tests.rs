@@ -276,8 +276,7 @@ async fn an_output_passed_on_unjudged_is_judged_when_it_ends_up_the_output() {
     let mut settings = Settings::default();
     settings.policy.remember = false;
     let counter = crate::tokens::counter_for(settings.tokens.tokenizer);
-    let engine =
-        Compactor::with_parts(settings, counter, vec![Box::new(Blank), Box::new(Idle)]);
+    let engine = Compactor::with_parts(settings, counter, vec![Box::new(Blank), Box::new(Idle)]);
     let input = history(8);
     let out = engine
         .compact(&input, Format::Anthropic, Some(2_000))
@@ -324,8 +323,7 @@ async fn an_output_passed_on_and_built_on_is_settled_by_the_later_verdict() {
     assert_eq!(out.report.applied(), "microcompact+truncate");
     assert_eq!(out.report.rejections(), 0);
     assert!(
-        crate::guard::validate(&out.conversation, Format::Anthropic, Default::default())
-            .is_empty()
+        crate::guard::validate(&out.conversation, Format::Anthropic, Default::default()).is_empty()
     );
 }
 
@@ -370,7 +368,6 @@ async fn the_tiers_after_a_refused_output_run_again_on_the_one_before_it() {
     assert_eq!(out.report.applied(), "microcompact");
     assert!(out.report.tokens_after < out.report.tokens_before);
     assert!(
-        crate::guard::validate(&out.conversation, Format::Anthropic, Default::default())
-            .is_empty()
+        crate::guard::validate(&out.conversation, Format::Anthropic, Default::default()).is_empty()
     );
 }
