@@ -152,7 +152,6 @@ async fn continuations_append_until_the_budget_and_cap_new_results_as_they_arriv
     assert!(over_trigger, "a continuation went on past the trigger");
     // A 6,000-token file read arrives: capped in the request that first sends it.
     let mut input = history(30);
-    let from = input.messages.len();
     read_turn(&mut input, "toolu_big", 1_000);
     let again = engine
         .compact(&input, Format::Anthropic, Some(20_000))
@@ -181,7 +180,6 @@ async fn continuations_append_until_the_budget_and_cap_new_results_as_they_arriv
         next.conversation.messages[..prev],
         again.conversation.messages[..]
     );
-    assert!(from < prev + 2);
 }
 
 /// An idle session's cached prefix is gone: with a cache lifetime of 0 s every continuation
