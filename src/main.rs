@@ -53,6 +53,9 @@ enum Command {
     /// Print an original that `compact` cleared or dropped, by the recall id its output names
     /// (read from the recall directory `compact` wrote).
     Recall(cli::recall::Args),
+    /// The model table: each family's context window, max output, default budget, prices
+    /// (USD per million tokens) and token rule, with the source of its figures.
+    Models(cli::models::Args),
 }
 
 fn main() -> ExitCode {
@@ -94,5 +97,6 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
         Command::Probe(args) => cli::probe::run(&args),
         Command::Show(args) => cli::show::run(&args),
         Command::Recall(args) => cli::recall::run(args),
+        Command::Models(args) => cli::models::run(&args),
     }
 }

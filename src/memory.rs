@@ -22,7 +22,7 @@ mod tests;
 use crate::conversation::Conversation;
 use crate::format::Format;
 use crate::guard::FailureRecord;
-pub use continuation::{Continuation, Predecessor, Taken};
+pub use continuation::{Continuation, Cycle, Predecessor, Taken};
 pub use hash::PrefixHashes;
 pub(crate) use hash::hash_canonical;
 use moka::sync::Cache;

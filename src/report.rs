@@ -119,6 +119,10 @@ pub struct Report {
     /// when recall is off or nothing was cleared or dropped; not serialized then.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub recall: Vec<crate::recall::RecallRef>,
+    /// The estimated input cost of the output as forwarded and of the input as it came, with
+    /// prompt caching ([`crate::cost`]); `None` before the pipeline sets it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost: Option<crate::cost::CostEstimate>,
 }
 
 impl Report {

@@ -9,6 +9,7 @@ pub(crate) mod config;
 pub(crate) mod convert;
 pub(crate) mod count;
 mod input;
+pub(crate) mod models;
 mod output;
 pub(crate) mod probe;
 pub(crate) mod recall;

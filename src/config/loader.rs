@@ -33,7 +33,7 @@ fn builtin() -> Settings {
         preset: "default".into(),
         description: None,
         budget: BudgetSettings {
-            context_window: 200_000,
+            context_window: 0,
             reserve_output: 20_000,
             tokens: 0,
             trigger: 0.8,
@@ -43,6 +43,7 @@ fn builtin() -> Settings {
             tiers: KNOWN_TIERS.iter().map(|s| s.to_string()).collect(),
             optional: vec!["summary".to_string()],
             remember: true,
+            cache_ttl_secs: 300.0,
         },
         tiers_from: None,
         tokens: TokenSettings {
@@ -52,6 +53,7 @@ fn builtin() -> Settings {
             learn: true,
             learned_bytes: learned_bytes(),
         },
+        models: Default::default(),
         truncate: TruncateConfig::default(),
         microcompact: MicrocompactConfig::default(),
         summary: SummaryConfig::default(),

@@ -2,8 +2,8 @@
 
 use crate::report::Report;
 use prometheus::{
-    Encoder, GaugeVec, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec, Opts,
-    Registry, TextEncoder,
+    CounterVec, Encoder, GaugeVec, HistogramOpts, HistogramVec, IntCounter, IntCounterVec,
+    IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
 /// The service's counters and histograms.
@@ -39,6 +39,8 @@ pub struct Metrics {
     recall_entries: prometheus::IntGauge,
     recall_bytes: IntGaugeVec,
     recall_evictions: IntCounter,
+    input_tokens: IntCounterVec,
+    input_cost: CounterVec,
 }
 
 impl Metrics {
@@ -227,7 +229,25 @@ impl Metrics {
             &["kind"],
         )?;
         registry.register(Box::new(learned_bytes.clone()))?;
+        let input_tokens = IntCounterVec::new(
+            Opts::new(
+                "compactor_input_tokens_total",
+                "Estimated input tokens of compacted requests in model tokens, by body (forwarded: what the proxy sent; client: the client's body as it came) and kind (cache_read, cache_write, plain), with prompt caching.",
+            ),
+            &["body", "kind"],
+        )?;
+        let input_cost = CounterVec::new(
+            Opts::new(
+                "compactor_input_cost_total",
+                "Estimated input cost of compacted requests by body (forwarded, client) and unit (usd: priced by the [models] table; input_tokens: input-token equivalents of a model the table does not price).",
+            ),
+            &["body", "unit"],
+        )?;
+        registry.register(Box::new(input_tokens.clone()))?;
+        registry.register(Box::new(input_cost.clone()))?;
         Ok(Metrics {
+            input_tokens,
+            input_cost,
             registry,
             compactions,
             tokens_before,
@@ -277,6 +297,33 @@ impl Metrics {
             .with_label_values(&[report.strategy.as_str()])
             .observe(report.timings.total_ms / 1000.0);
         self.guard_rejections.inc_by(report.rejections() as u64);
+        if let Some(c) = &report.cost {
+            self.record_cost(c);
+        }
+    }
+
+    /// Adds one request's cost estimate: its input tokens by body and kind, and its cost by
+    /// body and unit (`usd` for a model the table prices, `input_tokens` otherwise).
+    fn record_cost(&self, c: &crate::cost::CostEstimate) {
+        for (body, t, cost) in [
+            ("forwarded", &c.forwarded, c.forwarded_cost),
+            ("client", &c.client, c.client_cost),
+        ] {
+            for (kind, n) in [
+                ("cache_read", t.cache_read),
+                ("cache_write", t.cache_write),
+                ("plain", t.plain),
+            ] {
+                self.input_tokens
+                    .with_label_values(&[body, kind])
+                    .inc_by(n as u64);
+            }
+            let unit = if c.priced { "usd" } else { "input_tokens" };
+            let scale = if c.priced { 1.0 } else { 1e6 };
+            self.input_cost
+                .with_label_values(&[body, unit])
+                .inc_by((cost * scale).max(0.0));
+        }
     }
 
     /// Records what the proxy did with a body.

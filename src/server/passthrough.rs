@@ -70,7 +70,7 @@ pub(crate) async fn forward(
         body,
         stall: parts.extensions.get::<StallSignal>().cloned(),
     };
-    upstream::send(&state, out, None, None).await
+    upstream::send(&state, out, Vec::new(), None).await
 }
 
 /// Whether `req` is a client's start-up probe, answered here with an empty 200: `HEAD /` or

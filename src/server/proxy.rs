@@ -44,6 +44,9 @@ use std::sync::Arc;
 
 /// The response header that says what the proxy did.
 pub const TOKENS_HEADER: &str = "x-compactor-tokens";
+/// The response header with the estimated input cost of the forwarded body and of the
+/// client's body, with prompt caching ([`crate::cost::CostEstimate::header`]).
+pub const COST_HEADER: &str = "x-compactor-cost";
 /// The response header naming why a body was forwarded without looking at it.
 pub const SKIPPED_HEADER: &str = "x-compactor-skipped";
 
@@ -90,6 +93,8 @@ struct Outgoing {
     probe: Option<(String, usize)>,
     /// The decision to keep in the replay cache, when a repeat would give the same answer.
     keep: Option<Replayed>,
+    /// The `x-compactor-cost` header's value, when the pipeline estimated the cost.
+    cost: Option<String>,
 }
 
 async fn forward(
@@ -122,6 +127,7 @@ async fn forward(
                 body,
                 header,
                 probe,
+                cost,
             },
         ) => {
             replay.insert(key, keep);
@@ -130,6 +136,7 @@ async fn forward(
                 header,
                 probe,
                 keep: None,
+                cost,
             }
         }
         (_, o) => o,
@@ -145,7 +152,9 @@ async fn forward(
         body: axum::body::Body::from(outgoing.body),
         stall: None,
     };
-    upstream::send(state, out, Some(outgoing.header), outgoing.probe).await
+    let mut headers = vec![outgoing.header];
+    headers.extend(outgoing.cost.map(|c| (COST_HEADER, c)));
+    upstream::send(state, out, headers, outgoing.probe).await
 }
 
 /// The answer kept for a body seen before, counted in the metrics as the pipeline's own.
@@ -166,6 +175,7 @@ fn replayed(state: &AppState, route: &str, hit: &Replayed, body: Bytes) -> Outgo
         header: (TOKENS_HEADER, hit.header.clone()),
         probe: hit.probe.clone(),
         keep: None,
+        cost: report.cost.as_ref().map(crate::cost::CostEstimate::header),
     }
 }
 
@@ -251,6 +261,7 @@ fn skipped(state: &AppState, route: &str, body: Bytes, why: Skip) -> Outgoing {
         header: (SKIPPED_HEADER, why.header().to_string()),
         probe: None,
         keep: None,
+        cost: None,
     }
 }
 
@@ -321,10 +332,10 @@ async fn outgoing_body(state: &AppState, format: Format, route: &str, body: Byte
     let compactor = state.default_compactor();
     // The memory's keys: last turn's hashes extended for the new messages (the first
     // `reused` messages are read from the same bytes as last turn's).
-    let tag = compactor.budget(None).limit as u64;
     let remember = compactor.settings().policy.remember;
     let (conversation, kept) = match spanned {
         Some((key, read, last, sums)) => {
+            let tag = budget_tag(&compactor, &read.conversation);
             let hashes = remember.then(|| match last {
                 Some(h) => h.extended(&read.conversation, read.reused, tag),
                 None => PrefixHashes::of(&read.conversation, tag),
@@ -405,7 +416,7 @@ async fn decide(
         .store()
         .filter(|_| compactor.settings().policy.remember && over_trigger(&compactor, conversation))
         .map(|store| {
-            let tag = compactor.budget(None).limit as u64;
+            let tag = budget_tag(&compactor, conversation);
             let hashes = match hashes {
                 Some(h) if h.tag() == tag => Cow::Borrowed(h),
                 _ => Cow::Owned(PrefixHashes::of(conversation, tag)),
@@ -477,6 +488,7 @@ async fn decide(
                     status_note(report.status)
                 ),
             );
+            let cost = report.cost.as_ref().map(crate::cost::CostEstimate::header);
             let probe = report
                 .counting
                 .model
@@ -509,6 +521,7 @@ async fn decide(
                         header,
                         probe,
                         keep,
+                        cost,
                     }
                 }
                 Some(c) => {
@@ -549,6 +562,7 @@ async fn decide(
                         header,
                         probe,
                         keep,
+                        cost,
                     }
                 }
             }
@@ -567,9 +581,18 @@ fn over_trigger(
     if basis.tokenizer != compactor.settings().tokens.tokenizer {
         return true;
     }
-    let limit = compactor.budget(None).limit;
+    let limit = compactor
+        .budget_for(None, c.extra.get("model").and_then(Value::as_str))
+        .limit;
     let trigger = (limit as f64 * compactor.settings().budget.trigger) as usize;
     compactor.counter().count_conversation(c) > basis.to_counted(trigger)
+}
+
+/// The memory's context tag of `c`: its model's budget (the pipeline's tag, so the hashes
+/// made here are the ones it uses).
+fn budget_tag(compactor: &crate::compactor::Compactor, c: &Conversation) -> u64 {
+    let model = c.extra.get("model").and_then(Value::as_str);
+    compactor.budget_for(None, model).limit as u64
 }
 
 /// `; repaired=N` for the tokens header when N unusable images were replaced by placeholders

@@ -148,7 +148,7 @@ pub(crate) struct Outbound {
 pub(crate) async fn send(
     state: &AppState,
     out: Outbound,
-    extra: Option<(&'static str, String)>,
+    extra: Vec<(&'static str, String)>,
     probe: Option<(String, usize)>,
 ) -> Result<Response, AppError> {
     let url = out.url;
@@ -178,10 +178,10 @@ pub(crate) async fn send(
                 h.append(name.clone(), value.clone());
             }
         }
-        if let Some((name, value)) = extra
-            && let Ok(v) = HeaderValue::from_str(&value)
-        {
-            h.insert(HeaderName::from_static(name), v);
+        for (name, value) in extra {
+            if let Ok(v) = HeaderValue::from_str(&value) {
+                h.insert(HeaderName::from_static(name), v);
+            }
         }
     }
     let gap = Duration::from_secs(state.settings().server.upstream_read_timeout_secs);

@@ -301,7 +301,7 @@ fn config_prints_each_effective_value_with_its_origin() {
     for line in [
         "# preset: microcompact (--strategy); tier list named in reports: [microcompact]"
             .to_string(),
-        "budget.context_window = 200000  # default".into(),
+        "budget.context_window = 0  # default".into(),
         format!("budget.tokens = 50000  # file {f}"),
         "budget.trigger = 0.7  # environment COMPACTOR__BUDGET__TRIGGER".into(),
         "policy.tiers = [\"microcompact\"]  # preset microcompact".into(),
