@@ -110,7 +110,8 @@ pub enum Kept {
 /// What a drop of `pinned..to` keeps and carries ([`Layout::carry`]).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Carried {
-    /// Messages of the span kept verbatim, in order, right after the marker, with why.
+    /// Messages of the span kept verbatim, in order, right after the marker (a Responses
+    /// `compaction` item: right before it, B3), with why.
     pub kept: Vec<(usize, Kept)>,
     /// Anthropic: the one system message that carries the span's standing system messages
     /// (the message itself when there is one, else their blocks), and where it goes: before

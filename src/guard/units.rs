@@ -532,7 +532,13 @@ mod tests {
         let cuts: Vec<usize> = units.cuts().iter().map(|c| c.index).collect();
         assert_eq!(cuts, vec![1, 2, 3, 4]);
         let layout = crate::guard::Layout::of(&conv, Format::OpenAiResponses);
-        let kept: Vec<usize> = layout.carry(&conv, 3).unwrap().kept.iter().map(|k| k.0).collect();
+        let kept: Vec<usize> = layout
+            .carry(&conv, 3)
+            .unwrap()
+            .kept
+            .iter()
+            .map(|k| k.0)
+            .collect();
         assert_eq!(kept, vec![1]);
         assert!(layout.is_protected(1));
     }
