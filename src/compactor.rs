@@ -7,6 +7,7 @@ use crate::config::{ConfigError, Settings};
 use crate::conversation::Conversation;
 use crate::format::Format;
 use crate::memory::Memory;
+use crate::models::{ModelEntry, ModelTable};
 use crate::pipeline::Host;
 pub use crate::pipeline::{CompactError, Compacted, SharedCompacted};
 use crate::registry::Registry;
@@ -31,6 +32,8 @@ pub struct Compactor {
     calibration: Calibration,
     /// The recall store (`None`: `[recall] enabled = false`).
     recall: Option<crate::recall::RecallStore>,
+    /// The model table of `[models]`.
+    models: ModelTable,
 }
 
 impl Compactor {
@@ -62,6 +65,7 @@ impl Compactor {
             skipped,
         } = registry.tiers(&settings)?;
         let settings_recall = settings.recall.clone();
+        let settings_models = settings.models.clone();
         Ok(Compactor {
             tokenizer: settings.tokens.tokenizer,
             other_counter: std::sync::OnceLock::new(),
@@ -72,6 +76,7 @@ impl Compactor {
             skipped,
             memory: Memory::default(),
             recall: recall_of(&settings_recall),
+            models: ModelTable::new(settings_models),
         })
     }
 
@@ -82,6 +87,7 @@ impl Compactor {
         tiers: Vec<Box<dyn Strategy>>,
     ) -> Compactor {
         let settings_recall = settings.recall.clone();
+        let settings_models = settings.models.clone();
         Compactor {
             tokenizer: settings.tokens.tokenizer,
             other_counter: std::sync::OnceLock::new(),
@@ -92,6 +98,7 @@ impl Compactor {
             skipped: Vec::new(),
             memory: Memory::default(),
             recall: recall_of(&settings_recall),
+            models: ModelTable::new(settings_models),
         }
     }
 
@@ -208,9 +215,29 @@ impl Compactor {
             .as_ref()
     }
 
-    /// The budget in model tokens: `explicit` tokens, else the configured one.
+    /// The budget in model tokens: `explicit` tokens, else the configured one (no model known:
+    /// see [`Compactor::budget_for`]).
     pub fn budget(&self, explicit: Option<usize>) -> Budget {
-        crate::policy::model_budget(&self.settings.budget, explicit)
+        crate::policy::model_budget(&self.settings.budget, explicit, None)
+    }
+
+    /// The budget in model tokens of a request to `model` (the body's `model`, else `[tokens]
+    /// model`): `explicit` tokens, else the configured one, else the model's window in the
+    /// model table less the reserve ([`crate::config::BudgetSettings::budget_for`]).
+    pub fn budget_for(&self, explicit: Option<usize>, model: Option<&str>) -> Budget {
+        let entry = self.model_entry(model).map(|(_, e)| e);
+        crate::policy::model_budget(&self.settings.budget, explicit, entry)
+    }
+
+    /// The model table entry of `model` (the body's `model`, else `[tokens] model`) with its
+    /// pattern; `None` when no entry names it.
+    pub fn model_entry(&self, model: Option<&str>) -> Option<(&str, &ModelEntry)> {
+        self.models.lookup(self.calibration.model_of(model)?)
+    }
+
+    /// The model table (`[models]`).
+    pub fn models(&self) -> &ModelTable {
+        &self.models
     }
 
     /// Compacts `conversation` (of wire format `format`) to the budget (`budget` tokens, or the
@@ -297,6 +324,9 @@ impl Host for Compactor {
     fn recall_store(&self) -> Option<&crate::recall::RecallStore> {
         Compactor::recall_store(self)
     }
+    fn model_entry(&self, model: Option<&str>) -> Option<&ModelEntry> {
+        Compactor::model_entry(self, model).map(|(_, e)| e)
+    }
 }
 
 /// The recall store `[recall]` asks for.
@@ -313,379 +343,4 @@ fn calibration_of(settings: &Settings) -> Calibration {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::memory::PrefixHashes;
-    use crate::report::Status;
-    use crate::strategy::truncate::Truncate;
-    use crate::strategy::{Compaction, Context, StrategyError};
-    use serde_json::json;
-
-    /// The real truncation, reported the way `summary` reports its fallback.
-    struct FellBack(Truncate);
-
-    #[async_trait::async_trait]
-    impl Strategy for FellBack {
-        fn name(&self) -> &str {
-            "summary"
-        }
-        async fn compact(
-            &self,
-            conversation: &Conversation,
-            budget: Budget,
-            cx: &Context<'_>,
-        ) -> Result<Compaction, StrategyError> {
-            let mut c = self.0.compact(conversation, budget, cx).await?;
-            c.degraded = Some("summary failed (connection refused): fell back to truncate".into());
-            Ok(c)
-        }
-    }
-
-    fn history(turns: usize) -> Conversation {
-        let long = "output line ".repeat(300);
-        let mut messages = vec![json!({"role": "user", "content": "start"})];
-        for i in 0..turns {
-            let id = format!("toolu_{i}");
-            messages.push(json!({"role": "assistant", "content": [
-                {"type": "tool_use", "id": id, "name": "Bash", "input": {"command": "ls"}}]}));
-            messages.push(json!({"role": "user", "content": [
-                {"type": "tool_result", "tool_use_id": id, "content": long}]}));
-            messages.push(json!({"role": "assistant", "content": format!("turn {i}")}));
-            messages.push(json!({"role": "user", "content": "go on"}));
-        }
-        Format::Anthropic
-            .read(&json!({"model": "m", "max_tokens": 8, "messages": messages}))
-            .unwrap()
-    }
-
-    #[tokio::test]
-    async fn a_fallback_is_named_warned_and_stays_degraded_when_continued_from_memory() {
-        let settings = Settings::default();
-        let counter = crate::tokens::counter_for(settings.tokens.tokenizer);
-        let engine = Compactor::with_parts(
-            settings.clone(),
-            counter,
-            vec![Box::new(FellBack(Truncate {
-                config: settings.truncate.clone(),
-            }))],
-        );
-        let first = history(8);
-        let out = engine
-            .compact(&first, Format::Anthropic, Some(2_000))
-            .await
-            .unwrap();
-        assert_eq!(out.report.status, Status::Degraded);
-        assert_eq!(out.report.applied(), "truncate after summary failed");
-        assert!(
-            out.report
-                .summary_line()
-                .contains(" by truncate after summary failed [default]")
-        );
-        assert_eq!(
-            out.report.warnings(),
-            vec!["summary failed (connection refused): fell back to truncate".to_string()]
-        );
-        // The next turn extends the same history and fits after the remembered prefix.
-        let mut next = first.clone();
-        next.messages.push(crate::conversation::Message::new(
-            crate::conversation::Role::Assistant,
-            vec![crate::conversation::Block::text("ok")],
-        ));
-        next.messages.push(crate::conversation::Message::new(
-            crate::conversation::Role::User,
-            vec![crate::conversation::Block::text("and now?")],
-        ));
-        let again = engine
-            .compact(&next, Format::Anthropic, Some(2_000))
-            .await
-            .unwrap();
-        assert_eq!(again.report.continued_from, Some(first.messages.len()));
-        assert_eq!(again.report.status, Status::Degraded, "{:?}", again.report);
-    }
-
-    /// `history(turns)` whose first `failed` results are failures (`is_error`).
-    fn history_with_failures(turns: usize, failed: usize) -> Conversation {
-        let mut c = history(turns);
-        for m in &mut c.messages {
-            for b in &mut m.content {
-                if let crate::conversation::Block::ToolResult(r) = b
-                    && r.tool_use_id
-                        .trim_start_matches("toolu_")
-                        .parse::<usize>()
-                        .is_ok_and(|i| i < failed)
-                {
-                    r.is_error = Some(true);
-                }
-            }
-        }
-        Format::Anthropic
-            .read(&Format::Anthropic.write(&c))
-            .unwrap()
-    }
-
-    #[tokio::test]
-    async fn a_continuation_is_checked_against_the_failure_records_remembered_with_its_prefix() {
-        let mut settings = Settings::default();
-        settings.policy.tiers = vec!["truncate".into()];
-        let engine = Compactor::from_config(settings).unwrap();
-        let first = history_with_failures(8, 2);
-        let out = engine
-            .compact(&first, Format::Anthropic, Some(2_000))
-            .await
-            .unwrap();
-        assert_eq!(out.report.status, Status::Compacted);
-        let kept: Vec<&str> = out
-            .conversation
-            .messages
-            .iter()
-            .flat_map(|m| m.tool_results())
-            .map(|r| r.tool_use_id.as_str())
-            .collect();
-        assert!(
-            !kept.contains(&"toolu_0") && !kept.contains(&"toolu_1"),
-            "the failed results were dropped: {kept:?}"
-        );
-        let mut next = first.clone();
-        next.messages.push(crate::conversation::Message::text(
-            crate::conversation::Role::Assistant,
-            "ok",
-        ));
-        next.messages.push(crate::conversation::Message::text(
-            crate::conversation::Role::User,
-            "and now?",
-        ));
-        // With the records it was built with, the remembered prefix is taken.
-        let again = engine
-            .compact(&next, Format::Anthropic, Some(2_000))
-            .await
-            .unwrap();
-        assert_eq!(again.report.continued_from, Some(first.messages.len()));
-        // The same output remembered without its records: the marker's text still names both
-        // failures, but the guard reads no text, so the continuation is refused and the history
-        // compacted afresh.
-        let limit = engine.budget(Some(2_000)).limit as u64;
-        let hashes = PrefixHashes::of(&next, limit);
-        let (len, remembered) = engine.memory().recall(&hashes).unwrap();
-        assert_eq!(len, next.messages.len());
-        assert_eq!(remembered.failures.len(), 2, "{:?}", remembered.failures);
-        let text: String = remembered
-            .output
-            .messages
-            .iter()
-            .map(crate::conversation::Message::plain_text)
-            .collect();
-        assert!(
-            text.contains("toolu_0") && text.contains("toolu_1"),
-            "{text}"
-        );
-        engine
-            .memory()
-            .remember(&hashes, &remembered.output, None, &[]);
-        let afresh = engine
-            .compact(&next, Format::Anthropic, Some(2_000))
-            .await
-            .unwrap();
-        assert_eq!(
-            afresh.report.continued_from, None,
-            "{:?}",
-            afresh.report.notes
-        );
-        assert_eq!(afresh.report.status, Status::Compacted);
-    }
-
-    #[test]
-    fn a_model_of_the_other_vocabulary_counts_with_the_counter_given_for_it() {
-        use crate::tokens::{CachedCounter, TiktokenCounter};
-        let settings = Settings::default();
-        let other = match settings.tokens.tokenizer {
-            Tokenizer::O200kBase => Tokenizer::Cl100kBase,
-            _ => Tokenizer::O200kBase,
-        };
-        let given: Arc<dyn TokenCounter> = Arc::new(CachedCounter::with_max_bytes(
-            TiktokenCounter::new(other),
-            10 * 128,
-        ));
-        let c = Compactor::from_config(settings)
-            .unwrap()
-            .with_other_counter(given.clone());
-        let used = c.counter_of(other) as *const dyn TokenCounter;
-        assert!(std::ptr::addr_eq(used, Arc::as_ptr(&given)));
-        // Without one, a counter of its own is built (not the configured vocabulary's).
-        let plain = Compactor::from_config(Settings::default()).unwrap();
-        let own = plain.counter_of(other) as *const dyn TokenCounter;
-        assert!(!std::ptr::addr_eq(own, Arc::as_ptr(&given)));
-        assert!(!std::ptr::addr_eq(own, Arc::as_ptr(&plain.counter)));
-    }
-
-    /// A faulty tier: blanks the first assistant text it may edit. `guard::apply` takes the
-    /// plan (a text for a text), the provider would not (an empty text block).
-    struct Blank;
-
-    #[async_trait::async_trait]
-    impl Strategy for Blank {
-        fn name(&self) -> &str {
-            "blank"
-        }
-        async fn compact(
-            &self,
-            conversation: &Conversation,
-            _budget: Budget,
-            cx: &Context<'_>,
-        ) -> Result<Compaction, StrategyError> {
-            let at = conversation.messages.iter().enumerate().find(|(i, m)| {
-                m.role == crate::conversation::Role::Assistant
-                    && !cx.layout.is_protected(*i)
-                    && cx.layout.newest() != Some(*i)
-                    && matches!(m.content.first(), Some(crate::conversation::Block::Text(_)))
-            });
-            let Some((message, _)) = at else {
-                return Ok(Compaction::unchanged(
-                    conversation,
-                    "blank: nothing to blank",
-                ));
-            };
-            Ok(Compaction {
-                plan: vec![crate::guard::UnitEdit::Cap {
-                    message,
-                    block: 0,
-                    with: crate::conversation::Block::text(""),
-                }],
-                edits: vec![crate::strategy::Edit::Truncated {
-                    message,
-                    block: 0,
-                    what: "text",
-                    id: None,
-                    tokens_before: 3,
-                    tokens_after: 0,
-                }],
-                notes: Vec::new(),
-                degraded: None,
-            })
-        }
-    }
-
-    /// A tier that never edits.
-    struct Idle;
-
-    #[async_trait::async_trait]
-    impl Strategy for Idle {
-        fn name(&self) -> &str {
-            "idle"
-        }
-        async fn compact(
-            &self,
-            conversation: &Conversation,
-            _budget: Budget,
-            _cx: &Context<'_>,
-        ) -> Result<Compaction, StrategyError> {
-            Ok(Compaction::unchanged(conversation, "idle"))
-        }
-    }
-
-    /// A first tier's output that is smaller but short of the target is handed to the next
-    /// tier before the guard's verdict; when it ends up the output, the verdict comes then:
-    /// refused, it is not taken, its tier names the violation, and the input stands.
-    #[tokio::test]
-    async fn an_output_passed_on_unjudged_is_judged_when_it_ends_up_the_output() {
-        let mut settings = Settings::default();
-        settings.policy.remember = false;
-        let counter = crate::tokens::counter_for(settings.tokens.tokenizer);
-        let engine =
-            Compactor::with_parts(settings, counter, vec![Box::new(Blank), Box::new(Idle)]);
-        let input = history(8);
-        let out = engine
-            .compact(&input, Format::Anthropic, Some(2_000))
-            .await
-            .unwrap();
-        assert_eq!(out.report.status, Status::OverBudget, "{:?}", out.report);
-        assert_eq!(*out.conversation, input);
-        let blank = &out.report.tiers[0];
-        assert!(!blank.accepted);
-        assert!(
-            blank.violations.iter().any(|v| v.contains("empty")),
-            "{:?}",
-            blank.violations
-        );
-        assert_eq!(out.report.rejections(), 1);
-        assert_eq!(out.report.applied(), "none");
-        // The same faulty tier last: judged at once, with the same verdict.
-        let counter = crate::tokens::counter_for(Settings::default().tokens.tokenizer);
-        let mut settings = Settings::default();
-        settings.policy.remember = false;
-        let alone = Compactor::with_parts(settings, counter, vec![Box::new(Blank)]);
-        let once = alone
-            .compact(&input, Format::Anthropic, Some(2_000))
-            .await
-            .unwrap();
-        assert_eq!(once.report.tiers[0].violations, blank.violations);
-        assert_eq!(once.report.status, Status::OverBudget);
-    }
-
-    /// Passed on unjudged and then built on: the later tier's output is judged against the
-    /// original input on its own, and both tiers are named as applied.
-    #[tokio::test]
-    async fn an_output_passed_on_and_built_on_is_settled_by_the_later_verdict() {
-        let mut settings = Settings::default();
-        settings.policy.remember = false;
-        settings.policy.tiers = vec!["microcompact".into(), "truncate".into()];
-        let engine = Compactor::from_config(settings).unwrap();
-        let input = history_with_failures(12, 1);
-        let out = engine
-            .compact(&input, Format::Anthropic, Some(2_000))
-            .await
-            .unwrap();
-        assert_eq!(out.report.status, Status::Compacted, "{:?}", out.report);
-        assert_eq!(out.report.applied(), "microcompact+truncate");
-        assert_eq!(out.report.rejections(), 0);
-        assert!(
-            crate::guard::validate(&out.conversation, Format::Anthropic, Default::default())
-                .is_empty()
-        );
-    }
-
-    /// A refused output that later tiers were built on: they run again on the output before
-    /// it, so a faulty tier costs its own edits, not the later tiers' work.
-    #[tokio::test]
-    async fn the_tiers_after_a_refused_output_run_again_on_the_one_before_it() {
-        let mut settings = Settings::default();
-        settings.policy.remember = false;
-        let counter = crate::tokens::counter_for(settings.tokens.tokenizer);
-        let microcompact = crate::strategy::microcompact::Microcompact {
-            config: settings.microcompact.clone(),
-        };
-        let engine = Compactor::with_parts(
-            settings,
-            counter,
-            vec![Box::new(Blank), Box::new(microcompact)],
-        );
-        let input = history(8);
-        let out = engine
-            .compact(&input, Format::Anthropic, Some(2_000))
-            .await
-            .unwrap();
-        let runs: Vec<(&str, bool, bool)> = out
-            .report
-            .tiers
-            .iter()
-            .map(|t| (t.strategy.as_str(), t.accepted, t.violations.is_empty()))
-            .collect();
-        // Blank passed on, microcompact's output built on it refused (it keeps the blanked
-        // text), Blank refused when judged, microcompact again on the input: taken.
-        assert_eq!(
-            runs,
-            vec![
-                ("blank", false, false),
-                ("microcompact", false, false),
-                ("microcompact", true, true)
-            ],
-            "{:?}",
-            out.report
-        );
-        assert_eq!(out.report.applied(), "microcompact");
-        assert!(out.report.tokens_after < out.report.tokens_before);
-        assert!(
-            crate::guard::validate(&out.conversation, Format::Anthropic, Default::default())
-                .is_empty()
-        );
-    }
-}
+mod tests;

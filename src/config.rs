@@ -8,6 +8,7 @@
 //! settings.rs   the settings as written (RawSettings) and as checked (Settings): data only
 //! check.rs      RawSettings -> Settings: every range and tier name, the key at fault
 //! loader.rs     Loader: the layers (defaults, file, preset, environment), each also alone
+//! origin.rs     where each key came from (Loader::explain, `compactor config`)
 //! server.rs     [server]
 //! store.rs      [store]
 //! recall.rs     [recall]
@@ -24,8 +25,10 @@ pub use store::StoreSettings;
 
 mod check;
 mod loader;
+pub mod origin;
 mod settings;
 pub use loader::{ConfigText, Loader};
+pub use origin::{Explained, Origin};
 pub use settings::{BudgetSettings, PolicySettings, RawSettings, Settings, TokenSettings};
 
 /// The longest time any duration key takes, in seconds (one day): every `*_secs` and

@@ -38,6 +38,9 @@ enum Command {
     Ab(cli::ab::Args),
     /// Run the HTTP service: the JSON API and the compacting proxy (see docs/service.md).
     Serve(cli::serve::Args),
+    /// Print the effective settings, one `key = value` line each, with where each value came
+    /// from: default, file, preset, environment or flag.
+    Config(cli::config::Args),
     /// Fit each model's token ratio from recorded usage (Claude Code logs, Codex rollouts):
     /// prints per model the ratio, the per-segment constants, the fit's error and a config
     /// snippet for `[tokens.models]`.
@@ -54,6 +57,9 @@ enum Command {
     /// with their source and the provider's error text, what stays in force across a dropped
     /// round): the text of docs/rules.md.
     Rules(cli::rules::Args),
+    /// The model table: each family's context window, max output, default budget, prices
+    /// (USD per million tokens) and token rule, with the source of its figures.
+    Models(cli::models::Args),
 }
 
 fn main() -> ExitCode {
@@ -90,10 +96,12 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
         Command::Count(args) => cli::count::run(args),
         Command::Ab(args) => cli::ab::run(args),
         Command::Serve(args) => cli::serve::run(args),
+        Command::Config(args) => cli::config::run(args),
         Command::Calibrate(args) => cli::calibrate::run(&args),
         Command::Probe(args) => cli::probe::run(&args),
         Command::Show(args) => cli::show::run(&args),
         Command::Recall(args) => cli::recall::run(args),
         Command::Rules(args) => cli::rules::run(&args),
+        Command::Models(args) => cli::models::run(&args),
     }
 }

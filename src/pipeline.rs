@@ -72,6 +72,9 @@ pub(crate) trait Host: Sync {
     fn counter_of(&self, tokenizer: Tokenizer) -> &dyn TokenCounter;
     /// The recall store the originals of taken outputs go to; `None` when recall is off.
     fn recall_store(&self) -> Option<&crate::recall::RecallStore>;
+    /// The model table entry of `model` (the request body's `model`); `None` when no entry
+    /// names it.
+    fn model_entry(&self, model: Option<&str>) -> Option<&crate::models::ModelEntry>;
 }
 
 /// What one compaction knows of its input, computed once.
@@ -177,12 +180,14 @@ pub(crate) async fn compact_shared(
     given: Option<&PrefixHashes>,
 ) -> Result<SharedCompacted, CompactError> {
     let started = Instant::now();
-    let basis = compactor.model_tokens(input.extra.get("model").and_then(|m| m.as_str()));
+    let model = input.extra.get("model").and_then(|m| m.as_str());
+    let basis = compactor.model_tokens(model);
+    let entry = compactor.model_entry(model);
     // The model's per-call framing (`[tokens.models] tool_call`) joins every tool_use block's
     // count; with none configured this is the cached counter as it is.
     let framed = basis.framed(compactor.counter_of(basis.tokenizer));
     let counter: &dyn TokenCounter = &framed;
-    let targets = Targets::of(&compactor.settings().budget, &basis, budget);
+    let targets = Targets::of(&compactor.settings().budget, &basis, budget, entry);
     let remember = compactor.settings().policy.remember;
     let context = Arc::new(compactor.settings().carry.clone());
     // Hysteresis: the remembered compaction of the longest remembered prefix, looked up first
@@ -243,7 +248,7 @@ pub(crate) async fn compact_shared(
             .get_or_init(|| Layout::with_context(work, format, context.clone()))
             .ends_with_open_call(),
     };
-    let run = Run {
+    let mut run = Run {
         context: context.clone(),
         input: work,
         options: ValidateOptions {
@@ -276,6 +281,11 @@ pub(crate) async fn compact_shared(
                 + run.tokens().tail(0)
         }
     };
+    let prices = entry.map(crate::models::ModelEntry::prices);
+    // The client's previous body, when a remembered compaction knows it (counted tokens).
+    let mut known_input = known.as_ref().map(|(_, c)| c.input_tokens);
+    // Counted tokens of the previous forwarded body, and its messages, when continued.
+    let (mut sent, mut prefix_messages) = (0, 0);
     let mut report = first_report(compactor, &run, tokens_before);
     report.timings.count_ms = ms(t0);
     report.repairs = repairs;
@@ -291,6 +301,7 @@ pub(crate) async fn compact_shared(
         if let (Some(r), Some(h)) = (recalled, hashes) {
             r.put_back(compactor.memory(), h);
         }
+        report.cost = Some(output::cost(&run, prices, tokens_before, None, None));
         // The repaired copy is the output: what the provider would refuse must not go out.
         let conversation = repaired_output(run.format, input, repaired, &mut report)?;
         report.timings.total_ms = ms(started);
@@ -329,9 +340,15 @@ pub(crate) async fn compact_shared(
             &mut continued,
             &mut report,
         ) {
-            Ok(p) => {
-                predecessor = Some(p);
-                written = items;
+            Ok(c) => {
+                // The client's previous body and the previous forwarded one: this turn's
+                // input and output less the new messages.
+                known_input = Some(tokens_before.saturating_sub(c.new_tokens));
+                sent = best.tokens.saturating_sub(c.new_tokens);
+                prefix_messages = c.output_messages;
+                predecessor = Some(c.predecessor);
+                // Bytes written for messages whose breakpoint moved are stale.
+                written = items.filter(|_| !c.rewritten);
             }
             Err(recalled) => {
                 if let Some(h) = hashes {
@@ -340,11 +357,25 @@ pub(crate) async fn compact_shared(
             }
         }
     }
+    // The cost policy (see [`policy`]): the cycle of the remembered compaction, and whether
+    // its prefix has left the provider's cache (the session idle past the cache's lifetime).
+    let cycle = known.as_ref().map(|(_, c)| c.cycle);
+    let ttl = compactor.settings().policy.cache_ttl_secs;
+    let cold = cycle.is_some_and(|c| c.sent.elapsed().as_secs_f64() > ttl);
+    if predecessor.is_some() && targets.continues(best.tokens, cold) {
+        // New blocks over the caps are capped as they arrive (the prefix stays as it was).
+        if continuation::cap_on_arrival(compactor, &run, &mut best, prefix_messages, &mut report)
+            .is_some()
+        {
+            continued = None;
+        }
+    }
     if predecessor.is_some()
-        && targets.untouched(best.tokens)
+        && targets.continues(best.tokens, cold)
         && let Some(conversation) = best.conversation.take()
     {
-        // Still under the trigger after the new messages: the remembered prefix is the output.
+        // Still within the budget after the new messages (under the trigger once the cache is
+        // cold): the remembered prefix is the output, each turn appends to it.
         let conversation = Arc::new(conversation);
         if let Some(hashes) = hashes {
             let input = input_junction.unwrap_or_else(|| Junction::of(input, format));
@@ -367,6 +398,14 @@ pub(crate) async fn compact_shared(
             best.tokens,
             best.degraded.is_some(),
         );
+        // The previous forwarded body is this one's prefix.
+        report.cost = Some(output::cost(
+            &run,
+            prices,
+            tokens_before,
+            known_input,
+            Some((best.tokens, sent)),
+        ));
         report.messages_after = conversation.messages.len();
         report.timings.total_ms = ms(started);
         return Ok(SharedCompacted {
@@ -379,12 +418,39 @@ pub(crate) async fn compact_shared(
     // they make is remembered for the whole input; the compaction it continued (taken out of
     // the memory) is not put back: the history has grown past it and its prefix is no longer
     // what is sent (keeping it held a stale whole output per crossing, docs/service.md).
-    drop(predecessor);
+    let recompacting = predecessor.take().is_some();
+    if recompacting && let Some(c) = best.conversation.as_mut() {
+        // The breakpoints the remembered prefix carries were the client's of earlier turns;
+        // the re-compaction rewrites that prefix, so they mark nothing cached any more.
+        guard::cache::remove_before(c, prefix_messages);
+    }
     if let Some(c) = &best.conversation
         && best.layout.is_none()
     {
-        // Continued but over the trigger: the tiers work on the continuation's layout.
+        // Continued but over the budget: the tiers work on the continuation's layout.
         best.layout = Some(run.layout_of(c));
+    }
+    if let Some(c) = cycle.filter(|_| recompacting) {
+        // A re-compaction goes deep enough to pay back its cache write.
+        let fixed =
+            counter.count_system(input.system.as_ref()) + counter.count_tools(input.tools());
+        let prices = entry.map_or(crate::models::Prices::RELATIVE, |e| e.prices());
+        let growth = c.growth(best.tokens);
+        let deep = targets.recompaction(best.tokens, fixed, growth, &prices, cold);
+        if deep < targets.counted.target {
+            run.targets.counted.target = deep;
+            report.target = run.basis.to_model(deep);
+            report.notes.push(format!(
+                "re-compaction target {} tokens: the cache write pays back at {} tokens a turn",
+                report.target,
+                run.basis.to_model(growth)
+            ));
+        }
+        if cold {
+            report.notes.push(format!(
+                "the cached prefix is cold (idle over {ttl} s): compacted at the trigger"
+            ));
+        }
     }
     let tiers = compactor.tiers();
     run_tiers(&run, tiers, instructions, true, &mut best, &mut report).await;
@@ -394,6 +460,13 @@ pub(crate) async fn compact_shared(
         let after = tiers.get(refused + 1..).unwrap_or_default();
         run_tiers(&run, after, instructions, false, &mut best, &mut report).await;
     }
+    if let Some(why) = output::lossy_without_payback(&run, &best, &report, tokens_before) {
+        // Still over the budget, and the words or rounds it dropped bought too little: the
+        // request goes as it is (status over_budget, the reason in the notes).
+        report.notes.push(why);
+        best.conversation = None;
+        best.tokens = tokens_before;
+    }
     finish(
         &run,
         &mut report,
@@ -401,13 +474,23 @@ pub(crate) async fn compact_shared(
         best.tokens,
         best.degraded.is_some(),
     );
-    if best.conversation.is_some() && !targets.reached(best.tokens) {
+    if best.conversation.is_some() && !run.targets.reached(best.tokens) {
         report.notes.push(format!(
             "target not reached: {} > {} tokens",
             run.basis.to_model(best.tokens),
-            targets.model.target
+            report.target
         ));
     }
+    // Compacted afresh: the tools and system prompt stay cached, the messages are written.
+    let fixed = counter.count_system(input.system.as_ref()) + counter.count_tools(input.tools());
+    let after = best.conversation.as_ref().map(|_| (best.tokens, fixed));
+    report.cost = Some(output::cost(
+        &run,
+        prices,
+        tokens_before,
+        known_input,
+        after,
+    ));
     report.timings.total_ms = ms(started);
     let conversation = match best.conversation.take() {
         Some(c) => {

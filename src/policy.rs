@@ -14,14 +14,20 @@
 use crate::config::BudgetSettings;
 use crate::conversation::Conversation;
 use crate::memory::{Memory, Predecessor, PrefixHashes, Remembered};
+use crate::models::{ModelEntry, Prices};
 use crate::report::Status;
 use crate::strategy::Budget;
 use crate::tokens::ModelTokens;
 
-/// The budget in model tokens: `explicit` tokens, else the configured one, with the target at
-/// `budget.target × limit`.
-pub fn model_budget(settings: &BudgetSettings, explicit: Option<usize>) -> Budget {
-    let limit = settings.budget(explicit);
+/// The budget in model tokens: `explicit` tokens, else the configured one, else the window of
+/// the model's table entry `model` less the reserve ([`BudgetSettings::budget_for`]), with
+/// the target at `budget.target × limit`.
+pub fn model_budget(
+    settings: &BudgetSettings,
+    explicit: Option<usize>,
+    model: Option<&ModelEntry>,
+) -> Budget {
+    let limit = settings.budget_for(explicit, model);
     Budget {
         limit,
         target: (limit as f64 * settings.target) as usize,
@@ -42,9 +48,15 @@ pub struct Targets {
 }
 
 impl Targets {
-    /// Converts the configured (or `explicit`) budget with the model's counting basis.
-    pub fn of(settings: &BudgetSettings, basis: &ModelTokens, explicit: Option<usize>) -> Targets {
-        let model = model_budget(settings, explicit);
+    /// Converts the configured (or `explicit`, or the model table `entry`'s) budget with the
+    /// model's counting basis.
+    pub fn of(
+        settings: &BudgetSettings,
+        basis: &ModelTokens,
+        explicit: Option<usize>,
+        entry: Option<&ModelEntry>,
+    ) -> Targets {
+        let model = model_budget(settings, explicit, entry);
         let model_trigger = (model.limit as f64 * settings.trigger) as usize;
         Targets {
             model,
@@ -60,6 +72,53 @@ impl Targets {
     /// Under the trigger: nothing to do (counted tokens).
     pub fn untouched(&self, tokens: usize) -> bool {
         tokens <= self.trigger
+    }
+
+    /// Whether a continuation of a remembered compaction, of `tokens` counted tokens, goes out
+    /// as it is (the prefix sent last turn, with the new messages appended): while it fits the
+    /// budget, so a compaction is followed by as many appending turns as the budget allows;
+    /// once the cached prefix is `cold` (the session idle past the cache's lifetime, so the
+    /// next request writes the whole prefix anyway) only while under the trigger: that is the
+    /// moment to compact.
+    pub fn continues(&self, tokens: usize, cold: bool) -> bool {
+        match cold {
+            true => tokens <= self.trigger,
+            false => tokens <= self.counted.limit,
+        }
+    }
+
+    /// The counted target of a re-compaction of a continuation of `tokens` counted tokens, of
+    /// which `fixed` (system prompt and tools) stay cached whatever is compacted, growing by
+    /// `growth` counted tokens a turn: the configured target, or lower until the compaction
+    /// pays back its cache write. Writing the new prefix costs `(W − fixed) × (write − read)`
+    /// more than reading it; each turn until the next re-compaction (`(limit − W) / growth`
+    /// turns) reads `tokens − W` fewer tokens. Searched downwards from the target in steps of
+    /// 1% of the limit, never below `fixed`. A `cold` prefix is written anyway: the target.
+    pub fn recompaction(
+        &self,
+        tokens: usize,
+        fixed: usize,
+        growth: usize,
+        prices: &Prices,
+        cold: bool,
+    ) -> usize {
+        let target = self.counted.target;
+        if cold || growth == 0 || prices.cache_read <= 0.0 {
+            return target;
+        }
+        let limit = self.counted.limit as f64;
+        let (p, s, d) = (tokens as f64, fixed as f64, growth as f64);
+        let premium = (prices.cache_write - prices.cache_read).max(0.0);
+        let pays = |w: f64| {
+            let turns = ((limit - w) / d).max(0.0);
+            turns * (p - w).max(0.0) * prices.cache_read >= (w - s).max(0.0) * premium
+        };
+        let step = (limit / 100.0).max(1.0);
+        let mut w = target as f64;
+        while w - step > s && !pays(w) {
+            w -= step;
+        }
+        (w as usize).min(target)
     }
 
     /// A tier's output of `tokens` is taken only when smaller than the best so far (`now`).

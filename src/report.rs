@@ -173,6 +173,10 @@ pub struct Report {
     /// tool exchange), and the rest is compacted as usual. Not serialized when empty.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub opaque: Vec<OpaqueUnit>,
+    /// The estimated input cost of the output as forwarded and of the input as it came, with
+    /// prompt caching ([`crate::cost`]); `None` before the pipeline sets it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost: Option<crate::cost::CostEstimate>,
 }
 
 impl Report {

@@ -34,10 +34,14 @@ mod model_count;
 mod outcomes;
 #[path = "all/placeholders.rs"]
 mod placeholders;
+#[path = "all/proxy_surface.rs"]
+mod proxy_surface;
 #[path = "all/recall.rs"]
 mod recall;
 #[path = "all/server.rs"]
 mod server;
+#[path = "all/service_says.rs"]
+mod service_says;
 #[path = "all/store.rs"]
 mod store;
 #[path = "all/strategy_props.rs"]

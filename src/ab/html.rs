@@ -112,9 +112,15 @@ fn saved_vs_fidelity(r: &AbReport) -> String {
                 .unwrap_or(0);
             let x = PAD + c.reduction_pct().clamp(0.0, 100.0) / 100.0 * (W - 2.0 * PAD);
             let y = H - PAD - fid * (H - 2.0 * PAD);
+            // An output still over the budget is a hollow ring: it kept more because it did
+            // not do what was asked.
+            let (fill, over) = match c.status == "over_budget" {
+                true => ("none", " (OVER BUDGET)"),
+                false => (color(i), ""),
+            };
             let _ = writeln!(
                 svg,
-                r#"<circle cx="{x:.1}" cy="{y:.1}" r="4" fill="{}" fill-opacity="0.7"><title>{} · {} · budget {}: saved {:.1}%, fidelity {:.1}%</title></circle>"#,
+                r#"<circle cx="{x:.1}" cy="{y:.1}" r="4" fill="{fill}" stroke="{}" fill-opacity="0.7"><title>{} · {} · budget {}: saved {:.1}%, fidelity {:.1}%{over}</title></circle>"#,
                 color(i),
                 esc(&f.name),
                 esc(&row.strategy),
@@ -131,6 +137,12 @@ fn saved_vs_fidelity(r: &AbReport) -> String {
         .map(|(i, s)| (s.clone(), color(i)))
         .collect();
     legend(&mut svg, &names);
+    let _ = writeln!(
+        svg,
+        r#"<text x="{:.0}" y="{:.0}" font-size="11">hollow ring: still over the budget</text>"#,
+        W - 230.0,
+        H - PAD - 8.0
+    );
     svg + "</svg>\n"
 }
 
@@ -207,16 +219,37 @@ pub fn page(r: &AbReport, timing: Timing) -> String {
          table{border-collapse:collapse;font-size:12px;margin-bottom:2em}\
          td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}\
          td:first-child,td:nth-child(2),th{text-align:left}\
-         svg{margin:0 1em 1em 0;border:1px solid #eee}</style></head><body>\n<h1>compactor A/B</h1>\n",
+         svg{margin:0 1em 1em 0;border:1px solid #eee}\
+         table.verdict td{text-align:left}tr.over td{background:#fde2e2}tr.win td{background:#e3f4e1}\
+         ul.notes{font-size:12px;color:#444;max-width:60em}</style></head><body>\n<h1>compactor A/B</h1>\n",
     );
+    let tables = tables(r, timing);
+    // The verdict first, then what it rests on.
+    if let Some(v) = tables.first() {
+        table(&mut out, v);
+    }
     for l in preamble(r, timing) {
         let _ = writeln!(out, "<p>{}</p>", esc(&l));
     }
     out += "<h2>Charts</h2>\n";
     out += &saved_vs_fidelity(r);
     out += &replay_charts(r);
-    for t in tables(r, timing) {
-        let _ = writeln!(out, "<h2>{}</h2>\n<table>", esc(&t.title));
+    for t in tables.iter().skip(1) {
+        table(&mut out, t);
+    }
+    out + "</body></html>\n"
+}
+
+/// One table with its column notes; a row that holds an over-budget mark is tinted red, a
+/// verdict row of all files green.
+fn table(out: &mut String, t: &super::output::Table) {
+    {
+        // The verdict's sentences read left to right.
+        let class = match t.title.starts_with("Verdict") {
+            true => r#" class="verdict""#,
+            false => "",
+        };
+        let _ = writeln!(out, "<h2>{}</h2>\n<table{class}>", esc(&t.title));
         let th: Vec<String> = t
             .header
             .iter()
@@ -225,9 +258,22 @@ pub fn page(r: &AbReport, timing: Timing) -> String {
         let _ = writeln!(out, "<tr>{}</tr>", th.concat());
         for row in &t.rows {
             let td: Vec<String> = row.iter().map(|c| format!("<td>{}</td>", esc(c))).collect();
-            let _ = writeln!(out, "<tr>{}</tr>", td.concat());
+            let class = if row.iter().any(|c| c.starts_with("OVER")) {
+                r#" class="over""#
+            } else if row.first().is_some_and(|c| c == "all files") {
+                r#" class="win""#
+            } else {
+                ""
+            };
+            let _ = writeln!(out, "<tr{class}>{}</tr>", td.concat());
         }
-        out += "</table>\n";
+        *out += "</table>\n";
+        if !t.notes.is_empty() {
+            *out += "<ul class=\"notes\">";
+            for n in &t.notes {
+                let _ = write!(out, "<li>{}</li>", esc(n));
+            }
+            *out += "</ul>\n";
+        }
     }
-    out + "</body></html>\n"
 }

@@ -16,6 +16,7 @@ pub mod output;
 pub mod probes;
 pub mod reference;
 pub mod replay;
+pub mod verdict;
 
 use crate::compactor::Compactor;
 use crate::config::{Loader, Settings};
@@ -35,7 +36,7 @@ pub struct Options {
     pub budgets: Vec<usize>,
     /// At most this many model calls replayed per transcript, evenly spaced.
     pub replay_cap: usize,
-    /// Prices for the cost estimate.
+    /// Prices for the cost estimate of a model the model table does not price.
     pub prices: Prices,
 }
 
@@ -44,7 +45,7 @@ impl Default for Options {
         Options {
             budgets: vec![50_000, 20_000],
             replay_cap: 200,
-            prices: Prices::default(),
+            prices: replay::DEFAULT_PRICES,
         }
     }
 }
@@ -330,7 +331,21 @@ pub async fn run(
     on_step: &mut dyn FnMut(&str),
 ) -> AbReport {
     let started = Instant::now();
-    let counter = crate::tokens::counter_for(Default::default());
+    // The baseline is counted and priced as the strategies are: with the first runnable
+    // strategy's token rules and model table.
+    let units = arms
+        .iter()
+        .find_map(|a| a.settings.as_ref().ok())
+        .cloned()
+        .unwrap_or_default();
+    let units = match Compactor::from_config(units) {
+        Ok(c) => c,
+        Err(_) => Compactor::with_parts(
+            Settings::default(),
+            crate::tokens::counter_for(Default::default()),
+            Vec::new(),
+        ),
+    };
     let mut files = Vec::new();
     for t in transcripts {
         let (c, format) = match &t.loaded {
@@ -358,7 +373,7 @@ pub async fn run(
             c,
             *format,
             None,
-            counter.as_ref(),
+            &units,
             0,
             options.replay_cap,
             options.prices,
@@ -387,7 +402,7 @@ pub async fn run(
                                     c,
                                     *format,
                                     Some(&session),
-                                    session.counter(),
+                                    &session,
                                     budget,
                                     options.replay_cap,
                                     options.prices,

@@ -17,31 +17,21 @@ use crate::conversation::{Conversation, Role};
 use crate::format::Format;
 use crate::guard::{self, ValidateOptions};
 use crate::strategy::Edit;
-use crate::tokens::TokenCounter;
+use crate::tokens::{ModelTokens, TokenCounter};
 use serde::Serialize;
 use std::borrow::Cow;
 use std::time::Instant;
 
-/// Prices in USD per million tokens.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct Prices {
-    /// Uncached input.
-    pub input: f64,
-    /// Cached input (prompt-cache read).
-    pub cached_input: f64,
-    /// Output.
-    pub output: f64,
-}
+pub use crate::models::Prices;
 
-impl Default for Prices {
-    fn default() -> Self {
-        Prices {
-            input: 3.00,
-            cached_input: 0.30,
-            output: 15.00,
-        }
-    }
-}
+/// The prices `compactor ab` uses for a model the table does not price (Claude Sonnet 4's
+/// published prices, USD per million tokens; `--price-*` flags override them).
+pub const DEFAULT_PRICES: Prices = Prices {
+    input: 3.00,
+    cache_write: 3.75,
+    cache_read: 0.30,
+    output: 15.00,
+};
 
 /// What a replay of one transcript sent.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -50,10 +40,13 @@ pub struct ReplayStats {
     pub calls_total: usize,
     /// Calls replayed (at most the cap, evenly spaced).
     pub calls_replayed: usize,
-    /// Input tokens sent, all calls.
+    /// Input tokens sent, all calls, in the model's tokens (the same units as the reports:
+    /// the counter's tokens through the model's token rule).
     pub tokens_sent: usize,
-    /// Of those, tokens in a prefix shared with the previous request.
+    /// Of those, tokens in a prefix shared with the previous request (cache reads).
     pub tokens_cached: usize,
+    /// Calls whose request was still over the budget.
+    pub over_budget: usize,
     /// Calls whose request did not extend the previous one.
     pub prefix_changes: usize,
     /// Output tokens of the model (the assistant turns of the transcript).
@@ -68,8 +61,11 @@ pub struct ReplayStats {
     pub summary_input_tokens: usize,
     /// Output tokens of those calls.
     pub summary_output_tokens: usize,
-    /// Estimated cost in USD.
+    /// Estimated cost in USD: each call's cached prefix read at the cache-read price, the rest
+    /// written to the cache, its output at the output price (plus the summary calls).
     pub cost_usd: f64,
+    /// Where the prices come from: the model table's pattern, or `flags`.
+    pub priced_by: String,
     /// Tokens sent per replayed call, in order.
     pub tokens_per_call: Vec<usize>,
     /// Wall time in milliseconds.
@@ -130,33 +126,35 @@ fn common_prefix(a: &Conversation, b: &Conversation) -> usize {
 
 /// Tokens of the context around the messages (system prompt and tools).
 fn context_tokens(counter: &dyn TokenCounter, c: &Conversation) -> usize {
-    counter.count_conversation(&Conversation {
-        messages: Vec::new(),
-        ..c.clone()
-    })
+    counter.count_system(c.system.as_ref()) + counter.count_tools(c.tools())
 }
 
-/// Cost of `input` uncached, `cached` cached and `output` tokens.
-fn cost(p: Prices, input: usize, cached: usize, output: usize) -> f64 {
-    (input as f64 * p.input + cached as f64 * p.cached_input + output as f64 * p.output) / 1e6
+/// Cost of `read` cached, `write` uncached (written to the cache) and `output` tokens.
+fn cost(p: Prices, read: usize, write: usize, output: usize) -> f64 {
+    (read as f64 * p.cache_read + write as f64 * p.cache_write + output as f64 * p.output) / 1e6
 }
 
 /// One request of a replay.
 struct Sent {
     conversation: Conversation,
+    /// Counted tokens.
     tokens: usize,
 }
 
-/// Accumulates what each call sent.
+/// Accumulates what each call sent. Counts are the counter's (framed as the model's token
+/// rule asks); the stats are in model tokens (`basis`).
 struct Tally<'a> {
     counter: &'a dyn TokenCounter,
+    basis: ModelTokens,
     prices: Prices,
     context: usize,
+    budget: usize,
     previous: Option<Sent>,
     stats: ReplayStats,
 }
 
 impl Tally<'_> {
+    /// One call: `request` of `tokens` counted tokens, answered by `output` counted tokens.
     fn send(&mut self, request: Conversation, tokens: usize, output: usize) {
         let cached = match &self.previous {
             None => 0,
@@ -174,14 +172,18 @@ impl Tally<'_> {
                 }
             }
         };
-        let cached = cached.min(tokens);
+        let model = self.basis.to_model(tokens);
+        let scale = |n: usize| (n as f64 * self.basis.ratio).ceil() as usize;
+        let cached = scale(cached.min(tokens)).min(model);
+        let output = scale(output);
         let s = &mut self.stats;
         s.calls_replayed += 1;
-        s.tokens_sent += tokens;
+        s.tokens_sent += model;
         s.tokens_cached += cached;
         s.output_tokens += output;
-        s.tokens_per_call.push(tokens);
-        s.cost_usd += cost(self.prices, tokens - cached, cached, output);
+        s.over_budget += usize::from(self.budget > 0 && model > self.budget);
+        s.tokens_per_call.push(model);
+        s.cost_usd += cost(self.prices, cached, model - cached, output);
         self.previous = Some(Sent {
             conversation: request,
             tokens,
@@ -190,26 +192,40 @@ impl Tally<'_> {
 }
 
 /// Replays `c` through `compactor` (one instance for the whole session, so its memory keeps the
-/// prefix stable), or without compaction when `compactor` is `None` (the baseline).
+/// prefix stable), or without compaction when `compactor` is `None` (the baseline). `units`
+/// counts and prices: the model's token rule (so the baseline is in the same model tokens as
+/// the strategies) and its prices in the model table, else `prices`. `budget`: calls over it
+/// are counted (0: none is).
 pub async fn replay(
     c: &Conversation,
     format: Format,
     compactor: Option<&Compactor>,
-    counter: &dyn TokenCounter,
+    units: &Compactor,
     budget: usize,
     cap: usize,
     prices: Prices,
 ) -> ReplayStats {
     let started = Instant::now();
+    let model = c.extra.get("model").and_then(serde_json::Value::as_str);
+    let basis = units.model_tokens(model);
+    let framed = basis.framed(units.counter_of(basis.tokenizer));
+    let counter: &dyn TokenCounter = &framed;
+    let (prices, priced_by) = match units.model_entry(model) {
+        Some((pattern, e)) => (e.prices(), format!("[models] {pattern}")),
+        None => (prices, "flags".to_string()),
+    };
     let calls = model_calls(c);
     let picked = spaced(calls.len(), cap);
     let mut tally = Tally {
         counter,
+        basis,
         prices,
         context: context_tokens(counter, c),
+        budget,
         previous: None,
         stats: ReplayStats {
             calls_total: calls.len(),
+            priced_by,
             ..Default::default()
         },
     };
@@ -247,7 +263,7 @@ pub async fn replay(
                         tally.stats.summary_output_tokens += summary_tokens;
                     }
                 }
-                let tokens = out.report.tokens_after;
+                let tokens = out.report.counted_after;
                 let request = match out.conversation {
                     Cow::Borrowed(b) => b.clone(),
                     Cow::Owned(o) => {
@@ -269,12 +285,10 @@ pub async fn replay(
         }
     }
     let mut stats = tally.stats;
-    stats.cost_usd += cost(
-        prices,
-        stats.summary_input_tokens,
-        0,
-        stats.summary_output_tokens,
-    );
+    // A summary call reads its span uncached and writes the summary.
+    stats.cost_usd += (stats.summary_input_tokens as f64 * prices.input
+        + stats.summary_output_tokens as f64 * prices.output)
+        / 1e6;
     stats.millis = started.elapsed().as_secs_f64() * 1000.0;
     stats
 }
@@ -284,7 +298,6 @@ mod tests {
     use super::*;
     use crate::config::Loader;
     use crate::conversation::{Block, Message, ToolInput, ToolResult, ToolResultContent, ToolUse};
-    use crate::tokens::counter_for;
     use pretty_assertions::assert_eq;
     use serde_json::json;
 
@@ -358,25 +371,19 @@ mod tests {
     #[test]
     fn baseline_replay_only_appends_so_every_call_after_the_first_is_cached() {
         let c = session(2, 40);
-        let counter = counter_for(Default::default());
+        let units = Compactor::from_config(crate::config::Settings::default()).unwrap();
+        let counter = units.counter();
         let rt = tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap();
         let prices = Prices {
             input: 1.0,
-            cached_input: 0.5,
+            cache_write: 1.5,
+            cache_read: 0.5,
             output: 2.0,
         };
-        let s = rt.block_on(replay(
-            &c,
-            Format::Anthropic,
-            None,
-            counter.as_ref(),
-            1000,
-            10,
-            prices,
-        ));
-        // Stub counter: text len / 4 + 1, +3 per message; blocks as their Anthropic JSON.
+        let s = rt.block_on(replay(&c, Format::Anthropic, None, &units, 0, 10, prices));
+        // No model named: the counter's tokens are the model's.
         let tokens: Vec<usize> = model_calls(&c)
             .iter()
             .map(|&(i, _)| {
@@ -390,6 +397,8 @@ mod tests {
         assert_eq!(s.calls_total, 3);
         assert_eq!(s.calls_replayed, 3);
         assert_eq!(s.prefix_changes, 0);
+        assert_eq!(s.over_budget, 0);
+        assert_eq!(s.priced_by, "flags");
         assert_eq!(s.tokens_sent, tokens.iter().sum::<usize>());
         assert_eq!(s.tokens_cached, tokens[0] + tokens[1]);
         let output: usize = [1, 3, 5]
@@ -397,11 +406,55 @@ mod tests {
             .map(|&i| counter.count_message(&c.messages[i]))
             .sum();
         assert_eq!(s.output_tokens, output);
-        let expected = ((s.tokens_sent - s.tokens_cached) as f64
+        // What was not read from the cache was written to it.
+        let expected = (1.5 * (s.tokens_sent - s.tokens_cached) as f64
             + 0.5 * s.tokens_cached as f64
             + 2.0 * output as f64)
             / 1e6;
         assert!((s.cost_usd - expected).abs() < 1e-15);
+    }
+
+    #[test]
+    fn the_baseline_of_a_claude_session_is_in_claude_tokens_and_priced_by_the_table() {
+        let mut c = session(3, 400);
+        c.extra
+            .insert("model".into(), json!("claude-sonnet-4-5-20250929"));
+        let units = Compactor::from_config(crate::config::Settings::default()).unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let s = rt.block_on(replay(
+            &c,
+            Format::Anthropic,
+            None,
+            &units,
+            0,
+            10,
+            DEFAULT_PRICES,
+        ));
+        // Each call's request counted as the pipeline counts it (its `tokens_before`).
+        let before: Vec<usize> = model_calls(&c)
+            .iter()
+            .map(|&(i, _)| {
+                let prefix = Conversation {
+                    messages: c.messages[..i].to_vec(),
+                    ..c.clone()
+                };
+                let out = rt
+                    .block_on(units.compact(&prefix, Format::Anthropic, Some(1_000_000)))
+                    .unwrap();
+                out.report.tokens_before
+            })
+            .collect();
+        assert_eq!(s.tokens_per_call, before);
+        // Claude: 1.105 per o200k token and 172 per call, so more than the o200k count.
+        let o200k: usize = c.messages[..7]
+            .iter()
+            .map(|m| units.counter().count_message(m))
+            .sum();
+        assert_eq!(before.len(), 4);
+        assert!(before[3] > o200k + 3 * 172, "{before:?} vs {o200k}");
+        assert_eq!(s.priced_by, "[models] claude-sonnet-4*");
     }
 
     #[test]
@@ -427,26 +480,28 @@ mod tests {
             &c,
             Format::Anthropic,
             Some(&compactor),
-            compactor.counter(),
+            &compactor,
             1000,
             200,
-            Prices::default(),
+            DEFAULT_PRICES,
         ));
         assert_eq!(s.calls_replayed, 13);
         assert_eq!(s.invalid_requests, 0);
         assert_eq!(s.errors, 0);
         assert_eq!(s.summary_calls, 0);
         // o200k_base: each turn adds 141 tokens; over the trigger (800) the history is cut
-        // under the target (600), then grows again from the remembered output. The marker
-        // grows with what it records (the session state merged forward), so each cut lands a
-        // little higher. Its last line names the dropped span's recall id (about 30 tokens).
+        // under the target (600), then each turn appends to the remembered output until the
+        // budget (1,000), not the trigger, is passed; that re-compaction goes deeper than the
+        // target, where its cache write pays back at 141 tokens a turn. The marker's last line
+        // names the dropped span's recall id (about 30 tokens).
         assert_eq!(
             s.tokens_per_call,
             vec![
-                6, 147, 288, 429, 570, 711, 506, 647, 788, 447, 588, 729, 454
+                6, 147, 288, 429, 570, 711, 506, 647, 788, 929, 261, 402, 543
             ]
         );
-        // Cut again at calls 7, 10 and 12: three changes of the sent prefix.
-        assert_eq!((s.prefix_changes, s.tokens_cached), (3, 3628));
+        // Cut at calls 7 and 11: two changes of the sent prefix (three before continuations
+        // went on to the budget); every other call reads the whole previous request.
+        assert_eq!((s.prefix_changes, s.tokens_cached), (2, 4044));
     }
 }

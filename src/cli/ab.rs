@@ -31,9 +31,12 @@ pub(crate) struct Args {
     /// Price of uncached input, USD per million tokens.
     #[arg(long, default_value_t = 3.00)]
     price_input: f64,
-    /// Price of cached input, USD per million tokens.
+    /// Price of cached input (a cache read), USD per million tokens.
     #[arg(long, default_value_t = 0.30)]
     price_cached: f64,
+    /// Price of input written to the prompt cache, USD per million tokens.
+    #[arg(long, default_value_t = 3.75)]
+    price_cache_write: f64,
     /// Price of output, USD per million tokens.
     #[arg(long, default_value_t = 15.00)]
     price_output: f64,
@@ -72,6 +75,7 @@ pub(crate) fn run(args: Args) -> Result<ExitCode, Failure> {
         replay_cap,
         price_input,
         price_cached,
+        price_cache_write,
         price_output,
         json,
         markdown,
@@ -98,7 +102,8 @@ pub(crate) fn run(args: Args) -> Result<ExitCode, Failure> {
         replay_cap,
         prices: ab::replay::Prices {
             input: price_input,
-            cached_input: price_cached,
+            cache_write: price_cache_write,
+            cache_read: price_cached,
             output: price_output,
         },
     };

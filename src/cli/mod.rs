@@ -5,9 +5,11 @@
 pub(crate) mod ab;
 pub(crate) mod calibrate;
 pub(crate) mod compact;
+pub(crate) mod config;
 pub(crate) mod convert;
 pub(crate) mod count;
 mod input;
+pub(crate) mod models;
 mod output;
 pub(crate) mod probe;
 pub(crate) mod recall;

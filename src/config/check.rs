@@ -84,6 +84,7 @@ pub(super) fn check(
         return Err(invalid("summary.max_summary_tokens", "must be > 0".into()));
     }
     let named = |(key, message): (&str, String)| invalid(key, message);
+    check_secs_f64("policy.cache_ttl_secs", raw.policy.cache_ttl_secs, true).map_err(named)?;
     check_secs_f64("summary.cooldown_secs", sm.cooldown_secs, true).map_err(named)?;
     if let Some(llm) = &raw.llm {
         if llm.model.trim().is_empty() {
@@ -107,6 +108,11 @@ pub(super) fn check(
             return Err(invalid(&format!("tokens.models.{pattern}"), message));
         }
     }
+    for (pattern, entry) in &raw.models {
+        if let Err(message) = entry.check(pattern) {
+            return Err(invalid(&format!("models.{pattern}"), message));
+        }
+    }
     if let Err((key, message)) = raw.server.check() {
         return Err(invalid(key, message));
     }
@@ -121,7 +127,9 @@ pub(super) fn check(
         description: raw.description,
         budget: raw.budget,
         policy: raw.policy,
+        tiers_from: None,
         tokens: raw.tokens,
+        models: raw.models,
         truncate: raw.truncate,
         microcompact: raw.microcompact,
         summary: raw.summary,

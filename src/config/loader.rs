@@ -33,7 +33,7 @@ fn builtin() -> Settings {
         preset: "default".into(),
         description: None,
         budget: BudgetSettings {
-            context_window: 200_000,
+            context_window: 0,
             reserve_output: 20_000,
             tokens: 0,
             trigger: 0.8,
@@ -43,7 +43,9 @@ fn builtin() -> Settings {
             tiers: KNOWN_TIERS.iter().map(|s| s.to_string()).collect(),
             optional: vec!["summary".to_string()],
             remember: true,
+            cache_ttl_secs: 300.0,
         },
+        tiers_from: None,
         tokens: TokenSettings {
             tokenizer: Tokenizer::default(),
             model: String::new(),
@@ -51,6 +53,7 @@ fn builtin() -> Settings {
             learn: true,
             learned_bytes: learned_bytes(),
         },
+        models: Default::default(),
         truncate: TruncateConfig::default(),
         microcompact: MicrocompactConfig::default(),
         summary: SummaryConfig::default(),
@@ -136,7 +139,11 @@ impl Loader {
     /// environment. When no preset is asked for, the implicit `default` preset goes *under* the
     /// file, so a file's explicit `[policy] tiers` (or any key) wins over it. Each source is
     /// also checked alone over the defaults, so a bad key or an unknown tier name is an error
-    /// naming its source ([`ConfigError::In`]) even where a later source overrides it.
+    /// naming its source ([`ConfigError::In`]) even where a later source overrides it; a
+    /// field a source alone lacks is not its fault (a partial `[llm]` in the file completed
+    /// by `COMPACTOR__LLM__PROVIDER`): the merged settings must have it, else the error names
+    /// every source. [`Settings::tiers_from`] names the layer that set `[policy] tiers` when
+    /// it is not the preset.
     ///
     /// # Errors
     /// [`ConfigError`] naming the file, key or preset at fault.
@@ -181,14 +188,7 @@ impl Loader {
         if self.preset.is_some() {
             builder = builder.add_source(preset());
         }
-        let env_vars: Vec<String> = if self.env {
-            std::env::vars()
-                .map(|(k, _)| k)
-                .filter(|k| k.starts_with("COMPACTOR__"))
-                .collect()
-        } else {
-            Vec::new()
-        };
+        let env_vars = self.env_vars();
         if !env_vars.is_empty() {
             builder = builder.add_source(environment());
         }
@@ -197,7 +197,9 @@ impl Loader {
             .and_then(|c| c.try_deserialize::<RawSettings>())
             .map_err(ConfigError::from)
             .and_then(|raw| check(raw, preset_name.clone(), &self.strategies));
-        // Each source alone: the first one at fault names itself.
+        // Each source alone: the first one at fault names itself. A field a source alone
+        // lacks (`[llm]` with only `timeout_secs`) is no fault of its own: another source may
+        // give it, and the merged settings are what must be whole.
         let mut alone: Vec<(String, config::ConfigBuilder<config::builder::DefaultState>)> =
             Vec::new();
         for (origin, source) in self.given() {
@@ -213,6 +215,7 @@ impl Loader {
                 defaults().add_source(environment()),
             ));
         }
+        let origins: Vec<String> = alone.iter().map(|(o, _)| o.clone()).collect();
         for (origin, builder) in alone {
             let one = builder
                 .build()
@@ -226,7 +229,12 @@ impl Loader {
                     || matches!(e, ConfigError::Invalid { key, .. }
                         if key == "policy.tiers" || key == "policy.optional")
             };
+            let missing = matches!(
+                &one,
+                Err(ConfigError::Load(config::ConfigError::NotFound(_)))
+            );
             if let Err(e) = one
+                && !missing
                 && (merged.is_err() || own_fault(&e))
             {
                 return Err(ConfigError::In {
@@ -235,7 +243,17 @@ impl Loader {
                 });
             }
         }
-        merged
+        // A field no source gives: the merged settings' error names every source.
+        let mut settings = merged.map_err(|e| match e {
+            ConfigError::Load(config::ConfigError::NotFound(_)) => ConfigError::In {
+                origin: format!("the merged configuration ({})", origins.join(", ")),
+                source: Box::new(e),
+            },
+            other => other,
+        })?;
+        settings.tiers_from =
+            super::origin::tiers_from(&self.layers(&preset_name, &preset_text, &env_vars)?);
+        Ok(settings)
     }
 
     /// The config sources given besides the presets, in order, each with the name errors use:
@@ -257,7 +275,20 @@ impl Loader {
         out
     }
 
-    fn find_preset(&self, name: &str) -> Result<(String, String), ConfigError> {
+    /// The `COMPACTOR__…` environment variables set (none unless [`Loader::env`]).
+    pub(super) fn env_vars(&self) -> Vec<String> {
+        if !self.env {
+            return Vec::new();
+        }
+        let mut vars: Vec<String> = std::env::vars_os()
+            .filter_map(|(k, _)| k.into_string().ok())
+            .filter(|k| k.starts_with("COMPACTOR__"))
+            .collect();
+        vars.sort();
+        vars
+    }
+
+    pub(super) fn find_preset(&self, name: &str) -> Result<(String, String), ConfigError> {
         let looks_like_path = name.ends_with(".toml") || name.contains('/') || name.contains('\\');
         if looks_like_path {
             let path = Path::new(name);
@@ -333,7 +364,7 @@ fn defaults() -> config::ConfigBuilder<config::builder::DefaultState> {
 }
 
 /// `COMPACTOR__SECTION__KEY` variables (lists comma separated).
-fn environment() -> Environment {
+pub(super) fn environment() -> Environment {
     Environment::with_prefix("COMPACTOR")
         .separator("__")
         .try_parsing(true)

@@ -24,6 +24,9 @@ pub struct RawSettings {
     pub policy: PolicySettings,
     /// `[tokens]`.
     pub tokens: TokenSettings,
+    /// `[models."PATTERN"]`: the model table (window, max output, prices; [`crate::models`]).
+    #[serde(default)]
+    pub models: std::collections::BTreeMap<String, crate::models::ModelEntry>,
     /// `[truncate]`.
     pub truncate: TruncateConfig,
     /// `[microcompact]`.
@@ -51,9 +54,11 @@ pub struct RawSettings {
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct BudgetSettings {
-    /// Context window of the model, in tokens.
+    /// Context window of the model, in model tokens; 0 = the request's model's window in the
+    /// model table ([`crate::models`]), [`crate::models::DEFAULT_CONTEXT_WINDOW`] when no
+    /// entry names it.
     pub context_window: usize,
-    /// Tokens reserved for the model's answer.
+    /// Model tokens reserved for the model's answer (at most the model's `max_output`).
     pub reserve_output: usize,
     /// Explicit budget in tokens; 0 = use `context_window - reserve_output`.
     pub tokens: usize,
@@ -64,13 +69,36 @@ pub struct BudgetSettings {
 }
 
 impl BudgetSettings {
-    /// The budget in tokens: `explicit`, else `tokens`, else window minus reserve.
+    /// The budget in model tokens when no model is known: [`BudgetSettings::budget_for`]
+    /// without a model table entry.
     pub fn budget(&self, explicit: Option<usize>) -> usize {
-        explicit.filter(|b| *b > 0).unwrap_or(if self.tokens > 0 {
-            self.tokens
-        } else {
-            self.context_window.saturating_sub(self.reserve_output)
-        })
+        self.budget_for(explicit, None)
+    }
+
+    /// The budget in model tokens for a model of table entry `model`: `explicit`, else
+    /// `tokens`, else window minus reserve. The window is `context_window`, else the entry's,
+    /// else [`crate::models::DEFAULT_CONTEXT_WINDOW`]; the reserve is `reserve_output`, at
+    /// most the entry's `max_output`.
+    pub fn budget_for(
+        &self,
+        explicit: Option<usize>,
+        model: Option<&crate::models::ModelEntry>,
+    ) -> usize {
+        if let Some(b) = explicit.filter(|b| *b > 0) {
+            return b;
+        }
+        if self.tokens > 0 {
+            return self.tokens;
+        }
+        let window = match (self.context_window, model) {
+            (0, Some(m)) => m.context_window,
+            (0, None) => crate::models::DEFAULT_CONTEXT_WINDOW,
+            (w, _) => w,
+        };
+        let reserve = model.map_or(self.reserve_output, |m| {
+            self.reserve_output.min(m.max_output)
+        });
+        window.saturating_sub(reserve)
     }
 }
 
@@ -89,6 +117,15 @@ pub struct PolicySettings {
     /// history (keeps the compacted prefix stable for prompt caching).
     #[serde(default = "yes")]
     pub remember: bool,
+    /// The provider's prompt-cache lifetime, in seconds (Anthropic's default cache: 5
+    /// minutes). A remembered compaction not continued for longer is cold: its next request
+    /// writes the whole prefix anyway, so it is compacted from the trigger on, not the budget.
+    #[serde(default = "cache_ttl_secs")]
+    pub cache_ttl_secs: f64,
+}
+
+fn cache_ttl_secs() -> f64 {
+    300.0
 }
 
 fn yes() -> bool {
@@ -134,8 +171,14 @@ pub struct Settings {
     pub budget: BudgetSettings,
     /// `[policy]`.
     pub policy: PolicySettings,
+    /// Where `[policy] tiers` came from when not from the preset: the config file's name
+    /// (`c.toml`) or `environment`; `None`: the preset's. Reports name the tier list by it
+    /// ([`Settings::label`]).
+    pub tiers_from: Option<String>,
     /// `[tokens]`.
     pub tokens: TokenSettings,
+    /// `[models]`: the model table.
+    pub models: std::collections::BTreeMap<String, crate::models::ModelEntry>,
     /// `[truncate]`.
     pub truncate: TruncateConfig,
     /// `[microcompact]`.
@@ -152,4 +195,13 @@ pub struct Settings {
     pub recall: super::recall::RecallSettings,
     /// `[carry]`.
     pub carry: crate::guard::ContextRules,
+}
+
+impl Settings {
+    /// The name of the tier list in force, for reports (`[default]` in the summary line, the
+    /// report's `strategy`, the metrics' `strategy` label): the config file that set
+    /// `[policy] tiers` (`c.toml`), `environment`, else the preset's name.
+    pub fn label(&self) -> &str {
+        self.tiers_from.as_deref().unwrap_or(&self.preset)
+    }
 }

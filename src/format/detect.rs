@@ -325,9 +325,7 @@ pub fn detect(value: &Value) -> Result<Detected, FormatError> {
 fn signal_in(signal: &Signal, obj: Option<&Object>, items: &[Value]) -> Option<String> {
     let messages = || items.iter().filter_map(Value::as_object);
     match signal {
-        Signal::TopLevelKey(k) => obj?
-            .contains_key(*k)
-            .then(|| format!("top-level \"{k}\"")),
+        Signal::TopLevelKey(k) => obj?.contains_key(*k).then(|| format!("top-level \"{k}\"")),
         Signal::ModelPrefix(p) => obj?
             .get("model")
             .and_then(Value::as_str)

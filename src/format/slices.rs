@@ -48,6 +48,11 @@ impl Spans {
         self.items.len()
     }
 
+    /// Each message item's bytes in the body (`messages[i]` / `input[i]`).
+    pub fn items(&self) -> &[Range<usize>] {
+        &self.items
+    }
+
     /// Whether the message array is empty.
     pub fn is_empty(&self) -> bool {
         self.items.is_empty()
@@ -70,6 +75,17 @@ impl Spans {
             part(&mut h, body.get(item.clone()).unwrap_or_default());
         }
         h.digest128()
+    }
+
+    /// The body's envelope parsed: everything but the message array, which reads as `[]`
+    /// (`[]` alone for a bare message array; `None` when it is not JSON). The proxy's read
+    /// cache compares envelopes by value with it, so a client that writes its keys in another
+    /// order each time (Codex's `client_metadata`) still continues its session.
+    pub fn envelope(&self, body: &[u8]) -> Option<Value> {
+        let mut top = body.get(..self.array.start)?.to_vec();
+        top.extend_from_slice(b"[]");
+        top.extend_from_slice(body.get(self.array.end..)?);
+        serde_json::from_slice(&top).ok()
     }
 }
 
@@ -155,37 +171,47 @@ pub fn read(
     spans: Spans,
     previous: Option<(&[u8], SpanRead)>,
 ) -> Option<SpanRead> {
-    let around = |b: &[u8], s: &Spans| {
-        (
-            b.get(..s.array.start).unwrap_or_default().to_vec(),
-            b.get(s.array.end..).unwrap_or_default().to_vec(),
-        )
+    let envelope_of = |value: &Value| {
+        super::split_body(value, format.messages_key(), system_key(format))
+            .ok()
+            .map(|(system, _, extra, bare)| (system, extra, bare))
     };
+    // The new body's envelope, parsed when its bytes differ from the previous body's: when
+    // its value is the same (keys in another order) the previous messages are reused and the
+    // conversation takes the new envelope.
+    let mut parsed = None;
     let reused = previous.and_then(|(prev_body, prev)| {
         let same_around = body.get(..spans.array.start) == prev_body.get(..prev.spans.array.start)
             && body.get(spans.array.end..) == prev_body.get(prev.spans.array.end..);
-        same_around.then(|| {
-            let kept = spans
-                .items
-                .iter()
-                .zip(&prev.spans.items)
-                .take_while(|(a, b)| body.get((*a).clone()) == prev_body.get((*b).clone()))
-                .count();
-            let mut conversation = prev.conversation;
-            conversation.messages.truncate(kept);
-            conversation
-        })
+        if !same_around {
+            let now = parsed.insert(spans.envelope(body)?);
+            if prev.spans.envelope(prev_body).as_ref() != Some(&*now) {
+                return None;
+            }
+        }
+        let kept = spans
+            .items
+            .iter()
+            .zip(&prev.spans.items)
+            .take_while(|(a, b)| body.get((*a).clone()) == prev_body.get((*b).clone()))
+            .count();
+        let mut conversation = prev.conversation;
+        conversation.messages.truncate(kept);
+        Some(conversation)
     });
     let mut conversation = match reused {
-        Some(c) => c,
+        Some(mut c) => {
+            if let Some(value) = parsed {
+                (c.system, c.extra, c.bare) = envelope_of(&value)?;
+            }
+            c
+        }
         None => {
-            let (r1, r2) = around(body, &spans);
-            let mut top = r1;
-            top.extend_from_slice(b"[]");
-            top.extend_from_slice(&r2);
-            let value: Value = serde_json::from_slice(&top).ok()?;
-            let (system, _, extra, bare) =
-                super::split_body(&value, format.messages_key(), system_key(format)).ok()?;
+            let value = match parsed {
+                Some(v) => v,
+                None => spans.envelope(body)?,
+            };
+            let (system, extra, bare) = envelope_of(&value)?;
             Conversation {
                 system,
                 messages: Vec::with_capacity(spans.items.len()),

@@ -213,6 +213,20 @@ pub fn fit(c: &mut Conversation) -> Vec<RemovedBreakpoint> {
         .collect()
 }
 
+/// Removes every breakpoint of messages `..upto` (their blocks and the blocks nested in their
+/// tool results) and returns how many: a compaction that rewrites those messages rewrites the
+/// prefix they mark, so their breakpoints mark nothing the provider has cached.
+pub fn remove_before(c: &mut Conversation, upto: usize) -> usize {
+    let doomed: Vec<Site> = sites_from(c, 0)
+        .into_iter()
+        .filter(|s| matches!(s, Site::Block { message, .. } if *message < upto))
+        .collect();
+    for s in &doomed {
+        remove(c, *s);
+    }
+    doomed.len()
+}
+
 fn remove(c: &mut Conversation, site: Site) {
     fn from_block(b: &mut Block) {
         match b {

@@ -102,12 +102,16 @@ pub enum Kept {
     ToolChange,
     /// The last configuration directive (Responses `configuration_update`).
     Configuration,
+    /// The latest provider compaction item (Anthropic `compaction` block, Responses
+    /// `compaction` item): the provider's summary of all before it (A9, B3).
+    ProviderCompaction,
 }
 
 /// What a drop of `pinned..to` keeps and carries ([`Layout::carry`]).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Carried {
-    /// Messages of the span kept verbatim, in order, right after the marker, with why.
+    /// Messages of the span kept verbatim, in order, right after the marker (a Responses
+    /// `compaction` item: right before it, B3), with why.
     pub kept: Vec<(usize, Kept)>,
     /// Anthropic: the one system message that carries the span's standing system messages
     /// (the message itself when there is one, else their blocks), and where it goes: before
@@ -160,6 +164,13 @@ impl Layout {
             if s >= pinned && e <= to {
                 kept.extend((s..e).map(|i| (i, Kept::Unknown { what: what.clone() })));
             }
+        }
+        if let Some((s, e)) = self.provider_compaction()
+            && s >= pinned
+            && e <= to
+            && !kept.iter().any(|k| k.0 == s)
+        {
+            kept.extend((s..e).map(|i| (i, Kept::ProviderCompaction)));
         }
         if table.carries(Carry::ToolLoader) {
             for (s, e, tool, last_use) in self.loaders() {

@@ -31,7 +31,7 @@ mod plan;
 #[cfg(test)]
 mod tests;
 
-use super::carry::Carried;
+use super::carry::{Carried, Kept};
 use super::layout::Layout;
 use crate::conversation::{Block, Conversation, Message, Rewrite, Role, ToolResult};
 use check::{check_block, check_drop};
@@ -272,6 +272,22 @@ pub fn apply(
     let mut fresh: Vec<FailureRecord> = Vec::new();
     let mut carried_out = CarriedOut::default();
     if let Some((_, _, marker)) = drop {
+        // OpenAI Responses ignores every item before the latest `compaction` item (B3): a kept
+        // one goes before the marker, so the marker is read. (Anthropic's compaction block sits
+        // in an assistant message, which cannot open the history: it stays after the marker.)
+        let lead: Vec<usize> = if layout.format() == crate::format::Format::Anthropic {
+            Vec::new()
+        } else {
+            carried
+                .kept
+                .iter()
+                .filter(|k| matches!(k.1, Kept::ProviderCompaction))
+                .map(|k| k.0)
+                .collect()
+        };
+        for &i in &lead {
+            kept(i, &input.messages[i], &mut out);
+        }
         let at = out.messages.len();
         fresh.extend(
             marker
@@ -289,6 +305,7 @@ pub fn apply(
             .kept
             .iter()
             .map(|k| k.0)
+            .filter(|i| !lead.contains(i))
             .chain(to..input.messages.len())
             .collect();
         let system_at = carried.system.as_ref().map(|(_, at)| *at);

@@ -46,6 +46,8 @@ pub struct Layout {
     context_blocks: Vec<(usize, usize, String)>,
     /// The instruction messages after the pinned prefix, in order.
     instructions: Vec<usize>,
+    /// The unit holding the latest provider compaction item, if any.
+    compaction: Option<(usize, usize)>,
 }
 
 impl Layout {
@@ -142,6 +144,13 @@ impl Layout {
                 }
             }
         }
+        // The latest provider compaction item's unit: kept byte-identical and in place.
+        let compaction = super::refs::last_compaction(conversation, table).map(atom_of);
+        if let Some((s, e)) = compaction {
+            for p in protected.iter_mut().take(e).skip(s) {
+                *p = true;
+            }
+        }
         let instructions = (units.pinned..n)
             .filter(|&i| units.slot(i).is_some_and(Slot::is_instruction))
             .collect();
@@ -157,6 +166,7 @@ impl Layout {
             context,
             context_blocks,
             instructions,
+            compaction,
         }
     }
 
@@ -185,6 +195,11 @@ impl Layout {
     /// The client's context blocks of the user messages: `(message, block, kind)`.
     pub(crate) fn context_blocks(&self) -> &[(usize, usize, String)] {
         &self.context_blocks
+    }
+
+    /// The unit holding the latest provider compaction item (kept in place by every drop).
+    pub(crate) fn provider_compaction(&self) -> Option<(usize, usize)> {
+        self.compaction
     }
 
     /// The instruction messages after the pinned prefix, in order.

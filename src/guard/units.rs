@@ -5,9 +5,7 @@
 //! `server_tool_use` / `mcp_tool_use` and its `*_tool_result` (same assistant message or a
 //! `pause_turn` continuation), a `tool_use.caller.tool_id` and the `server_tool_use` it names,
 //! and a Responses `mcp_approval_request` with the `mcp_approval_response` and `mcp_call` that
-//! name it by `approval_request_id`. A provider compaction item (Anthropic `compaction` block,
-//! Responses `compaction` item) ends the pinned prefix: it and everything before it are kept as
-//! they are.
+//! name it by `approval_request_id`.
 
 use super::refs;
 use crate::conversation::{Conversation, Message, Role};
@@ -213,20 +211,10 @@ impl Units {
             &assistant_runs,
             &refs::links(conversation, table),
         );
-        let pinned = match refs::last_compaction(conversation, table) {
-            Some(c) if c >= system => {
-                let unit_end = exchanges
-                    .iter()
-                    .map(|e| (e.start, e.end))
-                    .chain(assistant_runs.iter().copied())
-                    .filter(|&(s, e)| s <= c && c < e)
-                    .map(|(_, e)| e)
-                    .max()
-                    .unwrap_or(c + 1);
-                unit_end.max(c + 1)
-            }
-            _ => system,
-        };
+        // A provider compaction item is not pinned with all before it: the provider ignores
+        // what precedes the latest one (A9, B3), so that goes first; the item's unit is kept in
+        // place ([`crate::guard::Layout::carry`]).
+        let pinned = system;
         let mut starts: Vec<usize> = (pinned..n).filter(|&k| slots[k] == Slot::Clean).collect();
         if starts.first() != Some(&pinned) && pinned < n {
             starts.insert(0, pinned);
@@ -530,7 +518,7 @@ mod tests {
     }
 
     #[test]
-    fn a_compaction_item_ends_the_pinned_prefix() {
+    fn a_compaction_item_pins_nothing_before_it_and_a_drop_keeps_it_in_place() {
         let body = json!({"input": [
             {"role": "user", "content": "old"},
             {"type": "compaction", "id": "cmp_1", "encrypted_content": "gAAA"},
@@ -540,8 +528,18 @@ mod tests {
         ]});
         let conv = Format::OpenAiResponses.read(&body).unwrap();
         let units = Units::of(&conv, Format::OpenAiResponses);
-        assert_eq!(units.pinned, 2);
+        assert_eq!(units.pinned, 0);
         let cuts: Vec<usize> = units.cuts().iter().map(|c| c.index).collect();
-        assert_eq!(cuts, vec![3, 4]);
+        assert_eq!(cuts, vec![1, 2, 3, 4]);
+        let layout = crate::guard::Layout::of(&conv, Format::OpenAiResponses);
+        let kept: Vec<usize> = layout
+            .carry(&conv, 3)
+            .unwrap()
+            .kept
+            .iter()
+            .map(|k| k.0)
+            .collect();
+        assert_eq!(kept, vec![1]);
+        assert!(layout.is_protected(1));
     }
 }

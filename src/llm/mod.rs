@@ -232,7 +232,9 @@ mod defaults {
 }
 
 impl LlmConfig {
-    /// The base URL in force, without a trailing slash.
+    /// The base URL in force: the server root, without a trailing slash and without a
+    /// trailing `/v1` (the clients add `/v1/...`; a `base_url` written the way the OpenAI
+    /// SDKs take it, `http://127.0.0.1:8080/v1`, does not post to `/v1/v1/...`).
     pub fn base(&self) -> String {
         let url = self
             .base_url
@@ -241,7 +243,8 @@ impl LlmConfig {
                 Provider::Anthropic => "https://api.anthropic.com".into(),
                 Provider::Openai => "https://api.openai.com".into(),
             });
-        url.trim_end_matches('/').to_string()
+        let url = url.trim_end_matches('/');
+        url.strip_suffix("/v1").unwrap_or(url).to_string()
     }
 
     /// The timeout of one attempt.
@@ -554,6 +557,13 @@ mod tests {
         assert_eq!(c.base(), "https://api.anthropic.com");
         c.base_url = Some("http://127.0.0.1:8080/".into());
         assert_eq!(c.base(), "http://127.0.0.1:8080");
+        // Written as the OpenAI SDKs take it: the clients add /v1 themselves.
+        for written in ["http://127.0.0.1:8080/v1", "http://127.0.0.1:8080/v1/"] {
+            c.base_url = Some(written.into());
+            assert_eq!(c.base(), "http://127.0.0.1:8080", "{written}");
+        }
+        c.base_url = Some("http://127.0.0.1:8080/openai/v1".into());
+        assert_eq!(c.base(), "http://127.0.0.1:8080/openai");
     }
 
     #[test]

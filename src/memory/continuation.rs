@@ -66,6 +66,48 @@ pub struct Continuation {
     pub input: Junction,
     /// The guard's junction at the end of the output.
     pub output: Junction,
+    /// Where the output stands in its compaction cycle (for the cost policy).
+    pub cycle: Cycle,
+}
+
+/// A compaction cycle: the output a compaction made, then the turns that appended to it
+/// unchanged. What the cost policy ([`crate::policy`]) learns the session's pace from, and when
+/// the provider's prompt cache of its prefix went cold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cycle {
+    /// Counted tokens of the output of the compaction that started the cycle.
+    pub compacted_tokens: usize,
+    /// Turns (continuations sent unchanged) since that compaction.
+    pub turns: u32,
+    /// When the output was sent: its prefix is in the provider's cache from then on, for the
+    /// cache's lifetime.
+    pub sent: std::time::Instant,
+}
+
+impl Cycle {
+    /// The first output of a cycle (a compaction's), of `tokens` counted tokens, sent now.
+    pub fn start(tokens: usize) -> Cycle {
+        Cycle {
+            compacted_tokens: tokens,
+            turns: 0,
+            sent: std::time::Instant::now(),
+        }
+    }
+
+    /// The cycle one turn on (a continuation sent now).
+    pub fn next(self) -> Cycle {
+        Cycle {
+            turns: self.turns.saturating_add(1),
+            sent: std::time::Instant::now(),
+            ..self
+        }
+    }
+
+    /// Counted tokens the history grew by per turn since the cycle's compaction, with the
+    /// output now `tokens` counted tokens (this turn included).
+    pub fn growth(&self, tokens: usize) -> usize {
+        tokens.saturating_sub(self.compacted_tokens) / (self.turns as usize + 1)
+    }
 }
 
 impl Continuation {

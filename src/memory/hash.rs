@@ -85,18 +85,53 @@ impl PrefixHashes {
     }
 }
 
-/// The hash of the tag, the system prompt and the other top-level fields of `c`.
+/// The hash of the tag, the system prompt and the other top-level fields of `c` (the request's
+/// envelope: `model`, `tools`, `metadata`, `client_metadata`, `stream`, ...), by value: the
+/// keys of every object in sorted order, at every depth ([`hash_canonical`]). A client may
+/// build its envelope afresh for every request with its keys in another order (Codex's
+/// `client_metadata`); the same values are the same context. Every field takes part: a
+/// continuation is sent with the remembered envelope, so one whose value changed must not
+/// continue.
 fn context_hash(c: &Conversation, tag: u64) -> u64 {
     let mut h = Xxh3::new();
     h.write_u64(tag);
     if let Some(s) = &c.system {
-        hash_value(&mut h, s);
+        hash_canonical(&mut h, s);
     }
-    for (k, v) in &c.extra {
+    let mut fields: Vec<(&String, &serde_json::Value)> = c.extra.iter().collect();
+    fields.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    h.write_u64(fields.len() as u64);
+    for (k, v) in fields {
         hash_str(&mut h, k);
-        hash_value(&mut h, v);
+        hash_canonical(&mut h, v);
     }
     h.finish()
+}
+
+/// [`hash_value`] with the keys of every object in sorted order: equal for two values that
+/// differ only in the order of their keys. Arrays keep their order (it is meaning).
+pub(crate) fn hash_canonical(h: &mut Xxh3, v: &serde_json::Value) {
+    use serde_json::Value;
+    match v {
+        Value::Object(obj) => {
+            h.update(b"{");
+            h.update(&(obj.len() as u64).to_le_bytes());
+            let mut fields: Vec<(&String, &Value)> = obj.iter().collect();
+            fields.sort_unstable_by(|a, b| a.0.cmp(b.0));
+            for (k, item) in fields {
+                hash_str(h, k);
+                hash_canonical(h, item);
+            }
+        }
+        Value::Array(items) => {
+            h.update(b"[");
+            h.update(&(items.len() as u64).to_le_bytes());
+            for item in items {
+                hash_canonical(h, item);
+            }
+        }
+        scalar => hash_value(h, scalar),
+    }
 }
 
 fn hash_message(h: &mut Xxh3, m: &Message) {

@@ -141,6 +141,7 @@ fn a_taken_output_is_moved_and_its_continuation_leaves_a_view() {
         output_tokens: 1,
         input: Junction::of(c, Format::Anthropic),
         output: Junction::of(c, Format::Anthropic),
+        cycle: super::Cycle::start(1),
     };
     memory.remember_shared(&hashes, &output, None, &[], continuation(&first), None);
     let address = Arc::as_ptr(&output);

@@ -62,7 +62,7 @@ impl SharedCompacted {
 pub(super) fn first_report(compactor: &dyn Host, run: &Run<'_>, tokens: usize) -> Report {
     Report {
         status: Status::Unchanged,
-        strategy: compactor.settings().preset.clone(),
+        strategy: compactor.settings().label().to_string(),
         format: run.format.as_str().into(),
         tokens_before: run.basis.to_model(tokens),
         tokens_after: run.basis.to_model(tokens),
@@ -95,6 +95,7 @@ pub(super) fn first_report(compactor: &dyn Host, run: &Run<'_>, tokens: usize) -
                 })
             })
             .collect(),
+        cost: None,
     }
 }
 
@@ -117,4 +118,77 @@ pub(super) fn finish(
     report.status = run
         .targets
         .status(changed, report.counted_before, tokens, degraded);
+}
+
+/// The least share of the input's tokens a lossy edit (whole messages dropped, a span
+/// summarized) must save when the output is still over the budget (issue 34: a lossy edit
+/// pays for itself).
+pub const LOSSY_MIN_SAVING: f64 = 0.05;
+
+/// Why the output `best` is not taken: it is still over the budget, a tier taken dropped the
+/// user's words or whole rounds ([`crate::strategy::Edit::Dropped`] /
+/// [`crate::strategy::Edit::Summarized`]), and it saves less than [`LOSSY_MIN_SAVING`] of
+/// `before` (counted tokens). `None` when it is taken.
+pub(super) fn lossy_without_payback(
+    run: &Run<'_>,
+    best: &super::Best,
+    report: &Report,
+    before: usize,
+) -> Option<String> {
+    best.conversation.as_ref()?;
+    if best.tokens <= run.targets.counted.limit {
+        return None;
+    }
+    let lossy = report.tiers.iter().filter(|t| t.accepted).any(|t| {
+        t.edits.iter().any(|e| {
+            matches!(
+                e,
+                crate::strategy::Edit::Dropped { .. } | crate::strategy::Edit::Summarized { .. }
+            )
+        })
+    });
+    let saved = before.saturating_sub(best.tokens) as f64 / before.max(1) as f64;
+    (lossy && saved < LOSSY_MIN_SAVING).then(|| {
+        format!(
+            "not compacted: still over the budget ({} > {} tokens) and dropping messages saved only {:.1}% (a lossy edit must save {:.0}%)",
+            run.basis.to_model(best.tokens),
+            run.targets.model.limit,
+            saved * 100.0,
+            LOSSY_MIN_SAVING * 100.0
+        )
+    })
+}
+
+/// The cost estimate of this compaction ([`crate::cost`]): the input of `before` counted
+/// tokens as the client sent it, of which the first `known_input` were sent last turn when a
+/// remembered compaction says so (else all but the messages from the last assistant message
+/// on); the output of `after = (tokens, cached)` counted tokens, of which `cached` were sent
+/// before (`None`: the input is what goes out).
+pub(super) fn cost(
+    run: &Run<'_>,
+    prices: Option<crate::models::Prices>,
+    before: usize,
+    known_input: Option<usize>,
+    after: Option<(usize, usize)>,
+) -> crate::cost::CostEstimate {
+    use crate::cost::{CostEstimate, Parts};
+    let cached = known_input.unwrap_or_else(|| {
+        let messages = &run.input.messages;
+        let last = messages
+            .iter()
+            .rposition(|m| m.role == crate::conversation::Role::Assistant);
+        match last {
+            Some(k) => {
+                let tail: usize = messages[k..]
+                    .iter()
+                    .map(|m| run.counter.count_message(m))
+                    .sum();
+                before.saturating_sub(tail)
+            }
+            None => 0,
+        }
+    });
+    let client = Parts::after(before, cached);
+    let forwarded = after.map_or(client, |(tokens, cached)| Parts::after(tokens, cached));
+    CostEstimate::of(&run.basis, prices, forwarded, client)
 }

@@ -197,9 +197,14 @@ async fn run_tier(
         run.verify(&output, Some(&records), report)
     };
     if !violations.is_empty() {
+        let first = violations
+            .first()
+            .map(ToString::to_string)
+            .unwrap_or_default();
         tracing::warn!(
             strategy = tier.name(),
             violations = violations.len(),
+            first = %first,
             "guard rejected a strategy output"
         );
         tier_run.violations = violation_lines(&violations);

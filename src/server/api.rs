@@ -99,16 +99,56 @@ impl ApiRequest {
                 location: Some("messages".into()),
             });
         }
+        if !value.is_object() && !value.is_array() {
+            return Err(AppError::BadRequest {
+                code: "invalid_request",
+                message: format!(
+                    "\"request\" must be a request body (a JSON object) or a message array, \
+                     found {}",
+                    json_kind(value)
+                ),
+                location: Some("request".into()),
+            });
+        }
+        let field = if self.messages.is_some() {
+            "messages"
+        } else {
+            "request"
+        };
         let format = match &self.format {
             Some(f) => f.parse::<Format>().map_err(|e| AppError::BadRequest {
                 code: "unknown_format",
                 message: e,
                 location: Some("format".into()),
             })?,
-            None => guess_format(value)?,
+            // A format that cannot be told is the whole value's fault: located at it.
+            None => guess_format(value).map_err(|e| match AppError::from(e) {
+                AppError::BadRequest {
+                    code,
+                    message,
+                    location: None,
+                } => AppError::BadRequest {
+                    code,
+                    message,
+                    location: Some(field.into()),
+                },
+                other => other,
+            })?,
         };
         let conversation = format.read(value)?;
         Ok((value, format, conversation))
+    }
+}
+
+/// What a JSON value is, in words: `a number`, `a string`, `a boolean`, `null`.
+fn json_kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
     }
 }
 

@@ -120,7 +120,7 @@ pub async fn serve_on(
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
     let server = state.settings().server.clone();
-    tracing::info!(addr = %listener.local_addr()?, "compactor serve: listening");
+    super::startup::log(&state, listener.local_addr()?);
     let router = app(state);
     let max = server.max_connections.min(Semaphore::MAX_PERMITS);
     let connections = Arc::new(Semaphore::new(max));
@@ -150,7 +150,7 @@ pub async fn serve_on(
         let stream = tokio::select! {
             () = &mut shutdown => break,
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
+                Ok((stream, _)) => with_nodelay(stream),
                 Err(e) => {
                     // Out of file descriptors and the like: wait a little instead of spinning.
                     tracing::warn!(error = %e, "accept failed");
@@ -180,6 +180,15 @@ pub async fn serve_on(
         );
     }
     Ok(())
+}
+
+/// An accepted connection, with TCP_NODELAY: a streamed answer's small chunks (SSE events)
+/// go out at once instead of waiting for the client's delayed ACK of the one before.
+fn with_nodelay(stream: tokio::net::TcpStream) -> tokio::net::TcpStream {
+    if let Err(e) = stream.set_nodelay(true) {
+        tracing::debug!(error = %e, "TCP_NODELAY not set");
+    }
+    stream
 }
 
 /// The per-connection bounds of `[server]`.
@@ -275,5 +284,19 @@ async fn connection(
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[tokio::test]
+    async fn an_accepted_connection_has_tcp_nodelay() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (_client, server) =
+            tokio::join!(tokio::net::TcpStream::connect(addr), listener.accept());
+        let (stream, _) = server.unwrap();
+        assert!(!stream.nodelay().unwrap());
+        assert!(super::with_nodelay(stream).nodelay().unwrap());
     }
 }

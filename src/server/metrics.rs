@@ -2,8 +2,8 @@
 
 use crate::report::Report;
 use prometheus::{
-    Encoder, GaugeVec, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec, Opts,
-    Registry, TextEncoder,
+    CounterVec, Encoder, GaugeVec, HistogramOpts, HistogramVec, IntCounter, IntCounterVec,
+    IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
 /// The service's counters and histograms.
@@ -20,6 +20,8 @@ pub struct Metrics {
     /// Summary-tier LLM calls that failed (fed by the summary tier, like `llm_calls`).
     pub llm_failures: IntCounter,
     proxy: IntCounterVec,
+    skipped: IntCounterVec,
+    counts: IntCounter,
     token_ratio: GaugeVec,
     learned_bytes: IntGaugeVec,
     panics: IntCounter,
@@ -37,6 +39,8 @@ pub struct Metrics {
     recall_entries: prometheus::IntGauge,
     recall_bytes: IntGaugeVec,
     recall_evictions: IntCounter,
+    input_tokens: IntCounterVec,
+    input_cost: CounterVec,
 }
 
 impl Metrics {
@@ -93,10 +97,23 @@ impl Metrics {
         let proxy = IntCounterVec::new(
             Opts::new(
                 "compactor_proxy_requests_total",
-                "Proxied requests by route and what was done to the body (passthrough, compacted, reused, skipped; route other: forwarded as it came).",
+                "Proxied requests by route and what was done to the body (passthrough, compacted, reused, repaired, skipped; route other: forwarded as it came, or probe: a client's start-up probe answered here).",
             ),
             &["route", "body"],
         )?;
+        let skipped = IntCounterVec::new(
+            Opts::new(
+                "compactor_proxy_skipped_total",
+                "Proxied bodies forwarded as they came, by route and reason (not_json, not_a_request_body, previous_response_id, invalid_history, internal_error); also counted as body=skipped in compactor_proxy_requests_total.",
+            ),
+            &["route", "reason"],
+        )?;
+        let counts = IntCounter::new(
+            "compactor_count_tokens_total",
+            "Bodies of the proxy's /v1/messages/count_tokens route the pipeline ran on (counts, not compactions: not in compactor_compactions_total).",
+        )?;
+        registry.register(Box::new(skipped.clone()))?;
+        registry.register(Box::new(counts.clone()))?;
         let panics = IntCounter::new(
             "compactor_panics_total",
             "Compactions that panicked (API: answered 500; proxy: the original body forwarded).",
@@ -212,7 +229,25 @@ impl Metrics {
             &["kind"],
         )?;
         registry.register(Box::new(learned_bytes.clone()))?;
+        let input_tokens = IntCounterVec::new(
+            Opts::new(
+                "compactor_input_tokens_total",
+                "Estimated input tokens of compacted requests in model tokens, by body (forwarded: what the proxy sent; client: the client's body as it came) and kind (cache_read, cache_write, plain), with prompt caching.",
+            ),
+            &["body", "kind"],
+        )?;
+        let input_cost = CounterVec::new(
+            Opts::new(
+                "compactor_input_cost_total",
+                "Estimated input cost of compacted requests by body (forwarded, client) and unit (usd: priced by the [models] table; input_tokens: input-token equivalents of a model the table does not price).",
+            ),
+            &["body", "unit"],
+        )?;
+        registry.register(Box::new(input_tokens.clone()))?;
+        registry.register(Box::new(input_cost.clone()))?;
         Ok(Metrics {
+            input_tokens,
+            input_cost,
             registry,
             compactions,
             tokens_before,
@@ -222,6 +257,8 @@ impl Metrics {
             llm_calls,
             llm_failures,
             proxy,
+            skipped,
+            counts,
             token_ratio,
             learned_bytes,
             panics,
@@ -260,11 +297,50 @@ impl Metrics {
             .with_label_values(&[report.strategy.as_str()])
             .observe(report.timings.total_ms / 1000.0);
         self.guard_rejections.inc_by(report.rejections() as u64);
+        if let Some(c) = &report.cost {
+            self.record_cost(c);
+        }
+    }
+
+    /// Adds one request's cost estimate: its input tokens by body and kind, and its cost by
+    /// body and unit (`usd` for a model the table prices, `input_tokens` otherwise).
+    fn record_cost(&self, c: &crate::cost::CostEstimate) {
+        for (body, t, cost) in [
+            ("forwarded", &c.forwarded, c.forwarded_cost),
+            ("client", &c.client, c.client_cost),
+        ] {
+            for (kind, n) in [
+                ("cache_read", t.cache_read),
+                ("cache_write", t.cache_write),
+                ("plain", t.plain),
+            ] {
+                self.input_tokens
+                    .with_label_values(&[body, kind])
+                    .inc_by(n as u64);
+            }
+            let unit = if c.priced { "usd" } else { "input_tokens" };
+            let scale = if c.priced { 1.0 } else { 1e6 };
+            self.input_cost
+                .with_label_values(&[body, unit])
+                .inc_by((cost * scale).max(0.0));
+        }
     }
 
     /// Records what the proxy did with a body.
     pub fn proxied(&self, route: &str, body: &str) {
         self.proxy.with_label_values(&[route, body]).inc();
+    }
+
+    /// Records a body the proxy forwarded as it came, and why (`reason`: one of a fixed set,
+    /// `proxy::Skip`); counted as `body="skipped"` as well.
+    pub fn skipped(&self, route: &str, reason: &str) {
+        self.proxied(route, "skipped");
+        self.skipped.with_label_values(&[route, reason]).inc();
+    }
+
+    /// Records one `count_tokens` body the pipeline ran on (a count, not a compaction).
+    pub fn counted(&self) {
+        self.counts.inc();
     }
 
     /// Sets `compactor_model_token_ratio` to the learned ratios in force, `(model, ratio)`,

@@ -11,13 +11,16 @@
 //!   POST /v1/messages, /v1/chat/completions,        compact the outbound copy, forward to the
 //!   /v1/responses, /v1/messages/count_tokens        configured upstream, stream back (proxy.rs)
 //!   /healthz, /metrics
+//!   HEAD /, HEAD /api/hello, no provider header     a client's start-up probe: 200 here
 //!   any other method or path                        forwarded as it came (passthrough.rs)
 //! ```
 //! Compaction runs on a bounded blocking pool ([`pool`]); a panic there becomes a JSON 500 on
 //! the API routes and the original body forwarded on the proxy routes; a panic anywhere else
 //! is a JSON 500 (`tower_http::catch_panic`). [`app`] builds the router from an [`AppState`],
 //! so tests drive it without a port; [`serve`] binds it with the connection limits and
-//! timeouts of [`listen`] and shuts down on ctrl-c / SIGTERM within a deadline.
+//! timeouts of [`listen`] and shuts down on ctrl-c / SIGTERM within a deadline. It says what
+//! it does: a start-up line (`startup`), one line per proxied body (docs/service.md, "What it
+//! says").
 
 mod api;
 pub mod body;
@@ -31,7 +34,9 @@ mod proxy;
 pub mod reads;
 mod recall;
 pub mod replay;
+mod startup;
 pub mod store;
+mod throttle;
 mod unique;
 mod upstream;
 pub mod usage;
@@ -90,6 +95,9 @@ struct Inner {
     replay: replay::ReplayCache,
     /// The last body of each agent session and its conversation.
     reads: reads::ReadCache,
+    /// The rate limit of the proxy's WARN for a history that breaks a provider rule (one per
+    /// rule a minute).
+    throttle: throttle::Throttle,
 }
 
 /// The bytes of one token cache entry as [`crate::tokens::CachedCounter::with_max_bytes`]
@@ -219,6 +227,7 @@ impl AppState {
                 token_caches: Mutex::new(token_caches.into_iter().collect()),
                 replay: replay::ReplayCache::with_max_bytes(settings_replay_bytes),
                 reads,
+                throttle: throttle::Throttle::new(Duration::from_secs(60)),
             }),
         })
     }
@@ -286,6 +295,11 @@ impl AppState {
     /// The proxy's read cache (`server.read_cache_bytes`).
     pub fn reads(&self) -> &reads::ReadCache {
         &self.inner.reads
+    }
+
+    /// The rate limit of the proxy's WARN lines.
+    pub(crate) fn throttle(&self) -> &throttle::Throttle {
+        &self.inner.throttle
     }
 
     /// The proxy's replay cache (`server.replay_cache_bytes`).
@@ -494,9 +508,19 @@ fn authorized(state: &AppState, headers: &HeaderMap, proxy: bool) -> bool {
             headers
                 .get(AUTHORIZATION)
                 .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.strip_prefix("Bearer "))
+                .and_then(bearer_token)
         });
     given.is_some_and(|token| constant_time_eq(token.as_bytes(), expected.as_bytes()))
+}
+
+/// The token of an `authorization: Bearer TOKEN` value. The scheme is case-insensitive
+/// (RFC 9110 11.1: `bearer`, `BEARER`), one or more spaces before the token.
+fn bearer_token(value: &str) -> Option<&str> {
+    let (scheme, token) = value.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim_start_matches(' '))
+        .filter(|t| !t.is_empty())
 }
 
 async fn require_token(State(state): State<AppState>, req: Request, next: Next) -> Response {

@@ -8,6 +8,9 @@
 //! The service token, when configured, is required as on the proxy routes
 //! (`x-compactor-token`; `authorization` is the provider's key and passes through).
 //!
+//! A client's start-up probe (`HEAD /`, `HEAD /api/hello` without a provider header: Claude
+//! Code's) is answered here, 200 with no body.
+//!
 //! The request goes as it came, but hop-by-hop headers ([`upstream::request_headers`]): its
 //! `content-length` too, so a sized body is not re-sent chunked. Its body is bounded by
 //! [`super::body::Paced`] (a gap timeout and a minimum average rate). A protocol upgrade
@@ -17,9 +20,9 @@
 use super::body::StallSignal;
 use super::{AppError, AppState, authorized, upstream};
 use axum::extract::{Request, State};
-use axum::http::HeaderMap;
 use axum::http::header::UPGRADE;
-use axum::response::Response;
+use axum::http::{HeaderMap, Method, StatusCode};
+use axum::response::{IntoResponse, Response};
 
 /// The fallback handler: forwards the request unchanged and streams the answer back.
 ///
@@ -30,6 +33,11 @@ pub(crate) async fn forward(
     State(state): State<AppState>,
     req: Request,
 ) -> Result<Response, AppError> {
+    if is_client_probe(&req) {
+        state.metrics().proxied("other", "probe");
+        tracing::debug!(path = %req.uri().path(), "pass-through: a client's start-up probe answered here");
+        return Ok(StatusCode::OK.into_response());
+    }
     if !authorized(&state, req.headers(), true) {
         return Err(AppError::Unauthorized);
     }
@@ -57,12 +65,26 @@ pub(crate) async fn forward(
     state.metrics().proxied("other", "forwarded");
     let out = upstream::Outbound {
         method: parts.method,
-        url: format!("{}{path}", base.trim_end_matches('/')),
+        url: upstream::url(base, path),
         headers: upstream::request_headers(&parts.headers, true),
         body,
         stall: parts.extensions.get::<StallSignal>().cloned(),
     };
-    upstream::send(&state, out, None, None).await
+    upstream::send(&state, out, Vec::new(), None).await
+}
+
+/// Whether `req` is a client's start-up probe, answered here with an empty 200: `HEAD /` or
+/// `HEAD /api/hello` with no provider header (`x-api-key`, `anthropic-version`,
+/// `authorization`). Claude Code sends both when it starts, to see that its base URL
+/// answers; no provider has such a route, and forwarded they got a 502 from the OpenAI
+/// upstream (and a WARN and an ERROR line) at every client start.
+fn is_client_probe(req: &Request) -> bool {
+    let headers = req.headers();
+    req.method() == Method::HEAD
+        && matches!(req.uri().path(), "/" | "/api/hello")
+        && !["x-api-key", "anthropic-version", "authorization"]
+            .iter()
+            .any(|h| headers.contains_key(*h))
 }
 
 /// The protocol a request asks to upgrade to (`Upgrade: websocket`), but `h2c`: a client

@@ -44,6 +44,9 @@ use std::sync::Arc;
 
 /// The response header that says what the proxy did.
 pub const TOKENS_HEADER: &str = "x-compactor-tokens";
+/// The response header with the estimated input cost of the forwarded body and of the
+/// client's body, with prompt caching ([`crate::cost::CostEstimate::header`]).
+pub const COST_HEADER: &str = "x-compactor-cost";
 /// The response header naming why a body was forwarded without looking at it.
 pub const SKIPPED_HEADER: &str = "x-compactor-skipped";
 
@@ -90,6 +93,8 @@ struct Outgoing {
     probe: Option<(String, usize)>,
     /// The decision to keep in the replay cache, when a repeat would give the same answer.
     keep: Option<Replayed>,
+    /// The `x-compactor-cost` header's value, when the pipeline estimated the cost.
+    cost: Option<String>,
 }
 
 async fn forward(
@@ -122,6 +127,7 @@ async fn forward(
                 body,
                 header,
                 probe,
+                cost,
             },
         ) => {
             replay.insert(key, keep);
@@ -130,14 +136,14 @@ async fn forward(
                 header,
                 probe,
                 keep: None,
+                cost,
             }
         }
         (_, o) => o,
     };
-    let url = format!(
-        "{}{}",
-        base.trim_end_matches('/'),
-        uri.path_and_query().map_or(route.as_str(), |p| p.as_str())
+    let url = upstream::url(
+        base,
+        uri.path_and_query().map_or(route.as_str(), |p| p.as_str()),
     );
     let out = upstream::Outbound {
         method: Method::POST,
@@ -146,7 +152,9 @@ async fn forward(
         body: axum::body::Body::from(outgoing.body),
         stall: None,
     };
-    upstream::send(state, out, Some(outgoing.header), outgoing.probe).await
+    let mut headers = vec![outgoing.header];
+    headers.extend(outgoing.cost.map(|c| (COST_HEADER, c)));
+    upstream::send(state, out, headers, outgoing.probe).await
 }
 
 /// The answer kept for a body seen before, counted in the metrics as the pipeline's own.
@@ -160,12 +168,14 @@ fn replayed(state: &AppState, route: &str, hit: &Replayed, body: Bytes) -> Outgo
         total_ms: started.elapsed().as_secs_f64() * 1000.0,
         ..Default::default()
     };
-    metrics.record(&report);
+    record(metrics, route, &report);
+    log_outcome(route, &report, hit.label, true);
     Outgoing {
         body: hit.body.clone().unwrap_or(body),
         header: (TOKENS_HEADER, hit.header.clone()),
         probe: hit.probe.clone(),
         keep: None,
+        cost: report.cost.as_ref().map(crate::cost::CostEstimate::header),
     }
 }
 
@@ -192,41 +202,122 @@ async fn compact_in_pool(state: &AppState, format: Format, route: &str, body: By
             if let PoolError::Panicked(why) = &e {
                 tracing::error!(route = %route, panic = %why, "proxy: compaction panicked; original body forwarded");
             }
-            state.metrics().proxied(&route, "skipped");
             state.metrics().panicked(&e);
-            Outgoing {
-                body,
-                header: (SKIPPED_HEADER, "internal error".to_string()),
-                probe: None,
-                keep: None,
-            }
+            skipped(state, &route, body, Skip::Internal)
         }
     }
 }
 
-/// The body sent as it came, with the reason in the skipped header (counted in the metrics).
-fn skipped(metrics: &Metrics, route: &str, body: Bytes, why: &str) -> Outgoing {
-    metrics.proxied(route, "skipped");
+/// Why a body was forwarded as it came: the words of the skipped header and the label of
+/// `compactor_proxy_skipped_total{reason}`, one each, a fixed set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Skip {
+    /// The body is not JSON.
+    NotJson,
+    /// JSON, but not a request body of the route's format (no message list, a malformed
+    /// message).
+    NotABody,
+    /// A Responses body naming a `previous_response_id`: the history is kept upstream.
+    PreviousResponse,
+    /// A history that breaks a known rule of the provider (the guard refuses it).
+    InvalidHistory,
+    /// The compaction failed inside the service (a panic: a bug).
+    Internal,
+}
+
+impl Skip {
+    /// The `x-compactor-skipped` header's words.
+    pub(crate) fn header(self) -> &'static str {
+        match self {
+            Skip::NotJson => "not JSON",
+            Skip::NotABody => "not a request body of this format",
+            Skip::PreviousResponse => "previous_response_id: the history is kept upstream",
+            Skip::InvalidHistory => "invalid history",
+            Skip::Internal => "internal error",
+        }
+    }
+
+    /// The metrics label (`reason`).
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Skip::NotJson => "not_json",
+            Skip::NotABody => "not_a_request_body",
+            Skip::PreviousResponse => "previous_response_id",
+            Skip::InvalidHistory => "invalid_history",
+            Skip::Internal => "internal_error",
+        }
+    }
+}
+
+/// The body sent as it came, with the reason in the skipped header, counted in the metrics
+/// and logged (INFO; an invalid history is logged by its caller, with the rule).
+fn skipped(state: &AppState, route: &str, body: Bytes, why: Skip) -> Outgoing {
+    state.metrics().skipped(route, why.label());
+    if why != Skip::InvalidHistory {
+        tracing::info!(route = %route, reason = %why.label(), "proxy: forwarded as it came: {}", why.header());
+    }
     Outgoing {
         body,
-        header: (SKIPPED_HEADER, why.to_string()),
+        header: (SKIPPED_HEADER, why.header().to_string()),
         probe: None,
         keep: None,
+        cost: None,
     }
+}
+
+/// The proxy's `count_tokens` route: its compactions are counts (Claude Code's context meter),
+/// counted in `compactor_count_tokens_total`, not in `compactor_compactions_total`.
+pub(crate) const COUNT_ROUTE: &str = "/v1/messages/count_tokens";
+
+/// Counts a pipeline run of `route` in the metrics: a count on [`COUNT_ROUTE`], else a
+/// compaction.
+fn record(metrics: &Metrics, route: &str, report: &crate::report::Report) {
+    if route == COUNT_ROUTE {
+        metrics.counted();
+    } else {
+        metrics.record(report);
+    }
+}
+
+/// One log line per body the pipeline ran on: INFO when the body sent is not the one received
+/// (`label` `compacted`, `reused`, `repaired`), DEBUG for a body under the trigger, a count
+/// ([`COUNT_ROUTE`]) and a replay.
+fn log_outcome(route: &str, report: &crate::report::Report, label: &str, replayed: bool) {
+    let model = report.counting.model.as_deref().unwrap_or("-");
+    let status = serde_json::to_value(report.status)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default();
+    let ms = format!("{:.1}", report.timings.total_ms);
+    let (before, after, tier) = (report.tokens_before, report.tokens_after, report.applied());
+    if label == "passthrough" || route == COUNT_ROUTE || replayed {
+        tracing::debug!(route = %route, model = %model, tier = %tier, status = %status, ms = %ms, replayed, "proxy: {label}: {before} -> {after} tokens");
+    } else {
+        tracing::info!(route = %route, model = %model, tier = %tier, status = %status, ms = %ms, "proxy: {label}: {before} -> {after} tokens");
+    }
+}
+
+/// The rule a refused history breaks first (`orphan_result`, `role_not_allowed`, ...: the
+/// guard's own names, a fixed set), for the log and the WARN's rate limit.
+fn rule_of(violations: &[crate::guard::Violation]) -> String {
+    violations
+        .first()
+        .and_then(|v| serde_json::to_value(&v.kind).ok())
+        .and_then(|v| v.get("rule").and_then(Value::as_str).map(str::to_owned))
+        .unwrap_or_else(|| "unknown".into())
 }
 
 /// Decides what to send: the original bytes, a remembered prefix plus the new messages, or a
 /// fresh compaction.
 async fn outgoing_body(state: &AppState, format: Format, route: &str, body: Bytes) -> Outgoing {
-    let metrics = state.metrics();
     let reads = state.reads();
     // The session's last read, taken out of the read cache, and the new items read alone.
     let spanned = (reads.max_bytes() > 0)
         .then(|| slices::scan(&body, format))
         .flatten()
         .and_then(|spans| {
-            let key = spans.session_key(format, &body);
-            let (read, hashes, sums) = match reads.take(key) {
+            let (key, by_value, last) = reads.take_session(format, &body, &spans);
+            let (read, hashes, sums) = match last {
                 Some(last) => (
                     slices::read(format, &body, spans, Some((&last.body, last.read))),
                     last.hashes,
@@ -236,15 +327,15 @@ async fn outgoing_body(state: &AppState, format: Format, route: &str, body: Byte
             };
             let read = read?;
             let sums = Last::sums(sums, &read.conversation, read.reused);
-            Some((key, read, hashes, sums))
+            Some(((key, by_value), read, hashes, sums))
         });
     let compactor = state.default_compactor();
     // The memory's keys: last turn's hashes extended for the new messages (the first
     // `reused` messages are read from the same bytes as last turn's).
-    let tag = compactor.budget(None).limit as u64;
     let remember = compactor.settings().policy.remember;
     let (conversation, kept) = match spanned {
         Some((key, read, last, sums)) => {
+            let tag = budget_tag(&compactor, &read.conversation);
             let hashes = remember.then(|| match last {
                 Some(h) => h.extended(&read.conversation, read.reused, tag),
                 None => PrefixHashes::of(&read.conversation, tag),
@@ -253,13 +344,13 @@ async fn outgoing_body(state: &AppState, format: Format, route: &str, body: Byte
         }
         None => {
             let Ok(value) = serde_json::from_slice::<Value>(&body) else {
-                return skipped(metrics, route, body, "not JSON");
+                return skipped(state, route, body, Skip::NotJson);
             };
             if format == Format::OpenAiResponses && previous_response(&value) {
-                return skipped(metrics, route, body, PREVIOUS_RESPONSE);
+                return skipped(state, route, body, Skip::PreviousResponse);
             }
             let Ok(conversation) = format.read(&value) else {
-                return skipped(metrics, route, body, "not a request body of this format");
+                return skipped(state, route, body, Skip::NotABody);
             };
             // The parsed body is not needed past here: freed before the pipeline runs, so the
             // peak holds one parsed copy of the history, not two.
@@ -275,11 +366,11 @@ async fn outgoing_body(state: &AppState, format: Format, route: &str, body: Byte
             .get("previous_response_id")
             .is_some_and(|v| !v.is_null())
     {
-        return skipped(metrics, route, body, PREVIOUS_RESPONSE);
+        return skipped(state, route, body, Skip::PreviousResponse);
     }
     let hashes = kept.as_ref().and_then(|(_, _, h, _)| h.as_ref());
     let outgoing = decide(state, format, route, body.clone(), &conversation, hashes).await;
-    if let Some((key, spans, hashes, sums)) = kept {
+    if let Some(((key, by_value), spans, hashes, sums)) = kept {
         let read = SpanRead {
             conversation,
             spans,
@@ -287,6 +378,7 @@ async fn outgoing_body(state: &AppState, format: Format, route: &str, body: Byte
         };
         reads.put(
             key,
+            by_value,
             Last {
                 body,
                 read,
@@ -297,9 +389,6 @@ async fn outgoing_body(state: &AppState, format: Format, route: &str, body: Byte
     }
     outgoing
 }
-
-/// Why a Responses body naming a previous response is forwarded as it came.
-const PREVIOUS_RESPONSE: &str = "previous_response_id: the history is kept upstream";
 
 /// Whether a Responses body names a `previous_response_id`.
 fn previous_response(value: &Value) -> bool {
@@ -327,7 +416,7 @@ async fn decide(
         .store()
         .filter(|_| compactor.settings().policy.remember && over_trigger(&compactor, conversation))
         .map(|store| {
-            let tag = compactor.budget(None).limit as u64;
+            let tag = budget_tag(&compactor, conversation);
             let hashes = match hashes {
                 Some(h) if h.tag() == tag => Cow::Borrowed(h),
                 _ => Cow::Owned(PrefixHashes::of(conversation, tag)),
@@ -357,11 +446,21 @@ async fn decide(
                 .first()
                 .map(ToString::to_string)
                 .unwrap_or_default();
-            tracing::info!(violations = violations.len(), first = %first, "proxy: invalid history forwarded as is");
-            skipped(metrics, route, body, "invalid history")
+            let rule = rule_of(&violations);
+            // A known rule broken: the provider will refuse the body too, and says why. The
+            // operator sees it at WARN, once a minute per rule at most.
+            match state.throttle().allow(&rule) {
+                Some(held_back) => {
+                    tracing::warn!(route = %route, rule = %rule, violations = violations.len(), first = %first, held_back, "proxy: invalid history (a provider rule is broken): forwarded as it came, the provider answers")
+                }
+                None => {
+                    tracing::info!(route = %route, rule = %rule, violations = violations.len(), first = %first, "proxy: invalid history forwarded as it came")
+                }
+            }
+            skipped(state, route, body, Skip::InvalidHistory)
         }
         Ok(compacted) => {
-            metrics.record(&compacted.report);
+            record(metrics, route, &compacted.report);
             if let (Some(store), Some(local)) = (state.store(), compactor.recall_store()) {
                 store.publish_recall(local, &compacted.report.recall).await;
             }
@@ -389,6 +488,7 @@ async fn decide(
                     status_note(report.status)
                 ),
             );
+            let cost = report.cost.as_ref().map(crate::cost::CostEstimate::header);
             let probe = report
                 .counting
                 .model
@@ -411,6 +511,7 @@ async fn decide(
             match &compacted.conversation {
                 None => {
                     metrics.proxied(route, "passthrough");
+                    log_outcome(route, report, "passthrough", false);
                     // Under the trigger; not an input every tier failed to shorten (a
                     // repeat would run them again).
                     let untouched = compacted.report.tiers.is_empty();
@@ -420,6 +521,7 @@ async fn decide(
                         header,
                         probe,
                         keep,
+                        cost,
                     }
                 }
                 Some(c) => {
@@ -431,6 +533,7 @@ async fn decide(
                         (false, false) => "compacted",
                     };
                     metrics.proxied(route, label);
+                    log_outcome(route, report, label, false);
                     // A continuation of an output written before: only its new messages are
                     // written, the rest copied from last time's bytes.
                     let prefix = compacted
@@ -459,6 +562,7 @@ async fn decide(
                         header,
                         probe,
                         keep,
+                        cost,
                     }
                 }
             }
@@ -477,9 +581,18 @@ fn over_trigger(
     if basis.tokenizer != compactor.settings().tokens.tokenizer {
         return true;
     }
-    let limit = compactor.budget(None).limit;
+    let limit = compactor
+        .budget_for(None, c.extra.get("model").and_then(Value::as_str))
+        .limit;
     let trigger = (limit as f64 * compactor.settings().budget.trigger) as usize;
     compactor.counter().count_conversation(c) > basis.to_counted(trigger)
+}
+
+/// The memory's context tag of `c`: its model's budget (the pipeline's tag, so the hashes
+/// made here are the ones it uses).
+fn budget_tag(compactor: &crate::compactor::Compactor, c: &Conversation) -> u64 {
+    let model = c.extra.get("model").and_then(Value::as_str);
+    compactor.budget_for(None, model).limit as u64
 }
 
 /// `; repaired=N` for the tokens header when N unusable images were replaced by placeholders

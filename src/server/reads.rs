@@ -4,9 +4,12 @@
 //! ```text
 //! body -> format::slices::scan (spans, no parse) -> session key (bytes around the message
 //!         array + first two items, xxh3-128)
-//!   take the entry (it leaves the cache: one request holds it, nothing is copied)
+//!   take the entry (it leaves the cache: one request holds it, nothing is copied); none:
+//!   the key by value (the envelope parsed, its objects' keys sorted) -> the key the
+//!   session's last body was kept under (a client that reorders its envelope's keys)
 //!   -> format::slices::read: the entry's conversation cut after the last unchanged item
-//!      (compared byte for byte with the entry's body) + the new items read
+//!      (compared byte for byte with the entry's body; an envelope whose bytes differ is
+//!      compared by value) + the new items read
 //!   -> prefix hashes: the entry's, extended for the new messages (memory::PrefixHashes)
 //!   -> the pipeline -> the body, its conversation and hashes put back under the key
 //! ```
@@ -19,11 +22,13 @@
 //! evicted first): an entry weighs its body's bytes plus the conversation's heap estimate
 //! ([`crate::memory::estimated_bytes`]) plus 1 KiB. `0` turns it off.
 
-use crate::format::slices::SpanRead;
+use crate::format::Format;
+use crate::format::slices::{self, SpanRead};
 use crate::memory::PrefixHashes;
 use bytes::Bytes;
 use moka::sync::Cache;
 use std::sync::{Arc, Mutex, PoisonError};
+use xxhash_rust::xxh3::Xxh3;
 
 /// Bytes counted for an entry besides its body and conversation (key, spans, bookkeeping).
 const ENTRY_OVERHEAD: usize = 1024;
@@ -79,8 +84,16 @@ type Slot = Arc<Mutex<Option<Last>>>;
 #[derive(Clone)]
 pub struct ReadCache {
     entries: Cache<u128, Slot>,
+    /// A session's key by value (its envelope compared by value, [`value_key`]) -> the key
+    /// its last body was kept under: the way back for a body whose envelope bytes changed
+    /// but not its value (Codex writes `client_metadata` with its keys in another order in
+    /// every request).
+    aliases: Cache<u128, u128>,
     max_bytes: u64,
 }
+
+/// How many by-value keys are kept (16 bytes each and moka's bookkeeping: well under 1 MB).
+const MAX_ALIASES: u64 = 8192;
 
 impl std::fmt::Debug for ReadCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -107,6 +120,9 @@ impl ReadCache {
                     u32::try_from(w).unwrap_or(u32::MAX)
                 })
                 .build(),
+            aliases: Cache::builder()
+                .max_capacity(if max_bytes > 0 { MAX_ALIASES } else { 0 })
+                .build(),
             max_bytes,
         }
     }
@@ -131,12 +147,53 @@ impl ReadCache {
     }
 
     /// Keeps `last` as session `key`'s last read (nothing when it alone is over the whole
-    /// bound).
-    pub(crate) fn put(&self, key: u128, last: Last) {
+    /// bound), and `by_value` (the session's [`value_key`], when it was made) as a way to it.
+    pub(crate) fn put(&self, key: u128, by_value: Option<u128>, last: Last) {
         if self.max_bytes > 0 && weight(&last) as u64 <= self.max_bytes {
             self.entries.insert(key, Arc::new(Mutex::new(Some(last))));
+            if let Some(v) = by_value {
+                self.aliases.insert(v, key);
+            }
         }
     }
+
+    /// The session of `body` (scanned into `spans`): its key, its key by value when it was
+    /// made, and its last read taken out of the cache. The key is made of the body's bytes
+    /// ([`slices::Spans::session_key`]); when nothing is kept under it, the key by value
+    /// ([`value_key`]: one parse of the envelope) finds a session whose last body wrote the
+    /// same envelope with its keys in another order.
+    pub(crate) fn take_session(
+        &self,
+        format: Format,
+        body: &[u8],
+        spans: &slices::Spans,
+    ) -> (u128, Option<u128>, Option<Last>) {
+        let key = spans.session_key(format, body);
+        if let Some(last) = self.take(key) {
+            return (key, None, Some(last));
+        }
+        let by_value = value_key(format, body, spans);
+        let last = by_value
+            .and_then(|v| self.aliases.get(&v))
+            .and_then(|old| self.take(old));
+        (key, by_value, last)
+    }
+}
+
+/// A session's key by value: the format, the envelope (everything but the message array)
+/// hashed with the keys of every object in sorted order ([`crate::memory::hash_canonical`]),
+/// and the first two message items' bytes. `None` when the envelope is not JSON.
+pub(crate) fn value_key(format: Format, body: &[u8], spans: &slices::Spans) -> Option<u128> {
+    let envelope = spans.envelope(body)?;
+    let mut h = Xxh3::new();
+    h.update(format.as_str().as_bytes());
+    crate::memory::hash_canonical(&mut h, &envelope);
+    for item in spans.items().iter().take(2) {
+        let bytes = body.get(item.clone()).unwrap_or_default();
+        h.update(&(bytes.len() as u64).to_le_bytes());
+        h.update(bytes);
+    }
+    Some(h.digest128())
 }
 
 /// An entry's weight: the body's bytes, the conversation's heap estimate (from its message
@@ -180,7 +237,7 @@ mod tests {
             last.read.conversation.clone(),
             last.hashes.clone(),
         );
-        cache.put(key, last);
+        cache.put(key, None, last);
         let taken = cache.take(key).unwrap();
         assert_eq!(
             (taken.body, taken.read.conversation, taken.hashes),
@@ -197,7 +254,7 @@ mod tests {
             let (key, last) = read(&format!(
                 r#"{{"messages": [{{"role": "user", "content": "{text}"}}]}}"#
             ));
-            cache.put(key, last);
+            cache.put(key, None, last);
         }
         let bytes = cache.bytes();
         assert!(bytes <= 64 * 1024, "{bytes}");
@@ -229,7 +286,7 @@ mod tests {
     fn a_zero_bound_keeps_nothing() {
         let cache = ReadCache::with_max_bytes(0);
         let (key, last) = read(r#"{"messages": []}"#);
-        cache.put(key, last);
+        cache.put(key, None, last);
         assert!(cache.take(key).is_none());
     }
 }

@@ -42,15 +42,37 @@ const HOP_BY_HOP: &[&str] = &[
     "upgrade",
 ];
 
-/// Builds the upstream client: connect timeout 10 s, idle pooled connections kept 90 s, no
-/// redirects followed, TLS by rustls (ring) with the webpki roots.
+/// The upstream URL of a request: the configured `base` and the client's path and query.
+/// A base ending in `/v1` (as the OpenAI SDKs' `base_url` is written,
+/// `https://api.openai.com/v1`) is taken as the server root when the path starts with `/v1/`
+/// too, so the request does not go to `/v1/v1/...`.
+pub(crate) fn url(base: &str, path_and_query: &str) -> String {
+    let base = base.trim_end_matches('/');
+    let base = match base.strip_suffix("/v1") {
+        Some(root) if path_and_query.starts_with("/v1/") || path_and_query == "/v1" => root,
+        _ => base,
+    };
+    format!("{base}{path_and_query}")
+}
+
+/// The connector under the upstream client: TCP_NODELAY (a streamed answer's small chunks go
+/// out at once, not after the peer's delayed ACK), connect timeout 10 s, any scheme (TLS is
+/// the next layer's).
+pub(crate) fn connector() -> HttpConnector {
+    let mut http = HttpConnector::new();
+    http.enforce_http(false);
+    http.set_nodelay(true);
+    http.set_connect_timeout(Some(Duration::from_secs(10)));
+    http
+}
+
+/// Builds the upstream client: TCP_NODELAY, connect timeout 10 s ([`connector`]), idle pooled
+/// connections kept 90 s, no redirects followed, TLS by rustls (ring) with the webpki roots.
 ///
 /// # Errors
 /// The TLS configuration's error (a crypto provider without safe protocol versions).
 pub(crate) fn client() -> Result<UpstreamClient, String> {
-    let mut http = HttpConnector::new();
-    http.enforce_http(false);
-    http.set_connect_timeout(Some(Duration::from_secs(10)));
+    let http = connector();
     let https = hyper_rustls::HttpsConnectorBuilder::new()
         .with_provider_and_webpki_roots(rustls::crypto::ring::default_provider())
         .map_err(|e| format!("TLS: {e}"))?
@@ -126,7 +148,7 @@ pub(crate) struct Outbound {
 pub(crate) async fn send(
     state: &AppState,
     out: Outbound,
-    extra: Option<(&'static str, String)>,
+    extra: Vec<(&'static str, String)>,
     probe: Option<(String, usize)>,
 ) -> Result<Response, AppError> {
     let url = out.url;
@@ -156,10 +178,10 @@ pub(crate) async fn send(
                 h.append(name.clone(), value.clone());
             }
         }
-        if let Some((name, value)) = extra
-            && let Ok(v) = HeaderValue::from_str(&value)
-        {
-            h.insert(HeaderName::from_static(name), v);
+        for (name, value) in extra {
+            if let Ok(v) = HeaderValue::from_str(&value) {
+                h.insert(HeaderName::from_static(name), v);
+            }
         }
     }
     let gap = Duration::from_secs(state.settings().server.upstream_read_timeout_secs);
@@ -248,5 +270,55 @@ mod tests {
             names(&request_headers(&h, false)),
             ["x-api-key", "anthropic-version"]
         );
+    }
+
+    #[test]
+    fn a_base_ending_in_v1_does_not_double_the_version() {
+        let cases = [
+            (
+                "https://api.openai.com/v1",
+                "/v1/responses",
+                "https://api.openai.com/v1/responses",
+            ),
+            (
+                "https://api.openai.com/v1/",
+                "/v1/chat/completions?x=1",
+                "https://api.openai.com/v1/chat/completions?x=1",
+            ),
+            (
+                "https://api.openai.com",
+                "/v1/responses",
+                "https://api.openai.com/v1/responses",
+            ),
+            (
+                "http://127.0.0.1:9/openai/v1",
+                "/v1/models",
+                "http://127.0.0.1:9/openai/v1/models",
+            ),
+            // A path outside /v1 keeps the base whole.
+            (
+                "http://127.0.0.1:9/v1",
+                "/api/hello",
+                "http://127.0.0.1:9/v1/api/hello",
+            ),
+            (
+                "http://127.0.0.1:9/xv1",
+                "/v1/models",
+                "http://127.0.0.1:9/xv1/v1/models",
+            ),
+        ];
+        for (base, path, want) in cases {
+            assert_eq!(url(base, path), want, "{base} + {path}");
+        }
+    }
+
+    #[tokio::test]
+    async fn the_upstream_connector_sets_tcp_nodelay() {
+        use tower::ServiceExt;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let uri: axum::http::Uri = format!("http://{addr}/").parse().unwrap();
+        let (stream, _) = tokio::join!(connector().oneshot(uri), listener.accept());
+        assert!(stream.unwrap().inner().nodelay().unwrap());
     }
 }

@@ -87,6 +87,42 @@ struct Caps {
 }
 
 impl Truncate {
+    /// A plan that caps the oversized blocks of messages `from..` only, with the caps a run at
+    /// `budget` would use, and drops nothing: what a continuation sends when new messages
+    /// arrive over the caps, so they are capped when they first go out and the prefix sent
+    /// before them stays as it was.
+    pub fn caps_from(
+        &self,
+        input: &Conversation,
+        from: usize,
+        budget: Budget,
+        cx: &Context<'_>,
+    ) -> Compaction {
+        let c = &self.config;
+        let scale = budget.target / 4;
+        let caps = Caps {
+            result: c.max_tool_result_tokens.min(scale).max(c.min_cap_tokens),
+            input: c.max_tool_input_tokens.min(scale).max(c.min_cap_tokens),
+            text: c.max_text_tokens.min(scale).max(c.min_cap_tokens),
+        };
+        let mut compaction = Compaction {
+            plan: Vec::new(),
+            edits: Vec::new(),
+            notes: Vec::new(),
+            degraded: None,
+        };
+        let n = input.messages.len();
+        for ((message, block), cap) in cap_blocks(input, cx.layout, from.min(n)..n, caps, cx) {
+            compaction.edits.push(cap.edit);
+            compaction.plan.push(UnitEdit::Cap {
+                message,
+                block,
+                with: cap.with,
+            });
+        }
+        compaction
+    }
+
     /// The synchronous core of [`Strategy::compact`]: a plan for [`crate::guard::apply`] (caps
     /// and at most one drop, in indices of `input`), made from the borrowed input and its
     /// layout (`cx.layout`).

@@ -211,7 +211,7 @@ fn the_shipped_claude_rule_is_the_family_fit_and_the_framing_fit_is_tighter_than
 }
 
 #[tokio::test]
-async fn the_default_configuration_keeps_every_claude_code_log_inside_a_200k_window() {
+async fn the_default_configuration_keeps_every_claude_code_log_inside_its_models_window() {
     use compactor::format::{self, detect::ImportOptions};
     let engine = compactor::Compactor::from_config(compactor::config::Settings::default()).unwrap();
     for name in CC_LOGS {
@@ -237,12 +237,17 @@ async fn the_default_configuration_keeps_every_claude_code_log_inside_a_200k_win
                 "{name}"
             );
             // Claude tokens of the output, plus what the log does not hold (the largest
-            // segment constant fitted on the corpus, 36,586), stay inside the window.
+            // segment constant fitted on the corpus, 36,586), stay inside the model's window
+            // (the model table's: 1M for claude-opus-4-6, 200k for the models before it).
+            let window = engine
+                .model_entry(r.counting.model.as_deref())
+                .map_or(200_000, |(_, e)| e.context_window);
             assert!(
-                r.tokens_after + 36_586 < 200_000,
-                "{name} whole_log={whole_log}: {}",
+                r.tokens_after + 36_586 < window,
+                "{name} whole_log={whole_log}: {} of {window}",
                 r.tokens_after
             );
+            assert_eq!(r.budget, window - 20_000, "{name}");
             assert!(r.tokens_after <= r.budget, "{name}: {:?}", r.status);
         }
     }

@@ -10,7 +10,7 @@
 //! its `web_search_tool_result` and client calls naming it as `caller`; a Responses MCP approval
 //! chain (`mcp_approval_request`, `mcp_approval_response`, `mcp_call`); a legacy Chat
 //! `function_call` answered by a `role: "function"` message. A Responses history may start with a
-//! server-side `compaction` item, which ends the pinned prefix.
+//! server-side `compaction` item, a round of its own that the guard keeps in place.
 
 use compactor::conversation::{Conversation, Message, Role};
 use compactor::format::Format;
@@ -469,6 +469,8 @@ pub(crate) fn render(plan: &Plan) -> Rendered {
         r.items.push(json!({"role": "system", "content": s}));
     }
     if plan.compaction {
+        // The item is a round of its own: not pinned, kept in place by the carry rules.
+        r.round_starts.push(r.items.len());
         r.items
             .push(json!({"type": "compaction", "id": "cmp_0", "encrypted_content": "gAAAAcmp"}));
     }

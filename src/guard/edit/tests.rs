@@ -268,3 +268,40 @@ fn an_edit_of_a_dropped_message_or_twice_of_one_block_is_refused() {
         Err(PlanError::Newest { edit: 0 })
     );
 }
+
+#[test]
+fn a_kept_responses_compaction_item_goes_before_the_marker_so_the_provider_reads_it() {
+    // B3: the provider ignores every item before the latest compaction item.
+    let c = Format::OpenAiResponses
+        .read(&json!({"input": [
+            {"type": "compaction", "id": "cmp_1", "encrypted_content": "gAAA"},
+            {"role": "user", "content": "first"},
+            {"role": "assistant", "content": "ok"},
+            {"role": "user", "content": "second"}
+        ]}))
+        .unwrap();
+    let layout = Layout::of(&c, Format::OpenAiResponses);
+    let out = apply(
+        &c,
+        &layout,
+        vec![UnitEdit::Drop {
+            to: 3,
+            marker: marker(&[]),
+        }],
+        Some(&[]),
+    )
+    .unwrap();
+    let written = Format::OpenAiResponses.write(&out.conversation);
+    let types: Vec<&str> = written["input"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["type"].as_str().or(i["role"].as_str()).unwrap())
+        .collect();
+    assert_eq!(types, ["compaction", "user", "user"]);
+    assert_eq!(written["input"][1]["content"], "[record]");
+    assert_eq!(
+        written["input"][0],
+        json!({"type": "compaction", "id": "cmp_1", "encrypted_content": "gAAA"})
+    );
+}
