@@ -62,7 +62,14 @@ impl Compactor {
                 Built::Skipped(why) => skipped.push(why),
             }
         }
-        let settings_recall = settings.recall.clone();
+        let secret = settings
+            .recall
+            .secret()
+            .map_err(|(key, message)| ConfigError::Invalid {
+                key: key.into(),
+                message,
+            })?;
+        let recall = recall_of(&settings.recall, secret.as_deref());
         Ok(Compactor {
             tokenizer: settings.tokens.tokenizer,
             other_counter: std::sync::OnceLock::new(),
@@ -72,7 +79,7 @@ impl Compactor {
             tiers,
             skipped,
             memory: Memory::default(),
-            recall: recall_of(&settings_recall),
+            recall,
         })
     }
 
@@ -82,7 +89,10 @@ impl Compactor {
         counter: Arc<dyn TokenCounter>,
         tiers: Vec<Box<dyn Strategy>>,
     ) -> Compactor {
-        let settings_recall = settings.recall.clone();
+        // A secret variable that is not set leaves the process's own key (this constructor
+        // cannot fail; `from_config` refuses it).
+        let secret = settings.recall.secret().ok().flatten();
+        let recall = recall_of(&settings.recall, secret.as_deref());
         Compactor {
             tokenizer: settings.tokens.tokenizer,
             other_counter: std::sync::OnceLock::new(),
@@ -92,7 +102,7 @@ impl Compactor {
             tiers,
             skipped: Vec::new(),
             memory: Memory::default(),
-            recall: recall_of(&settings_recall),
+            recall,
         }
     }
 
@@ -143,9 +153,31 @@ impl Compactor {
     /// form `rc_` + 32 hex digits, `Evicted` for one evicted by the `[recall] max_bytes`
     /// bound, `Unknown` for one never kept here, `Disabled` when recall is off.
     pub fn recall(&self, id: &str) -> Result<crate::recall::Recalled, crate::recall::RecallError> {
+        self.recall_for(crate::recall::Tenant::NONE, id)
+    }
+
+    /// [`Compactor::recall`] of an original kept for `tenant` (the service's compactions are
+    /// its requests' tenants', [`crate::recall::scope::for_tenant`]); another tenant's id is
+    /// unknown.
+    ///
+    /// # Errors
+    /// As [`Compactor::recall`].
+    pub fn recall_for(
+        &self,
+        tenant: crate::recall::Tenant,
+        id: &str,
+    ) -> Result<crate::recall::Recalled, crate::recall::RecallError> {
         match &self.recall {
-            Some(store) => store.get(id),
+            Some(store) => store.get_for(tenant, id),
             None => Err(crate::recall::RecallError::Disabled),
+        }
+    }
+
+    /// Runs `f` with recall ids made under this pipeline's key ([`crate::recall::scope`]).
+    async fn keyed<F: std::future::Future>(&self, f: F) -> F::Output {
+        match &self.recall {
+            Some(store) => crate::recall::scope::keyed(store.key(), f).await,
+            None => f.await,
         }
     }
 
@@ -245,7 +277,14 @@ impl Compactor {
         budget: Option<usize>,
         instructions: Option<&str>,
     ) -> Result<Compacted<'a>, CompactError> {
-        crate::pipeline::compact(self, input, format, budget, instructions).await
+        self.keyed(crate::pipeline::compact(
+            self,
+            input,
+            format,
+            budget,
+            instructions,
+        ))
+        .await
     }
 
     /// [`Compactor::compact_with`] with the output shared with the compaction memory rather
@@ -267,7 +306,15 @@ impl Compactor {
         instructions: Option<&str>,
         hashes: Option<&crate::memory::PrefixHashes>,
     ) -> Result<SharedCompacted, CompactError> {
-        crate::pipeline::compact_shared(self, input, format, budget, instructions, hashes).await
+        self.keyed(crate::pipeline::compact_shared(
+            self,
+            input,
+            format,
+            budget,
+            instructions,
+            hashes,
+        ))
+        .await
     }
 
     /// The tiers, in the order they run.
@@ -300,10 +347,23 @@ impl Host for Compactor {
     }
 }
 
-/// The recall store `[recall]` asks for.
-fn recall_of(r: &crate::config::RecallSettings) -> Option<crate::recall::RecallStore> {
-    r.enabled
-        .then(|| crate::recall::RecallStore::new(r.max_bytes))
+/// The recall store `[recall]` asks for, its ids keyed by `secret` (else the process's own key;
+/// none when the system's random generator failed: then recall is off, and says so).
+fn recall_of(
+    r: &crate::config::RecallSettings,
+    secret: Option<&str>,
+) -> Option<crate::recall::RecallStore> {
+    if !r.enabled {
+        return None;
+    }
+    let key = match secret {
+        Some(s) => Some(crate::recall::RecallKey::from_secret(s.as_bytes())),
+        None => crate::recall::RecallKey::process(),
+    };
+    if key.is_none() {
+        tracing::error!("recall: no random key could be drawn: recall is off");
+    }
+    key.map(|k| crate::recall::RecallStore::new(r.max_bytes, k))
 }
 
 /// The model rules and learning switch of `[tokens]`.
