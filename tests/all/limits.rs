@@ -91,7 +91,7 @@ async fn an_http2_connection_that_sends_no_request_is_closed_and_frees_its_place
     let mut s = settings(0);
     s.server.header_read_timeout_secs = 1;
     s.server.idle_timeout_secs = 3600;
-    s.server.max_connections = 1;
+    s.server.max_connections = Some(1);
     let (addr, stop_tx, server) = serve_port(s).await;
     let mut h2 = TcpStream::connect(addr).await.unwrap();
     h2.write_all(&[PREFACE, &frame(4, 0, 0, &[]), &frame(4, 1, 0, &[])].concat())
