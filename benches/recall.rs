@@ -64,21 +64,31 @@ fn main() {
         run(&rt, preset, true, &conv);
         let (mut on, mut off) = (Vec::new(), Vec::new());
         let (mut on_s, mut off_s) = (Vec::new(), Vec::new());
+        let (mut on_g, mut off_g) = (Vec::new(), Vec::new());
+        let (mut on_c, mut off_c) = (Vec::new(), Vec::new());
         for _ in 0..runs {
             let t = run(&rt, preset, true, &conv);
             on.push(t.total_ms);
             on_s.push(t.strategies_ms);
+            on_g.push(t.guard_ms);
+            on_c.push(t.count_ms);
             let t = run(&rt, preset, false, &conv);
             off.push(t.total_ms);
             off_s.push(t.strategies_ms);
+            off_g.push(t.guard_ms);
+            off_c.push(t.count_ms);
         }
         let (on, off) = (median(on), median(off));
         let ratio = on / off;
         over |= ratio > TARGET;
         eprintln!(
-            "  {preset:<13} total on {on:>7.1} ms  off {off:>7.1} ms  {ratio:.3}x   strategies on {:>6.1} ms  off {:>6.1} ms",
+            "  {preset:<13} total on {on:>7.1} ms  off {off:>7.1} ms  {ratio:.3}x   strategies {:>6.1} / {:>6.1} ms   guard {:>6.1} / {:>6.1} ms   count {:>6.1} / {:>6.1} ms",
             median(on_s),
-            median(off_s)
+            median(off_s),
+            median(on_g),
+            median(off_g),
+            median(on_c),
+            median(off_c)
         );
     }
     if over {
