@@ -466,3 +466,24 @@ pub fn model_family(model: &str) -> &'static str {
         .copied()
         .unwrap_or("other")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::model_family;
+
+    #[test]
+    fn a_model_label_is_a_known_family_or_other() {
+        for (model, family) in [
+            ("claude-sonnet-4-5", "claude"),
+            ("anthropic/claude-opus-4-6", "claude"),
+            ("gpt-4o-2024-08-06", "gpt"),
+            ("o3-mini", "o3"),
+            ("gemini-2.5-pro", "gemini"),
+            ("gptx-secret-team-name", "other"),
+            ("sk-ant-api03-AAAA", "other"),
+            ("", "other"),
+        ] {
+            assert_eq!(model_family(model), family, "{model}");
+        }
+    }
+}
