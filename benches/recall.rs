@@ -39,7 +39,7 @@ fn run(rt: &tokio::runtime::Runtime, preset: &str, recall: bool, conv: &Conversa
         "recall {recall}: {} refs",
         out.report.recall.len()
     );
-    out.report.timings.clone()
+    out.report.timings
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
