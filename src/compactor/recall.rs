@@ -40,8 +40,8 @@ impl Compactor {
     }
 }
 
-/// The recall store `[recall]` asks for, its ids keyed by `secret` (else the process's own key;
-/// none when the system's random generator failed: then recall is off, and says so).
+/// The recall store `[recall]` asks for, its ids keyed by `secret`, else by the library's
+/// public key (the service replaces it: `AppState`).
 pub(super) fn recall_of(
     r: &crate::config::RecallSettings,
     secret: Option<&str>,
@@ -50,11 +50,8 @@ pub(super) fn recall_of(
         return None;
     }
     let key = match secret {
-        Some(s) => Some(crate::recall::RecallKey::from_secret(s.as_bytes())),
-        None => crate::recall::RecallKey::process(),
+        Some(s) => crate::recall::RecallKey::from_secret(s.as_bytes()),
+        None => crate::recall::RecallKey::public(),
     };
-    if key.is_none() {
-        tracing::error!("recall: no random key could be drawn: recall is off");
-    }
-    key.map(|k| crate::recall::RecallStore::new(r.max_bytes, k))
+    Some(crate::recall::RecallStore::new(r.max_bytes, key))
 }

@@ -12,8 +12,10 @@
 //! is the same (prompt caching and the proxy's prefix reuse need a stable output).
 //!
 //! The key is the deployment's: `[recall] secret_env` names the variable holding it; without
-//! one the service generates it once and keeps it in Redis (`[store]`), and a process without
-//! either draws one at random for its lifetime ([`RecallKey::process`]).
+//! one the service generates it once and keeps it in Redis (`[store]`), and a service without
+//! either draws one at random for its lifetime ([`RecallKey::process`]). The library and the
+//! CLI without a secret use a fixed public key ([`RecallKey::public`]): reproducible outputs,
+//! computable ids (their store is the caller's own process).
 
 use super::{RecallError, RecallKind};
 use ring::hmac;
@@ -83,6 +85,14 @@ impl RecallKey {
         let mut bytes = [0u8; SECRET_BYTES];
         ring::rand::SystemRandom::new().fill(&mut bytes).ok()?;
         Some(bytes.iter().map(|b| format!("{b:02x}")).collect())
+    }
+
+    /// The key of the library and the CLI when no secret is configured: fixed and public, so
+    /// their outputs are the same in every process (reproducible compactions, pinned test
+    /// figures). Its ids can be computed by anyone; the service never uses it (it draws
+    /// [`RecallKey::process`] or reads the deployment's secret).
+    pub fn public() -> RecallKey {
+        RecallKey::from_secret(b"compactor: public recall key (no [recall] secret_env)")
     }
 
     /// This process's own key, drawn at random once (used where no secret is configured; ids

@@ -8,8 +8,8 @@
 //! ```
 //! Like [`crate::llm::scope`], a tokio task-local, so the pipeline and the strategies between
 //! the service and the store need not carry it. Without a scope (a strategy run on its own,
-//! the library's own tests) the tenant is [`Tenant::NONE`] and the key the process's own
-//! ([`RecallKey::process`]).
+//! the library's own tests) the tenant is [`Tenant::NONE`] and the key the library's public
+//! one ([`RecallKey::public`]).
 
 use super::id::{RecallKey, Tenant};
 use std::future::Future;
@@ -50,12 +50,11 @@ pub fn tenant() -> Tenant {
     SCOPE.try_with(|s| s.tenant).unwrap_or(Tenant::NONE)
 }
 
-/// The key of the running compaction, else the process's own; `None` only when the system's
-/// random generator failed (then no id is written).
+/// The key of the running compaction, else the library's public one.
 pub(crate) fn key() -> Option<RecallKey> {
     SCOPE
         .try_with(|s| s.key.clone())
         .ok()
         .flatten()
-        .or_else(RecallKey::process)
+        .or_else(|| Some(RecallKey::public()))
 }

@@ -178,6 +178,21 @@ impl AppState {
         default: Compactor,
         token_caches: Vec<(crate::tokens::Tokenizer, Arc<TokenCache>)>,
     ) -> Result<AppState, ConfigError> {
+        // Never the library's public key: without a configured secret, a key of this process
+        // (replaced by the deployment's from Redis in `prepare`).
+        if settings.recall.secret_env.is_none()
+            && let Some(store) = default.recall_store()
+        {
+            match crate::recall::RecallKey::process() {
+                Some(key) => store.set_key(key),
+                None => {
+                    return Err(ConfigError::Invalid {
+                        key: "recall.secret_env".into(),
+                        message: "no random recall key could be drawn: set a secret".into(),
+                    });
+                }
+            }
+        }
         let default = Arc::new(default);
         let store = store::SharedStore::from_settings(&settings.store)
             .map_err(|message| ConfigError::Invalid {
