@@ -442,7 +442,7 @@ mod tests {
         assert_eq!(
             s.tokens_per_call,
             vec![
-                6, 147, 288, 429, 570, 711, 506, 647, 788, 447, 588, 729, 454
+                6, 147, 288, 429, 570, 711, 506, 647, 788, 449, 590, 731, 455
             ]
         );
         // Cut again at calls 7, 10 and 12: three changes of the sent prefix.
