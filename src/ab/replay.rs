@@ -446,6 +446,6 @@ mod tests {
             ]
         );
         // Cut again at calls 7, 10 and 12: three changes of the sent prefix.
-        assert_eq!((s.prefix_changes, s.tokens_cached), (3, 3628));
+        assert_eq!((s.prefix_changes, s.tokens_cached), (3, 3632));
     }
 }
