@@ -56,10 +56,14 @@ impl Conversation {
 }
 
 /// The author of a message.
-#[non_exhaustive]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+///
+/// Open: a role the model does not name is [`Role::Other`] with its wire name, kept and written
+/// back as it came. What a role *is* to compaction (a user turn, an instruction, ...) is the
+/// rule table's to say ([`crate::rules::Table::role_kind`]), per provider; an unknown role is
+/// an opaque unit that the guard keeps in place.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Role {
-    /// OpenAI `system` message.
+    /// `system`: OpenAI system messages, Anthropic mid-conversation system messages.
     System,
     /// OpenAI `developer` message (the newer name for system instructions).
     Developer,
@@ -67,32 +71,40 @@ pub enum Role {
     User,
     /// The model.
     Assistant,
-    /// OpenAI Chat `tool` message / Responses `function_call_output`: carries one tool result.
+    /// OpenAI Chat `tool` message / Responses `*_output` item: carries one tool result.
     Tool,
+    /// Any other wire role, by its name (`critic`, `ipython`, a role added next year).
+    Other(Box<str>),
 }
 
 impl Role {
-    /// The wire name (`"user"`, `"assistant"`, ...).
-    pub fn as_str(self) -> &'static str {
+    /// The wire name (`"user"`, `"assistant"`, ... or the name of an [`Role::Other`]).
+    pub fn as_str(&self) -> &str {
         match self {
             Role::System => "system",
             Role::Developer => "developer",
             Role::User => "user",
             Role::Assistant => "assistant",
             Role::Tool => "tool",
+            Role::Other(name) => name,
         }
     }
 
-    /// Parses a wire role name; `None` for anything else.
-    pub fn parse(s: &str) -> Option<Role> {
-        Some(match s {
+    /// The role of a wire name: one of the named variants, else [`Role::Other`].
+    pub fn parse(s: &str) -> Role {
+        match s {
             "system" => Role::System,
             "developer" => Role::Developer,
             "user" => Role::User,
             "assistant" => Role::Assistant,
             "tool" => Role::Tool,
-            _ => return None,
-        })
+            other => Role::Other(other.into()),
+        }
+    }
+
+    /// True for [`Role::Other`].
+    pub fn is_other(&self) -> bool {
+        matches!(self, Role::Other(_))
     }
 }
 

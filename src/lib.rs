@@ -93,6 +93,7 @@ pub mod recall;
 pub mod registry;
 pub mod render;
 pub mod report;
+pub mod rules;
 #[cfg(feature = "server")]
 pub mod server;
 pub mod strategy;

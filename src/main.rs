@@ -53,6 +53,10 @@ enum Command {
     /// Print an original that `compact` cleared or dropped, by the recall id its output names
     /// (read from the recall directory `compact` wrote).
     Recall(cli::recall::Args),
+    /// Print the provider rule tables (roles, block and item types, pairs, placement rules
+    /// with their source and the provider's error text, what stays in force across a dropped
+    /// round): the text of docs/rules.md.
+    Rules(cli::rules::Args),
     /// The model table: each family's context window, max output, default budget, prices
     /// (USD per million tokens) and token rule, with the source of its figures.
     Models(cli::models::Args),
@@ -97,6 +101,7 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
         Command::Probe(args) => cli::probe::run(&args),
         Command::Show(args) => cli::show::run(&args),
         Command::Recall(args) => cli::recall::run(args),
+        Command::Rules(args) => cli::rules::run(&args),
         Command::Models(args) => cli::models::run(&args),
     }
 }

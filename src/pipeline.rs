@@ -93,12 +93,19 @@ struct Run<'a> {
     targets: Targets,
     /// Where the originals named by recall ids go (`None`: recall is off).
     recall: Option<&'a crate::recall::RecallStore>,
+    /// Which user text blocks are the client's context (`[carry]`).
+    context: Arc<crate::guard::ContextRules>,
 }
 
 impl Run<'_> {
     /// The input's layout ([`Layout::of`], once).
     fn layout(&self) -> &Layout {
-        self.layout.get_or_init(|| Layout::of(self.input))
+        self.layout.get_or_init(|| self.layout_of(self.input))
+    }
+
+    /// The layout of a conversation of this run (an output a next tier works on).
+    fn layout_of(&self, conversation: &Conversation) -> Layout {
+        Layout::with_context(conversation, self.format, self.context.clone())
     }
 
     /// Counter tokens of each input message ([`MessageTokens::of`], once).
@@ -182,6 +189,7 @@ pub(crate) async fn compact_shared(
     let counter: &dyn TokenCounter = &framed;
     let targets = Targets::of(&compactor.settings().budget, &basis, budget, entry);
     let remember = compactor.settings().policy.remember;
+    let context = Arc::new(compactor.settings().carry.clone());
     // Hysteresis: the remembered compaction of the longest remembered prefix, looked up first
     // so that the input's validation and count start from that prefix's junction.
     let tag = targets.model.limit as u64;
@@ -212,7 +220,7 @@ pub(crate) async fn compact_shared(
     invalid.retain(|v| !v.kind.is_repairable());
     // Nor does an unusable image outside the newest exchange: compaction works on a copy
     // with it replaced (one in the newest exchange stays in `invalid` and refuses it).
-    let repaired = repair::repair_input(input, &mut invalid);
+    let repaired = repair::repair_input(input, format, context.clone(), &mut invalid);
     if !invalid.is_empty() {
         if let (Some(r), Some(h)) = (recalled, hashes) {
             r.put_back(compactor.memory(), h);
@@ -237,10 +245,11 @@ pub(crate) async fn compact_shared(
     let open_tail = match (&known, &input_junction) {
         (Some((_, c)), Some(_)) => c.input.last_exchange(work).is_some_and(|e| e.open),
         _ => layout
-            .get_or_init(|| Layout::of(work))
+            .get_or_init(|| Layout::with_context(work, format, context.clone()))
             .ends_with_open_call(),
     };
     let mut run = Run {
+        context: context.clone(),
         input: work,
         options: ValidateOptions {
             allow_open_tail: open_tail,
@@ -419,7 +428,7 @@ pub(crate) async fn compact_shared(
         && best.layout.is_none()
     {
         // Continued but over the budget: the tiers work on the continuation's layout.
-        best.layout = Some(Layout::of(c));
+        best.layout = Some(run.layout_of(c));
     }
     if let Some(c) = cycle.filter(|_| recompacting) {
         // A re-compaction goes deep enough to pay back its cache write.

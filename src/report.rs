@@ -51,6 +51,55 @@ pub struct TierRun {
     /// input), when its output was taken.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub recall: Vec<crate::recall::RecallRef>,
+    /// What its plan's drop kept in place and carried (indices of the tier's input), when it
+    /// dropped something.
+    #[serde(skip_serializing_if = "Carried::is_empty")]
+    pub carried: Carried,
+}
+
+/// What a tier's drop kept in place and carried ([`crate::guard::Layout::carry`]), indices
+/// of the tier's input.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct Carried {
+    /// Messages of the dropped span kept verbatim after the marker, and why.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub kept: Vec<KeptMessage>,
+    /// The system / developer messages whose standing content one carried system message
+    /// re-sends (Anthropic).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub system_from: Vec<usize>,
+    /// The messages whose context blocks (Claude Code's `<system-reminder>`, Codex's
+    /// `<environment_context>`) open the marker message.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub context_from: Vec<usize>,
+}
+
+impl Carried {
+    /// Nothing kept or carried.
+    pub fn is_empty(&self) -> bool {
+        self.kept.is_empty() && self.system_from.is_empty() && self.context_from.is_empty()
+    }
+}
+
+/// A message of a dropped span kept in place.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct KeptMessage {
+    /// Its index.
+    pub message: usize,
+    /// Why.
+    #[serde(flatten)]
+    pub because: crate::guard::Kept,
+}
+
+/// A unit the format's rule table does not know, kept byte-identical and in place.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct OpaqueUnit {
+    /// The JSON path of the message (`messages[3]`, `input[7]`).
+    pub path: String,
+    /// Its index in the input.
+    pub message: usize,
+    /// What the table does not know.
+    pub what: crate::rules::Unknown,
 }
 
 /// Wall times in milliseconds.
@@ -119,6 +168,11 @@ pub struct Report {
     /// when recall is off or nothing was cleared or dropped; not serialized then.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub recall: Vec<crate::recall::RecallRef>,
+    /// The messages of the input holding a role, block or item type the format's rule table
+    /// does not know ([`crate::rules`]): each is kept byte-identical and in place (with its
+    /// tool exchange), and the rest is compacted as usual. Not serialized when empty.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub opaque: Vec<OpaqueUnit>,
     /// The estimated input cost of the output as forwarded and of the input as it came, with
     /// prompt caching ([`crate::cost`]); `None` before the pipeline sets it.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -153,6 +207,23 @@ impl Report {
     /// `summary failed (connection refused): fell back to truncate`.
     pub fn warnings(&self) -> Vec<String> {
         let mut out: Vec<String> = self.repairs.iter().map(ToString::to_string).collect();
+        // One line per shape (the same unknown type in many messages is said once).
+        let mut shapes: Vec<&crate::rules::Unknown> = Vec::new();
+        for u in &self.opaque {
+            if !shapes.contains(&&u.what) {
+                shapes.push(&u.what);
+                let n = self.opaque.iter().filter(|x| x.what == u.what).count();
+                let more = if n > 1 {
+                    format!(" (and {} more)", n - 1)
+                } else {
+                    String::new()
+                };
+                out.push(format!(
+                    "{}: {} is unknown to the {} rules: kept as it is, in place{more}",
+                    u.path, u.what, self.format
+                ));
+            }
+        }
         out.extend(self.skipped.iter().cloned());
         for t in &self.tiers {
             if let Some(why) = &t.failed {

@@ -98,7 +98,7 @@ impl Transcript {
             .and_then(|l| {
                 let v = guard::validate(&l.conversation, l.format, ValidateOptions::default());
                 // An old unusable image is repaired by every compaction: such an input runs.
-                let v = guard::unrepaired(&l.conversation, v);
+                let v = guard::unrepaired(&l.conversation, l.format, v);
                 match v.first() {
                     None => Ok((l.conversation, l.format)),
                     Some(first) => Err(format!(

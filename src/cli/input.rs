@@ -21,6 +21,9 @@ fn format_failure(e: anyhow::Error) -> Failure {
 /// Tells on stderr what loading left out: the messages before the last `compact_boundary` of
 /// a Claude Code log (and their tokens), a cut-off last line.
 fn tell_load_notes(path: &Path, loaded: &format::detect::Loaded) {
+    if let Some(why) = &loaded.notes.detected {
+        say!("note: {}: {why}", path.display());
+    }
     if let Some(line) = loaded.notes.skipped_last_line {
         say!(
             "warning: {}: line {line} is cut off (the log is still being written?): skipped",

@@ -13,6 +13,7 @@ pub(crate) mod models;
 mod output;
 pub(crate) mod probe;
 pub(crate) mod recall;
+pub(crate) mod rules;
 pub(crate) mod serve;
 pub(crate) mod show;
 pub(crate) mod validate;

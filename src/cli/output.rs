@@ -32,6 +32,11 @@ pub(super) fn write_stdout(bytes: &[u8]) -> Result<(), Failure> {
 pub(super) fn write_output(path: Option<&Path>, value: &serde_json::Value) -> Result<(), Failure> {
     let mut text = serde_json::to_string_pretty(value).map_err(|e| Failure::Invalid(e.into()))?;
     text.push('\n');
+    write_text(path, &text)
+}
+
+/// Writes `text` to the file, or to stdout for none or `-`.
+pub(super) fn write_text(path: Option<&Path>, text: &str) -> Result<(), Failure> {
     match path {
         Some(p) if p != Path::new("-") => std::fs::write(p, text)
             .with_context(|| format!("writing {}", p.display()))

@@ -137,5 +137,6 @@ pub(super) fn check(
         server: raw.server,
         store: raw.store,
         recall: raw.recall,
+        carry: raw.carry,
     })
 }

@@ -61,6 +61,7 @@ fn builtin() -> Settings {
         server: ServerSettings::default(),
         store: StoreSettings::default(),
         recall: crate::config::RecallSettings::default(),
+        carry: crate::guard::ContextRules::default(),
     }
 }
 

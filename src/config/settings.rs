@@ -45,6 +45,9 @@ pub struct RawSettings {
     /// `[recall]`: the store of cleared and dropped originals (absent = defaults).
     #[serde(default)]
     pub recall: super::recall::RecallSettings,
+    /// `[carry]`: which text blocks of a dropped user message are the client's context.
+    #[serde(default)]
+    pub carry: crate::guard::ContextRules,
 }
 
 /// `[budget]`: how many tokens the request may hold, and when and how far to compact.
@@ -190,6 +193,8 @@ pub struct Settings {
     pub store: StoreSettings,
     /// `[recall]`.
     pub recall: super::recall::RecallSettings,
+    /// `[carry]`.
+    pub carry: crate::guard::ContextRules,
 }
 
 impl Settings {

@@ -39,12 +39,8 @@ pub fn read(body: &Value) -> Result<Conversation, FormatError> {
 pub(crate) fn read_message(value: &Value, path: &str) -> Result<Message, FormatError> {
     let obj = as_object(value, path)?;
     let role_name = req_str(obj, "role", path)?;
-    let role = Role::parse(&role_name).ok_or_else(|| {
-        FormatError::shape(
-            format!("{path}.role"),
-            format!("unknown role {role_name:?}"),
-        )
-    })?;
+    // An unknown role is kept as it came (`Role::Other`); the rule table says what it is.
+    let role = Role::parse(&role_name);
     let (content, form) = match obj.get("content") {
         None => (Vec::new(), ContentForm::Absent),
         Some(Value::Null) => (Vec::new(), ContentForm::Null),

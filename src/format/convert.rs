@@ -37,7 +37,7 @@ fn to_anthropic(c: &Conversation, extra: Object) -> Conversation {
     }
     let mut out: Vec<Message> = Vec::new();
     for m in &c.messages {
-        let (role, blocks): (Role, Vec<Block>) = match m.role {
+        let (role, blocks): (Role, Vec<Block>) = match &m.role {
             Role::System | Role::Developer => {
                 system_parts.push(m.plain_text());
                 continue;
@@ -50,10 +50,10 @@ fn to_anthropic(c: &Conversation, extra: Object) -> Conversation {
                     .collect(),
             ),
             role => (
-                role,
+                role.clone(),
                 m.content
                     .iter()
-                    .filter_map(|b| anthropic_block(b, role))
+                    .filter_map(|b| anthropic_block(b, role.clone()))
                     .collect(),
             ),
         };
@@ -171,7 +171,7 @@ fn to_chat(c: &Conversation, extra: Object) -> Conversation {
         out.push(Message::text(Role::System, system_text(s)));
     }
     for m in &c.messages {
-        match m.role {
+        match &m.role {
             Role::Tool => {
                 for b in &m.content {
                     if let Block::ToolResult(r) = b {
@@ -213,7 +213,7 @@ fn to_chat(c: &Conversation, extra: Object) -> Conversation {
                     continue;
                 }
                 // Responses splits one model turn over several items; Chat wants one message.
-                if role == Role::Assistant
+                if *role == Role::Assistant
                     && let Some(last) = out.last_mut()
                 {
                     if last.role == Role::Assistant && !last.has_tool_uses() {
@@ -230,7 +230,7 @@ fn to_chat(c: &Conversation, extra: Object) -> Conversation {
                 blocks.extend(calls);
                 let form = chat_form(&blocks);
                 out.push(Message {
-                    role,
+                    role: role.clone(),
                     content: blocks,
                     extra: Object::new(),
                     form,

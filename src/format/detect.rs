@@ -1,7 +1,8 @@
 //! Recognising what a file is and loading it into a [`Conversation`].
 
 use super::{Format, FormatError, claude_code, codex, trajectory};
-use crate::conversation::{Conversation, Message};
+use crate::conversation::{Conversation, Message, Object};
+use crate::rules::Signal;
 use serde_json::Value;
 
 impl Source {
@@ -58,6 +59,9 @@ pub struct LoadNotes {
     /// 1-based number of a cut-off last line of a session log that was skipped (the log is
     /// still being written).
     pub skipped_last_line: Option<usize>,
+    /// When the body's format was detected and signals of other formats were found too: which
+    /// format was used and why ([`Detected::disagreement`]).
+    pub detected: Option<String>,
 }
 
 fn claude_code_log(text: &str, options: ImportOptions) -> Result<Loaded, FormatError> {
@@ -69,6 +73,7 @@ fn claude_code_log(text: &str, options: ImportOptions) -> Result<Loaded, FormatE
         notes: LoadNotes {
             before_boundary: imported.before_boundary,
             skipped_last_line: imported.skipped_last_line,
+            detected: None,
         },
     })
 }
@@ -104,6 +109,7 @@ pub fn load(
                 });
             };
             if codex::is_rollout_entry(&entry) {
+                log_format(hint, Format::OpenAiResponses, "a Codex rollout")?;
                 return Ok(Loaded {
                     conversation: codex::import(text)?,
                     format: Format::OpenAiResponses,
@@ -112,6 +118,7 @@ pub fn load(
                 });
             }
             if claude_code::looks_like_log(text) {
+                log_format(hint, Format::Anthropic, "a Claude Code session log")?;
                 return claude_code_log(text, options);
             }
             return Err(FormatError::Json {
@@ -156,72 +163,186 @@ pub fn load(
     {
         return claude_code_log(text, options);
     }
-    let format = guess_format(&value)?;
+    let detected = detect(&value)?;
+    let format = detected.format;
     Ok(Loaded {
         conversation: format.read(&value)?,
         format,
         source: Source::Request(format),
-        notes: LoadNotes::default(),
+        notes: LoadNotes {
+            detected: detected.disagreement(),
+            ..LoadNotes::default()
+        },
     })
 }
 
-/// Guesses the request format of a JSON body: `input` => Responses; a message with role
-/// `system`/`developer`/`tool`, `tool_calls` or `tool_call_id` => OpenAI Chat; an item with a `type`
-/// and no `role` => Responses; blocks of Anthropic types or a top-level `system` => Anthropic.
-/// Plain user/assistant text with nothing else to tell is read as Anthropic (both readers
-/// accept it and write it back unchanged).
+/// A session log imports into one format: a `--format` naming another is refused, not
+/// ignored.
+fn log_format(hint: Option<Format>, is: Format, what: &str) -> Result<(), FormatError> {
+    match hint {
+        Some(given) if given != is => Err(FormatError::shape(
+            "input",
+            format!("{what} imports as {is}, not as {given} (the format given)"),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// What told a body's format ([`detect`]): the format, the signals of it that were found, and
+/// the signals of other formats that were found too (and outweighed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Detected {
+    /// The format the body is read as.
+    pub format: Format,
+    /// The signals of it found (`top-level "system"`, `a "thinking" block`), in the order
+    /// found.
+    pub because: Vec<String>,
+    /// Signals of other formats found in the body, with the format each belongs to.
+    pub against: Vec<(Format, String)>,
+}
+
+impl Detected {
+    /// A line saying which format was used when signals disagreed, `None` when they agreed.
+    pub fn disagreement(&self) -> Option<String> {
+        if self.against.is_empty() {
+            return None;
+        }
+        let against: Vec<String> = self
+            .against
+            .iter()
+            .map(|(f, s)| format!("{s} ({f})"))
+            .collect();
+        Some(format!(
+            "read as {} ({}); signals of other formats outweighed: {} (--format overrides)",
+            self.format,
+            self.because.join(", "),
+            against.join(", ")
+        ))
+    }
+}
+
+const FORMATS: [Format; 3] = [
+    Format::Anthropic,
+    Format::OpenAiResponses,
+    Format::OpenAiChat,
+];
+
+/// Guesses the request format of a JSON body ([`detect`]'s format).
 ///
 /// # Errors
 /// [`FormatError::Unrecognised`] when the value is neither a request object nor an array.
 pub fn guess_format(value: &Value) -> Result<Format, FormatError> {
-    let items = match value {
-        Value::Array(items) => items,
-        Value::Object(obj) => {
-            if let Some(Value::Array(_)) = obj.get("input") {
-                return Ok(Format::OpenAiResponses);
+    detect(value).map(|d| d.format)
+}
+
+/// Tells the request format of a JSON body from the signals each format's rule table lists
+/// ([`crate::rules::Signal`]): top-level keys (`system`, `input`, `max_completion_tokens`),
+/// message keys (`tool_calls`), roles (`developer`, `tool`), block and item types (`tool_use`,
+/// `thinking`, `input_text`, `image_url`), a system or developer message first (OpenAI Chat:
+/// Anthropic keeps its system prompt top-level) and the model name (`claude-`, `gpt-`). A
+/// top-level `input` array, or items with a `type` and no `role`, are OpenAI Responses. The
+/// format with the most signals wins; with none, plain user / assistant text is read as
+/// Anthropic (both readers accept it and write it back unchanged).
+///
+/// # Errors
+/// [`FormatError::Unrecognised`] when the value is neither a request object nor an array.
+pub fn detect(value: &Value) -> Result<Detected, FormatError> {
+    let unrecognised = || {
+        FormatError::Unrecognised(
+            "expected a request body with \"messages\" or \"input\", a message array, or a session log".into(),
+        )
+    };
+    let (obj, items) = match value {
+        Value::Array(items) => (None, items),
+        Value::Object(obj) => match (obj.get("messages"), obj.get("input")) {
+            (Some(Value::Array(items)), _) => (Some(obj), items),
+            (_, Some(Value::Array(_))) => {
+                return Ok(Detected {
+                    format: Format::OpenAiResponses,
+                    because: vec!["a top-level \"input\" array".into()],
+                    against: Vec::new(),
+                });
             }
-            match obj.get("messages") {
-                Some(Value::Array(items)) => items,
-                _ => {
-                    return Err(FormatError::Unrecognised(
-                        "expected a request body with \"messages\" or \"input\", a message array, or a session log".into(),
-                    ));
-                }
-            }
-        }
+            _ => return Err(unrecognised()),
+        },
         _ => {
             return Err(FormatError::Unrecognised(
                 "expected a JSON object or array".into(),
             ));
         }
     };
-    for item in items {
-        let Some(m) = item.as_object() else { continue };
-        if m.contains_key("type") && !m.contains_key("role") {
-            return Ok(Format::OpenAiResponses);
-        }
-        if matches!(
-            m.get("role").and_then(Value::as_str),
-            Some("system" | "developer" | "tool")
-        ) || m.contains_key("tool_calls")
-            || m.contains_key("tool_call_id")
-        {
-            return Ok(Format::OpenAiChat);
-        }
-        if let Some(Value::Array(blocks)) = m.get("content") {
-            for b in blocks {
-                match b.get("type").and_then(Value::as_str) {
-                    Some("input_text" | "output_text") => return Ok(Format::OpenAiResponses),
-                    Some("image_url") => return Ok(Format::OpenAiChat),
-                    Some("tool_use" | "tool_result" | "thinking" | "redacted_thinking") => {
-                        return Ok(Format::Anthropic);
-                    }
-                    _ => {}
-                }
+    if items
+        .iter()
+        .filter_map(Value::as_object)
+        .any(|m| m.contains_key("type") && !m.contains_key("role"))
+    {
+        return Ok(Detected {
+            format: Format::OpenAiResponses,
+            because: vec!["items with a \"type\" and no \"role\"".into()],
+            against: Vec::new(),
+        });
+    }
+    let mut found: [Vec<String>; 3] = Default::default();
+    for (f, format) in FORMATS.iter().enumerate() {
+        for signal in format.rules().signals {
+            if let Some(what) = signal_in(signal, obj, items) {
+                found[f].push(what);
             }
         }
     }
-    Ok(Format::Anthropic)
+    // Anthropic keeps its system prompt top-level: a system or developer message first is
+    // OpenAI Chat's.
+    if let Some(role) = items
+        .first()
+        .and_then(|m| m.get("role"))
+        .and_then(Value::as_str)
+        .filter(|r| matches!(*r, "system" | "developer"))
+    {
+        found[2].push(format!("a {role} message first"));
+    }
+    let best = (0..3)
+        .max_by_key(|&f| (found[f].len(), usize::from(f == 0)))
+        .unwrap_or(0);
+    let format = if found[best].is_empty() {
+        Format::Anthropic
+    } else {
+        FORMATS[best]
+    };
+    let against = (0..3)
+        .filter(|&f| FORMATS[f] != format)
+        .flat_map(|f| found[f].iter().map(move |s| (FORMATS[f], s.clone())))
+        // A signal both formats have (a model prefix of OpenAI's two) is no disagreement.
+        .filter(|(_, s)| !found[FORMATS.iter().position(|x| *x == format).unwrap_or(0)].contains(s))
+        .collect();
+    Ok(Detected {
+        format,
+        because: found[FORMATS.iter().position(|x| *x == format).unwrap_or(0)].clone(),
+        against,
+    })
+}
+
+/// Where `signal` shows in a body (its object, if any, and its message items), as words.
+fn signal_in(signal: &Signal, obj: Option<&Object>, items: &[Value]) -> Option<String> {
+    let messages = || items.iter().filter_map(Value::as_object);
+    match signal {
+        Signal::TopLevelKey(k) => obj?.contains_key(*k).then(|| format!("top-level \"{k}\"")),
+        Signal::ModelPrefix(p) => obj?
+            .get("model")
+            .and_then(Value::as_str)
+            .filter(|m| m.starts_with(p))
+            .map(|m| format!("model \"{m}\"")),
+        Signal::MessageKey(k) => messages()
+            .any(|m| m.get(*k).is_some_and(|v| !v.is_null()))
+            .then(|| format!("a \"{k}\" field")),
+        Signal::Role(r) => messages()
+            .any(|m| m.get("role").and_then(Value::as_str) == Some(*r))
+            .then(|| format!("role \"{r}\"")),
+        Signal::BlockType(t) => messages()
+            .filter_map(|m| m.get("content").and_then(Value::as_array))
+            .flatten()
+            .any(|b| b.get("type").and_then(Value::as_str) == Some(*t))
+            .then(|| format!("a \"{t}\" block")),
+    }
 }
 
 /// Evidence that a body is not of the format it was said to be: the JSON path of the first
@@ -249,13 +370,11 @@ impl std::fmt::Display for Contradiction {
 }
 
 /// The first element of `value` that only another format has, when `value` is said to be of
-/// format `given`. Rules (from each provider's request reference):
-/// - Anthropic Messages content blocks `tool_use`, `tool_result`, `thinking`,
-///   `redacted_thinking`, and `image`/`document` with a `source`, exist in no OpenAI format;
-/// - OpenAI Chat has `tool_calls`, `tool_call_id`, roles `tool`/`developer` and `image_url`
-///   parts; the Anthropic Messages API has none of them (its system prompt is top level);
-/// - OpenAI Responses items carry a `type` without a `role` (`function_call`, ...) and use
-///   `input_text`/`output_text` parts; a Chat body or Anthropic body has neither.
+/// format `given`, by the rule tables' signals ([`crate::rules::Signal`]): an item with a
+/// `type` and no `role` (Responses), a message key, role or block type that another table
+/// lists as its signal and `given`'s table does not know (`tool_calls`, role `developer`, a
+/// `tool_use` block said to be OpenAI Chat). An element no table knows is not evidence: it is
+/// an opaque unit of `given`.
 ///
 /// A bare array is checked the same way. Returns `None` when nothing contradicts `given`.
 pub fn contradiction(value: &Value, given: Format) -> Option<Contradiction> {
@@ -299,6 +418,15 @@ pub fn contradiction(value: &Value, given: Format) -> Option<Contradiction> {
         .find_map(|(i, item)| item_contradiction(item, i, given))
 }
 
+/// The format other than `given` whose table lists `signal` and whose name `given`'s table
+/// does not know.
+fn owner(given: Format, signal: impl Fn(&Signal) -> bool) -> Option<Format> {
+    FORMATS
+        .into_iter()
+        .filter(|f| *f != given)
+        .find(|f| f.rules().signals.iter().any(&signal))
+}
+
 /// The first element of message item `i` (`item`, one element of the message array) that only
 /// another format than `given` has: the per-item rules of [`contradiction`].
 pub(crate) fn item_contradiction(item: &Value, i: usize, given: Format) -> Option<Contradiction> {
@@ -311,6 +439,7 @@ pub(crate) fn item_contradiction(item: &Value, i: usize, given: Format) -> Optio
         })
     };
     let key = given.messages_key();
+    let table = given.rules();
     let m = item.as_object()?;
     let at = format!("{key}[{i}]");
     let role = m.get("role").and_then(Value::as_str);
@@ -322,23 +451,27 @@ pub(crate) fn item_contradiction(item: &Value, i: usize, given: Format) -> Optio
             Format::OpenAiResponses,
         );
     }
-    if given != Format::OpenAiChat {
-        for field in ["tool_calls", "tool_call_id"] {
-            if m.contains_key(field) {
-                return found(
-                    format!("{at}.{field}"),
-                    format!("a \"{field}\" field"),
-                    Format::OpenAiChat,
-                );
-            }
+    for (field, v) in m {
+        if v.is_null() || field == "role" || field == "content" {
+            continue;
         }
-        if given == Format::Anthropic && matches!(role, Some("tool" | "developer")) {
+        let theirs = owner(given, |s| matches!(s, Signal::MessageKey(k) if k == field));
+        let mine = table
+            .signals
+            .iter()
+            .any(|s| matches!(s, Signal::MessageKey(k) if k == field));
+        if let Some(looks_like) = theirs.filter(|_| !mine) {
             return found(
-                format!("{at}.role"),
-                format!("role {:?}", role.unwrap_or_default()),
-                Format::OpenAiChat,
+                format!("{at}.{field}"),
+                format!("a \"{field}\" field"),
+                looks_like,
             );
         }
+    }
+    if let Some(r) = role.filter(|r| table.role_kind(r).is_none())
+        && let Some(looks_like) = owner(given, |s| matches!(s, Signal::Role(x) if x == &r))
+    {
+        return found(format!("{at}.role"), format!("role {r:?}"), looks_like);
     }
     let Some(Value::Array(blocks)) = m.get("content") else {
         return None;
@@ -347,14 +480,11 @@ pub(crate) fn item_contradiction(item: &Value, i: usize, given: Format) -> Optio
         let Some(kind) = b.get("type").and_then(Value::as_str) else {
             continue;
         };
-        let looks_like = match kind {
-            "tool_use" | "tool_result" | "thinking" | "redacted_thinking" => Format::Anthropic,
-            "image" | "document" if b.get("source").is_some() => Format::Anthropic,
-            "image_url" => Format::OpenAiChat,
-            "input_text" | "output_text" | "input_image" | "input_file" => Format::OpenAiResponses,
-            _ => continue,
-        };
-        if looks_like != given {
+        if table.block(kind).is_some() {
+            continue;
+        }
+        if let Some(looks_like) = owner(given, |s| matches!(s, Signal::BlockType(x) if *x == kind))
+        {
             return found(
                 format!("{at}.content[{j}]"),
                 format!("a {kind:?} block"),

@@ -68,6 +68,16 @@ impl Format {
         self == Format::Anthropic
     }
 
+    /// The provider's rule table ([`crate::rules`]): its roles, block and item types, pairs,
+    /// placement and carry rules.
+    pub fn rules(self) -> &'static crate::rules::Table {
+        match self {
+            Format::Anthropic => &crate::rules::ANTHROPIC,
+            Format::OpenAiChat => &crate::rules::OPENAI_CHAT,
+            Format::OpenAiResponses => &crate::rules::OPENAI_RESPONSES,
+        }
+    }
+
     /// The rule that tells a tool result's outcome on this wire ([`crate::outcome`]):
     /// `is_error` for Anthropic, harness exit codes for OpenAI Chat and Responses.
     pub fn outcome_policy(self) -> crate::outcome::OutcomePolicy {

@@ -73,9 +73,8 @@ pub(crate) fn read_message(value: &Value, path: &str) -> Result<Message, FormatE
     let role_name = req_str(obj, "role", path)?;
     let role = match role_name.as_str() {
         "function" => Role::Tool,
-        name => Role::parse(name).ok_or_else(|| {
-            FormatError::shape(format!("{path}.role"), format!("unknown role {name:?}"))
-        })?,
+        // An unknown role is kept as it came (`Role::Other`).
+        name => Role::parse(name),
     };
     let (parts, form) = read_content(obj.get("content"), &format!("{path}.content"))?;
     if role == Role::Tool {
@@ -494,7 +493,7 @@ mod legacy_tests {
         assert_eq!(result.tool_use_id, call.id);
         assert_eq!(result.text(), "18 C");
         assert_eq!(write(&conv), body);
-        let units = crate::guard::Units::of(&conv);
+        let units = crate::guard::Units::of(&conv, crate::format::Format::OpenAiChat);
         assert_eq!(
             units
                 .exchanges

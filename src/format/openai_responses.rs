@@ -53,14 +53,12 @@ pub(crate) fn read_item(value: &Value, path: &str) -> Result<Message, FormatErro
     Ok(match kind {
         None | Some("message") => {
             let role_name = req_str(obj, "role", path)?;
-            let role = Role::parse(&role_name)
-                .filter(|r| *r != Role::Tool)
-                .ok_or_else(|| {
-                    FormatError::shape(
-                        format!("{path}.role"),
-                        format!("unknown role {role_name:?}"),
-                    )
-                })?;
+            // A message item of an unknown role is kept as it came; `tool` is no message role
+            // here (outputs are items of their own), so it is an unknown one too.
+            let role = match Role::parse(&role_name) {
+                Role::Tool => Role::Other(role_name.as_str().into()),
+                role => role,
+            };
             let (content, form) = match obj.get("content") {
                 Some(Value::String(s)) => (vec![Block::text(s.clone())], ContentForm::String),
                 Some(Value::Array(parts)) => (

@@ -98,10 +98,14 @@ mod tests {
     }
 
     #[test]
-    fn an_exit_message_in_the_middle_is_an_error() {
+    fn an_exit_message_in_the_middle_is_kept_as_a_role_of_its_own() {
         let traj = json!({"trajectory_format": "x", "messages": [
             {"role": "user", "content": "u"}, {"role": "exit", "content": "e"}, {"role": "user", "content": "v"}]});
-        let err = import(&traj).unwrap_err().to_string();
-        assert_eq!(err, "messages[1].role: unknown role \"exit\"");
+        let conv = import(&traj).unwrap();
+        assert_eq!(conv.messages.len(), 3);
+        assert_eq!(
+            conv.messages[1].role,
+            crate::conversation::Role::Other("exit".into())
+        );
     }
 }

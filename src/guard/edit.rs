@@ -31,6 +31,7 @@ mod plan;
 #[cfg(test)]
 mod tests;
 
+use super::carry::{Carried, Kept};
 use super::layout::Layout;
 use crate::conversation::{Block, Conversation, Message, Rewrite, Role, ToolResult};
 use check::{check_block, check_drop};
@@ -66,6 +67,21 @@ pub struct Applied {
     /// The images the plan's [`UnitEdit::RepairImage`] edits replaced, in plan order (message
     /// indices of the input).
     pub repairs: Vec<ImageRepair>,
+    /// What the drop kept in place and carried, and where.
+    pub carried: CarriedOut,
+}
+
+/// What a drop kept in place and carried ([`super::Layout::carry`]), as built.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct CarriedOut {
+    /// Input messages of the dropped span kept verbatim, with why.
+    pub kept: Vec<(usize, super::carry::Kept)>,
+    /// Output index of the carried system message (Anthropic), if one was carried.
+    pub system: Option<usize>,
+    /// Input messages whose standing system content it carries.
+    pub system_from: Vec<usize>,
+    /// Input messages whose context blocks open the marker message.
+    pub context: Vec<usize>,
 }
 
 /// Builds the output of `plan` on `input` (whose layout is `layout`). `records` are the typed
@@ -189,20 +205,32 @@ pub fn apply(
         drop = Some((edit, to, marker));
     }
     let to = drop.as_ref().map_or(pinned, |(_, to, _)| *to);
-    if let Some((d, _, marker)) = &drop {
-        if let Some((&(message, _), &(edit, _))) = blocks.range((pinned, 0)..(to, 0)).next() {
-            return Err(PlanError::EditsDropped {
-                edit,
-                message,
-                drop: *d,
-            });
+    let carried = match &drop {
+        Some((d, _, marker)) => {
+            if let Some((&(message, _), &(edit, _))) = blocks.range((pinned, 0)..(to, 0)).next() {
+                return Err(PlanError::EditsDropped {
+                    edit,
+                    message,
+                    drop: *d,
+                });
+            }
+            let carried =
+                layout
+                    .carry(input, to)
+                    .map_err(|why| PlanError::Carry { edit: *d, to, why })?;
+            let kept: Vec<usize> = carried.kept.iter().map(|k| k.0).collect();
+            check_drop(input, *d, pinned..to, &kept, marker, records)?;
+            carried
         }
-        check_drop(input, *d, pinned..to, marker, records)?;
-    }
-    let capacity = input.messages.len() - (to - pinned) + 1;
-    let mut out: (Vec<Message>, Vec<Option<usize>>) =
-        (Vec::with_capacity(capacity), Vec::with_capacity(capacity));
-    let mut kept = |i: usize, m: &Message, out: &mut (Vec<Message>, Vec<Option<usize>>)| {
+        None => Carried::default(),
+    };
+    let capacity = input.messages.len() - (to - pinned) + 2 + carried.kept.len();
+    let mut out = Output {
+        messages: Vec::with_capacity(capacity),
+        unchanged: Vec::with_capacity(capacity),
+        at: vec![None; input.messages.len()],
+    };
+    let mut kept = |i: usize, m: &Message, out: &mut Output| {
         // The replacements of this message's blocks, in block order (the map is sorted).
         let mut with: Vec<(usize, Block)> = Vec::new();
         while let Some(entry) = blocks.first_entry() {
@@ -213,9 +241,10 @@ pub fn apply(
             with.push((j, b));
         }
         with.retain(|(j, _)| *j < m.content.len());
+        out.at[i] = Some(out.messages.len());
         if with.is_empty() {
-            out.0.push(m.clone());
-            out.1.push(Some(i));
+            out.messages.push(m.clone());
+            out.unchanged.push(Some(i));
             return;
         }
         // An edited message: a replaced block is not copied first.
@@ -229,57 +258,120 @@ pub fn apply(
                 None => b.clone(),
             })
             .collect();
-        out.0.push(Message {
-            role: m.role,
+        out.messages.push(Message {
+            role: m.role.clone(),
             content,
             extra: m.extra.clone(),
             form: m.form,
         });
-        out.1.push(None);
+        out.unchanged.push(None);
     };
     for (i, m) in input.messages.iter().enumerate().take(pinned) {
         kept(i, m, &mut out);
     }
-    let mut new_records: Option<Vec<FailureRecord>> = records.map(|r| {
+    let mut fresh: Vec<FailureRecord> = Vec::new();
+    let mut carried_out = CarriedOut::default();
+    if let Some((_, _, marker)) = drop {
+        // OpenAI Responses ignores every item before the latest `compaction` item (B3): a kept
+        // one goes before the marker, so the marker is read. (Anthropic's compaction block sits
+        // in an assistant message, which cannot open the history: it stays after the marker.)
+        let lead: Vec<usize> = if layout.format() == crate::format::Format::Anthropic {
+            Vec::new()
+        } else {
+            carried
+                .kept
+                .iter()
+                .filter(|k| matches!(k.1, Kept::ProviderCompaction))
+                .map(|k| k.0)
+                .collect()
+        };
+        for &i in &lead {
+            kept(i, &input.messages[i], &mut out);
+        }
+        let at = out.messages.len();
+        fresh.extend(
+            marker
+                .failures
+                .into_iter()
+                .map(|id| FailureRecord { id, message: at }),
+        );
+        out.messages
+            .push(marker_message(input, marker.text, &carried));
+        out.unchanged.push(None);
+        carried_out.context = carried.context.iter().map(|(i, _)| *i).collect();
+        // What stays in force after the marker: the kept units, then the tail, with the one
+        // carried system message at its slot.
+        let rest: Vec<usize> = carried
+            .kept
+            .iter()
+            .map(|k| k.0)
+            .filter(|i| !lead.contains(i))
+            .chain(to..input.messages.len())
+            .collect();
+        let system_at = carried.system.as_ref().map(|(_, at)| *at);
+        for (n, &i) in rest.iter().enumerate() {
+            if system_at == Some(n)
+                && let Some((system, _)) = &carried.system
+            {
+                carried_out.system = Some(out.messages.len());
+                out.messages.push(system.clone());
+                out.unchanged.push(None);
+            }
+            kept(i, &input.messages[i], &mut out);
+        }
+        carried_out.kept = carried.kept;
+        carried_out.system_from = carried.system_from;
+    } else {
+        for (i, m) in input.messages.iter().enumerate().skip(to) {
+            kept(i, m, &mut out);
+        }
+    }
+    // Failure records: the input's own follow their messages; the marker's are new. When the
+    // input's own records are unknown, so are the output's.
+    let new_records: Option<Vec<FailureRecord>> = records.map(|r| {
         r.iter()
-            .filter_map(|f| match f.message {
-                m if m < pinned => Some(f.clone()),
-                m if m >= to => Some(FailureRecord {
+            .filter_map(|f| {
+                let message = out.at.get(f.message).copied().flatten()?;
+                Some(FailureRecord {
                     id: f.id.clone(),
-                    message: m - to + pinned + usize::from(drop.is_some()),
-                }),
-                _ => None,
+                    message,
+                })
             })
+            .chain(fresh)
             .collect()
     });
-    if let Some((_, _, marker)) = drop {
-        let at = out.0.len();
-        let fresh = marker
-            .failures
-            .into_iter()
-            .map(|id| FailureRecord { id, message: at });
-        // When the input's own records are unknown, so are the output's.
-        if let Some(r) = &mut new_records {
-            r.extend(fresh);
-        }
-        out.0.push(Message::text(Role::User, marker.text));
-        out.1.push(None);
-    }
-    for (i, m) in input.messages.iter().enumerate().skip(to) {
-        kept(i, m, &mut out);
-    }
-    let (messages, unchanged) = out;
     Ok(Applied {
         conversation: Conversation {
             system: input.system.clone(),
-            messages,
+            messages: out.messages,
             extra: input.extra.clone(),
             bare: input.bare,
         },
         records: new_records,
-        unchanged,
+        unchanged: out.unchanged,
         repairs,
+        carried: carried_out,
     })
+}
+
+/// The output being built, and where each input message went.
+struct Output {
+    messages: Vec<Message>,
+    unchanged: Vec<Option<usize>>,
+    /// Per input message: its index in the output, when kept.
+    at: Vec<Option<usize>>,
+}
+
+/// The marker message: the client's carried context blocks, then the marker's text (a plain
+/// string when nothing is carried, as before).
+fn marker_message(input: &Conversation, text: String, carried: &Carried) -> Message {
+    if carried.context.is_empty() {
+        return Message::text(Role::User, text);
+    }
+    let _ = input;
+    let mut content: Vec<Block> = carried.context.iter().map(|(_, b)| b.clone()).collect();
+    content.push(Block::text(text));
+    Message::new(Role::User, content)
 }
 
 fn insert(

@@ -6,7 +6,7 @@
 //!   prefix is tools, then system, then messages; OpenAI "Prompt caching": exact prefix match).
 //!   The one exception: when the input held more than 4 `cache_control` breakpoints,
 //!   [`settle`] may have taken surplus ones off `tools`;
-//! - every provider compaction item of the input (see [`super::refs`]), byte-identical;
+//! - the latest provider compaction item of the input (see [`super::refs`]), byte-identical;
 //! - no more `cache_control` breakpoints than the input had.
 
 use super::cache;
@@ -40,6 +40,7 @@ pub fn check_envelope(
             message: None,
             block: None,
             kind,
+            rule: None,
         })
     };
     let (n_before, n_after) = match format {
@@ -78,14 +79,15 @@ pub fn check_envelope(
         .messages
         .iter()
         .flat_map(|m| m.content.iter())
-        .filter(|b| is_compaction(b))
+        .filter(|b| is_compaction(format.rules(), b))
         .collect();
+    // The latest one: the provider ignores what precedes it, earlier ones included (A9, B3).
     let lost = before
         .messages
         .iter()
         .flat_map(|m| m.content.iter())
-        .filter(|b| is_compaction(b))
-        .any(|b| !kept.contains(&b));
+        .rfind(|b| is_compaction(format.rules(), b))
+        .is_some_and(|b| !kept.contains(&b));
     if lost {
         push(
             format.messages_key().to_string(),

@@ -85,6 +85,7 @@ pub fn check_token_limits(conversation: &Conversation, format: Format) -> Vec<Vi
                     field: field.to_string(),
                     found,
                 },
+                rule: None,
             })
         })
         .collect()

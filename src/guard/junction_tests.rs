@@ -266,7 +266,7 @@ proptest! {
         invalid.retain(|v| !v.kind.is_repairable());
         prop_assume!(invalid.is_empty());
         let prefix = first(&input, from);
-        let prefix_layout = Layout::of(&prefix);
+        let prefix_layout = Layout::of(&prefix, format);
         // R: a cut at a round start (or none), then some assistant texts dropped.
         let cuts: Vec<usize> = prefix_layout.cuts().iter()
             .filter(|c| c.kind == CutKind::RoundStart).map(|c| c.index).collect();
@@ -284,7 +284,7 @@ proptest! {
         prop_assume!(validate(&output, format, output_options).is_empty());
         prop_assume!(check_compaction_with(&prefix, &prefix_layout, &output, format, Some(&[])).is_empty());
         let continuation = joined(&output, &input, from);
-        let input_layout = Layout::of(&input);
+        let input_layout = Layout::of(&input, format);
         let options = ValidateOptions { allow_open_tail: input_layout.ends_with_open_call() };
         let mut expected = validate(&continuation, format, options);
         expected.extend(check_compaction_with(&input, &input_layout, &continuation, format, Some(&[])));

@@ -10,10 +10,15 @@
 //! Building it is linear in the history: [`Units::of`] precomputes which indices fall inside a
 //! unit, so each cut query is O(1).
 
-use super::units::{Cut, Exchange, Units};
-use crate::conversation::{Conversation, Role};
+use super::carry::{ContextRules, loaded_tools};
+use super::units::{Cut, Exchange, Slot, Units};
+use crate::conversation::Conversation;
+use crate::format::Format;
+use crate::rules::Unknown;
 use crate::tokens::TokenCounter;
+use foldhash::{HashMap, HashMapExt};
 use std::ops::Range;
+use std::sync::Arc;
 
 /// Units, cuts and the protected set of one conversation. Indices are message indices of that
 /// conversation.
@@ -26,18 +31,46 @@ pub struct Layout {
     protected: Vec<bool>,
     /// The exchange the history ends inside, when it does (the open tool loop), as a range.
     open_loop: Option<Range<usize>>,
+    /// The format whose rule table laid it out.
+    format: Format,
+    /// The units (exchanges or single messages) holding something the table does not know:
+    /// `(start, end, what)`, oldest first. Kept byte-identical and in place by every edit.
+    opaque: Vec<(usize, usize, Unknown)>,
+    /// Every message the table does not know all of, with what ([`Layout::unknowns`]).
+    unknowns: Vec<(usize, Unknown)>,
+    /// Units that loaded a deferred tool: `(start, end, tool, last message calling it)`.
+    loaders: Vec<(usize, usize, String, usize)>,
+    /// Which user text blocks are the client's context.
+    context: Arc<ContextRules>,
+    /// The client's context blocks of the user messages: `(message, block, kind)`, in order.
+    context_blocks: Vec<(usize, usize, String)>,
+    /// The instruction messages after the pinned prefix, in order.
+    instructions: Vec<usize>,
+    /// The unit holding the latest provider compaction item, if any.
+    compaction: Option<(usize, usize)>,
 }
 
 impl Layout {
-    /// Computes the layout of `conversation` (any input, valid or not; see [`Units::of`]).
-    pub fn of(conversation: &Conversation) -> Layout {
-        let units = Units::of(conversation);
-        let cuts = units.cuts(conversation);
+    /// Computes the layout of `conversation`, a request of `format` (any input, valid or not;
+    /// see [`Units::of`]), with the default [`ContextRules`].
+    pub fn of(conversation: &Conversation, format: Format) -> Layout {
+        Layout::with_context(conversation, format, Arc::default())
+    }
+
+    /// [`Layout::of`] with the given rules for the client's context blocks (`[carry]`).
+    pub fn with_context(
+        conversation: &Conversation,
+        format: Format,
+        context: Arc<ContextRules>,
+    ) -> Layout {
+        let table = format.rules();
+        let units = Units::of(conversation, format);
+        let cuts = units.cuts();
         let n = units.len;
         let open_loop = units
             .exchanges
             .last()
-            .filter(|e| e.end == n && n > 0)
+            .filter(|e| e.end >= units.turn_end() && n > 0)
             .map(|e| e.start..e.end);
         let mut protected = vec![false; n];
         for p in protected.iter_mut().take(units.pinned) {
@@ -45,17 +78,133 @@ impl Layout {
         }
         if let Some(open) = &open_loop {
             for i in open.clone() {
-                if conversation.messages[i].role == Role::Assistant {
+                if units.slot(i) == Some(Slot::Assistant) {
                     protected[i] = true;
                 }
             }
         }
+        let unknowns: Vec<(usize, Unknown)> = conversation
+            .messages
+            .iter()
+            .enumerate()
+            .filter_map(|(i, m)| table.unknown_in(m).map(|u| (i, u)))
+            .collect();
+        let atoms = units.atoms();
+        let atom_of = |i: usize| {
+            let at = atoms.partition_point(|&(s, _)| s <= i);
+            at.checked_sub(1)
+                .and_then(|a| atoms.get(a))
+                .copied()
+                .filter(|&(s, e)| s <= i && i < e)
+                .unwrap_or((i, i + 1))
+        };
+        let mut opaque: Vec<(usize, usize, Unknown)> = Vec::new();
+        for (i, what) in &unknowns {
+            let (s, e) = atom_of(*i);
+            // Byte-identical: no edit of any message of the unit.
+            for p in protected.iter_mut().take(e).skip(s) {
+                *p = true;
+            }
+            match opaque.last() {
+                Some(&(ls, _, _)) if ls == s => {}
+                _ => opaque.push((s, e, what.clone())),
+            }
+        }
+        // Tool loaders: the unit that loaded a tool, and the last call of that tool.
+        let mut last_call: HashMap<&str, usize> = HashMap::new();
+        for (i, m) in conversation.messages.iter().enumerate() {
+            for t in m.tool_uses() {
+                last_call.insert(t.name.as_str(), i);
+            }
+        }
+        let mut loaders = Vec::new();
+        for (i, _, b) in conversation.blocks() {
+            for tool in loaded_tools(table, b) {
+                if let Some(&last) = last_call.get(tool.as_str())
+                    && last > i
+                {
+                    let (s, e) = atom_of(i);
+                    loaders.push((s, e, tool, last));
+                }
+            }
+        }
+        let mut context_blocks = Vec::new();
+        for (i, m) in conversation.messages.iter().enumerate() {
+            if units
+                .slot(i)
+                .is_some_and(|s| matches!(s, Slot::Clean | Slot::Results))
+                && m.role == crate::conversation::Role::User
+            {
+                for (j, b) in m.content.iter().enumerate() {
+                    if let crate::conversation::Block::Text(t) = b
+                        && let Some(kind) = context.kind_of(&t.text)
+                    {
+                        context_blocks.push((i, j, kind));
+                    }
+                }
+            }
+        }
+        // The latest provider compaction item's unit: kept byte-identical and in place.
+        let compaction = super::refs::last_compaction(conversation, table).map(atom_of);
+        if let Some((s, e)) = compaction {
+            for p in protected.iter_mut().take(e).skip(s) {
+                *p = true;
+            }
+        }
+        let instructions = (units.pinned..n)
+            .filter(|&i| units.slot(i).is_some_and(Slot::is_instruction))
+            .collect();
         Layout {
             units,
             cuts,
             protected,
             open_loop,
+            format,
+            opaque,
+            unknowns,
+            loaders,
+            context,
+            context_blocks,
+            instructions,
+            compaction,
         }
+    }
+
+    /// The format whose rule table laid it out.
+    pub fn format(&self) -> Format {
+        self.format
+    }
+
+    /// Every message holding a role or type the format's table does not know, with the first
+    /// such thing: the report lists them; the guard keeps their units in place.
+    pub fn unknowns(&self) -> &[(usize, Unknown)] {
+        &self.unknowns
+    }
+
+    /// The units holding something the table does not know: `(start, end, what)`.
+    pub(crate) fn opaque_units(&self) -> &[(usize, usize, Unknown)] {
+        &self.opaque
+    }
+
+    /// The units that loaded a deferred tool a later message calls: `(start, end, tool, last
+    /// call)`.
+    pub(crate) fn loaders(&self) -> &[(usize, usize, String, usize)] {
+        &self.loaders
+    }
+
+    /// The client's context blocks of the user messages: `(message, block, kind)`.
+    pub(crate) fn context_blocks(&self) -> &[(usize, usize, String)] {
+        &self.context_blocks
+    }
+
+    /// The unit holding the latest provider compaction item (kept in place by every drop).
+    pub(crate) fn provider_compaction(&self) -> Option<(usize, usize)> {
+        self.compaction
+    }
+
+    /// The instruction messages after the pinned prefix, in order.
+    pub(crate) fn instructions(&self) -> &[usize] {
+        &self.instructions
     }
 
     /// The units (rounds, exchanges, assistant runs).
@@ -103,8 +252,10 @@ impl Layout {
         Some(cuts.iter().copied().find(|c| fits(c)).unwrap_or(last))
     }
 
-    /// Whether message `index` may not be edited or dropped: pinned, or an assistant message of
-    /// the open tool loop (its calls await results; Anthropic and OpenAI refuse a changed call).
+    /// Whether message `index` may not be edited or dropped: pinned, an assistant message of
+    /// the open tool loop (its calls await results; Anthropic and OpenAI refuse a changed call),
+    /// or part of a unit the table does not know (kept byte-identical; a drop keeps it in
+    /// place, [`Layout::carry`]).
     pub fn is_protected(&self, index: usize) -> bool {
         self.protected.get(index).copied().unwrap_or(false)
     }
@@ -237,7 +388,7 @@ mod tests {
             {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {}}]},
             {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "x"}]}
         ]}));
-        let layout = Layout::of(&c);
+        let layout = Layout::of(&c, Format::Anthropic);
         assert_eq!(layout.protected(), &[false, false, false, true, false]);
         assert_eq!(layout.open_loop().map(|e| (e.start, e.end)), Some((3, 5)));
         let cuts: Vec<usize> = layout.cuts().iter().map(|c| c.index).collect();

@@ -32,7 +32,7 @@
 //! | Responses: each `*_call_output` pairs with its call by `call_id`; a reasoning item stays with the item after it | [`validate`], [`Units`] | Responses API reference; error text `Item 'rs_…' of type 'reasoning' was provided without its required following item` |
 //! | Anthropic server tools: `*_tool_result` after its `server_tool_use` in the same turn (same message or a `pause_turn` continuation), `tool_use.caller.tool_id` names a kept `server_tool_use`; the whole chain is one exchange; opaque payloads pass through verbatim | [`validate`], [`Units`] via [`refs`] | Anthropic "Server tools", "Web search tool", "Programmatic tool calling" docs |
 //! | Responses MCP approvals: `mcp_approval_response` / `mcp_call` name a kept `mcp_approval_request`, one unit; `computer_call_output` acknowledges only its call's pending safety checks | [`validate`], [`Units`] via [`refs`] | OpenAI "Remote MCP servers" and "Computer use" guides |
-//! | provider compaction items (Anthropic `compaction` block, Responses `compaction` item): kept byte-identical, pinned with all before them; cuts start after them | [`Units`], [`check_envelope`] | Anthropic "Compaction" docs (`compact_20260112`); OpenAI Responses compaction (`compaction` item) |
+//! | provider compaction items (Anthropic `compaction` block, Responses `compaction` item): the latest kept byte-identical and in place; what precedes it (the provider ignores it) is dropped first | [`Units`], [`check_envelope`] | Anthropic "Compaction" docs (`compact_20260112`); OpenAI Responses compaction (`compaction` item) |
 //! | Anthropic `cache_control`: at most 4, none on an empty text block; compaction never adds one; a surplus in the input is removed from every output by [`settle`] (history first, then `tools`), and the report says which | [`validate`], [`settle`], [`check_envelope`] via [`cache`] | Anthropic "Prompt caching" docs; error texts `A maximum of 4 blocks with cache_control may be provided. Found N.`, `cache_control cannot be set for empty text blocks` |
 //! | envelope: every top-level field other than the history byte-identical | [`check_envelope`] | Anthropic and OpenAI "Prompt caching" docs (exact prefix match over tools and system) |
 //! | inline base64 image data not empty and decodable; compaction replaces a bad image outside the newest exchange ([`Units::newest_exchange`]) by a text placeholder of its format ([`plan_repairs`], [`UnitEdit::RepairImage`]) and refuses the input for one inside it | [`validate`], [`apply`] | Anthropic error texts `image cannot be empty`, `invalid base64 data`, `Could not process image`; OpenAI `Invalid image`; anthropics/claude-code#35897, #5240 (every later request fails) |
@@ -40,6 +40,7 @@
 //! | what a compaction must keep (system prompt, newest message, thinking blocks, open tool loop, failures) | [`check_compaction`] | Anthropic "Extended thinking" docs (signatures); this project's preservation rules |
 
 pub mod cache;
+mod carry;
 mod edit;
 mod envelope;
 mod fields;
@@ -52,9 +53,10 @@ mod validate;
 mod violation;
 
 pub use crate::tokens::image::ImageFault;
+pub use carry::{Carried, CarryError, ContextRules, Kept};
 pub use edit::{
-    Applied, FailureRecord, IMAGE_REMOVED_PREFIX, ImageRepair, Marker, PlanError, SummaryParts,
-    UnitEdit, apply,
+    Applied, CarriedOut, FailureRecord, IMAGE_REMOVED_PREFIX, ImageRepair, Marker, PlanError,
+    SummaryParts, UnitEdit, apply,
 };
 pub use envelope::{check_envelope, settle};
 #[cfg(feature = "server")]
@@ -65,7 +67,7 @@ pub use preserve::{check_compaction, check_compaction_with, check_continuation, 
 pub use repair::{plan_repairs, unrepaired};
 pub use units::{Cut, CutKind, Exchange, Round, Units, is_clean_user};
 pub use validate::{Junction, ValidateOptions, has_reference, validate, validate_continuation};
-pub use violation::{Violation, ViolationKind};
+pub use violation::{SystemRule, Violation, ViolationKind};
 
 #[cfg(test)]
 mod junction_tests;

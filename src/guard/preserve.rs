@@ -26,7 +26,7 @@ pub fn check_compaction(
     after: &Conversation,
     format: Format,
 ) -> Vec<Violation> {
-    check_compaction_with(before, &Layout::of(before), after, format, None)
+    check_compaction_with(before, &Layout::of(before, format), after, format, None)
 }
 
 /// [`check_compaction`] with the input's layout already computed (the pipeline computes it once
@@ -57,6 +57,7 @@ pub fn check_compaction_with(
             message,
             block: None,
             kind,
+            rule: None,
         });
     };
     let pinned = layout.pinned().min(before.messages.len());
@@ -177,9 +178,11 @@ pub fn check_continuation(
     if junction.messages() != from
         || junction.has_references()
         || after.messages.len() < new.len()
-        || new
-            .iter()
-            .any(|m| m.content.iter().any(super::has_reference))
+        || new.iter().any(|m| {
+            m.content
+                .iter()
+                .any(|b| super::has_reference(junction.format(), b))
+        })
     {
         return None;
     }
@@ -204,6 +207,7 @@ pub fn check_continuation(
                 message: None,
                 block: None,
                 kind: ViolationKind::OpenLoopChanged,
+                rule: None,
             });
         }
     }

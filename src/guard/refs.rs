@@ -11,39 +11,35 @@
 //! | Anthropic `compaction` block, Responses `compaction` item: a summary of everything before it | Anthropic docs, "Compaction" (context management `compact_20260112`: content before the block is dropped by the API); OpenAI docs, "Conversation state / compaction" (`compaction` item with `encrypted_content`) |
 
 use crate::conversation::{Block, Conversation};
+use crate::rules::{BlockKind, Table};
 use foldhash::{HashMap, HashMapExt};
 use serde_json::Value;
 
-/// Block / item types of a server-side tool call (Anthropic): `server_tool_use` and the MCP
-/// connector's `mcp_tool_use`.
-pub const SERVER_USE_TYPES: [&str; 2] = ["server_tool_use", "mcp_tool_use"];
-
-/// The wire `type` of a block kept verbatim ([`Block::Other`]), if any.
-pub(crate) fn other_type(b: &Block) -> Option<&str> {
+/// The wire `type` of a block kept verbatim ([`Block::Other`]) and its kind in `table`.
+fn other_kind<'b>(table: &Table, b: &'b Block) -> Option<(&'b Value, BlockKind)> {
     match b {
-        Block::Other(v) => v.get("type").and_then(Value::as_str),
-        _ => None,
-    }
-}
-
-/// The id of an Anthropic server tool call block (`server_tool_use`, `mcp_tool_use`).
-pub(crate) fn server_use_id(b: &Block) -> Option<&str> {
-    match (b, other_type(b)) {
-        (Block::Other(v), Some(t)) if SERVER_USE_TYPES.contains(&t) => {
-            v.get("id").and_then(Value::as_str)
+        Block::Other(v) => {
+            let kind = table.block_kind(v.get("type").and_then(Value::as_str)?)?;
+            Some((v, kind))
         }
         _ => None,
     }
 }
 
-/// The `tool_use_id` of an Anthropic server tool result block: any `*_tool_result` type other
-/// than the client `tool_result` (`web_search_tool_result`, `code_execution_tool_result`,
-/// `mcp_tool_result`, ...).
-pub(crate) fn server_result_id(b: &Block) -> Option<&str> {
-    match (b, other_type(b)) {
-        (Block::Other(v), Some(t)) if t.ends_with("_tool_result") && t != "tool_result" => {
-            v.get("tool_use_id").and_then(Value::as_str)
-        }
+/// The id of a server tool call block (Anthropic `server_tool_use`, `mcp_tool_use`: kind
+/// [`BlockKind::ServerCall`]).
+pub(crate) fn server_use_id<'b>(table: &Table, b: &'b Block) -> Option<&'b str> {
+    match other_kind(table, b)? {
+        (v, BlockKind::ServerCall) => v.get("id").and_then(Value::as_str),
+        _ => None,
+    }
+}
+
+/// The `tool_use_id` of a server tool result block (kind [`BlockKind::ServerOutput`]:
+/// `web_search_tool_result`, `code_execution_tool_result`, `mcp_tool_result`, ...).
+pub(crate) fn server_result_id<'b>(table: &Table, b: &'b Block) -> Option<&'b str> {
+    match other_kind(table, b)? {
+        (v, BlockKind::ServerOutput) => v.get("tool_use_id").and_then(Value::as_str),
         _ => None,
     }
 }
@@ -61,49 +57,54 @@ pub(crate) fn caller_id(b: &Block) -> Option<&str> {
     }
 }
 
-/// For a Responses item kept verbatim: its `type`, its own `id` and the `approval_request_id`
-/// it names (`mcp_approval_response`, `mcp_call`).
-pub(crate) fn approval_ref(b: &Block) -> Option<(&str, Option<&str>, Option<&str>)> {
-    let Block::Other(v) = b else { return None };
-    let t = v.get("type").and_then(Value::as_str)?;
-    Some((
-        t,
-        v.get("id").and_then(Value::as_str),
-        v.get("approval_request_id").and_then(Value::as_str),
-    ))
+/// An approval reference of a Responses item: `(kind, its own id, the approval_request_id it
+/// names)` for an approval request, an approval response, or a self-contained call that names
+/// a request (`mcp_call`).
+pub(crate) fn approval_ref<'b>(
+    table: &Table,
+    b: &'b Block,
+) -> Option<(BlockKind, Option<&'b str>, Option<&'b str>)> {
+    let (v, kind) = other_kind(table, b)?;
+    let names = v.get("approval_request_id").and_then(Value::as_str);
+    match kind {
+        BlockKind::ApprovalRequest | BlockKind::ApprovalResponse => {}
+        BlockKind::SelfContained if names.is_some() => {}
+        _ => return None,
+    }
+    Some((kind, v.get("id").and_then(Value::as_str), names))
 }
 
-/// True for a provider compaction item: an Anthropic `compaction` block or a Responses
-/// `compaction` item (kept as [`Block::Other`]).
-pub fn is_compaction(b: &Block) -> bool {
-    other_type(b) == Some("compaction")
+/// True for a provider compaction item (kind [`BlockKind::Compaction`]: an Anthropic
+/// `compaction` block, a Responses `compaction` item).
+pub fn is_compaction(table: &Table, b: &Block) -> bool {
+    matches!(other_kind(table, b), Some((_, BlockKind::Compaction)))
 }
 
 /// Index of the last message holding a provider compaction item, if any.
-pub fn last_compaction(c: &Conversation) -> Option<usize> {
+pub fn last_compaction(c: &Conversation, table: &Table) -> Option<usize> {
     c.messages
         .iter()
-        .rposition(|m| m.content.iter().any(is_compaction))
+        .rposition(|m| m.content.iter().any(|b| is_compaction(table, b)))
 }
 
 /// Pairs of message indices bound by a reference (see the module docs): server tool call ->
 /// its result, server tool call -> each tool_use it called, approval request -> each item
 /// naming it. Unresolved references bind nothing ([`super::validate`] reports them).
-pub fn links(c: &Conversation) -> Vec<(usize, usize)> {
+pub fn links(c: &Conversation, table: &Table) -> Vec<(usize, usize)> {
     let mut server: HashMap<&str, usize> = HashMap::new();
     let mut requests: HashMap<&str, usize> = HashMap::new();
     let mut out = Vec::new();
     for (i, _, b) in c.blocks() {
-        if let Some(id) = server_use_id(b) {
+        if let Some(id) = server_use_id(table, b) {
             server.entry(id).or_insert(i);
         }
-        if let Some(id) = server_result_id(b).or_else(|| caller_id(b))
+        if let Some(id) = server_result_id(table, b).or_else(|| caller_id(b))
             && let Some(&at) = server.get(id)
         {
             out.push((at, i));
         }
-        if let Some((t, id, names)) = approval_ref(b) {
-            if t == "mcp_approval_request"
+        if let Some((kind, id, names)) = approval_ref(table, b) {
+            if kind == BlockKind::ApprovalRequest
                 && let Some(id) = id
             {
                 requests.entry(id).or_insert(i);

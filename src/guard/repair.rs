@@ -69,12 +69,16 @@ pub fn plan_repairs(
 /// The violations of `input` (whose [`validate`](super::validate) found `violations`) left
 /// once the unusable images compaction replaces (outside the newest exchange,
 /// [`plan_repairs`]) are taken out: what the A/B harness skips an input for.
-pub fn unrepaired(input: &Conversation, mut violations: Vec<Violation>) -> Vec<Violation> {
+pub fn unrepaired(
+    input: &Conversation,
+    format: crate::format::Format,
+    mut violations: Vec<Violation>,
+) -> Vec<Violation> {
     if violations
         .iter()
         .any(|v| matches!(v.kind, ViolationKind::BadImage { .. }))
     {
-        plan_repairs(input, &Layout::of(input), &mut violations);
+        plan_repairs(input, &Layout::of(input, format), &mut violations);
     }
     violations
 }

@@ -5,12 +5,12 @@
 //! `server_tool_use` / `mcp_tool_use` and its `*_tool_result` (same assistant message or a
 //! `pause_turn` continuation), a `tool_use.caller.tool_id` and the `server_tool_use` it names,
 //! and a Responses `mcp_approval_request` with the `mcp_approval_response` and `mcp_call` that
-//! name it by `approval_request_id`. A provider compaction item (Anthropic `compaction` block,
-//! Responses `compaction` item) ends the pinned prefix: it and everything before it are kept as
-//! they are.
+//! name it by `approval_request_id`.
 
 use super::refs;
 use crate::conversation::{Conversation, Message, Role};
+use crate::format::Format;
+use crate::rules::{RoleKind, Table};
 use foldhash::HashSet;
 
 /// One tool exchange: a run of assistant messages that issues tool calls, plus the messages that
@@ -82,6 +82,10 @@ pub struct Units {
     exchange_of: Vec<Option<usize>>,
     /// First message of the newest exchange ([`Units::newest_exchange`]).
     newest: usize,
+    /// What each message is ([`Slot`]).
+    slots: Vec<Slot>,
+    /// [`Units::turn_end`].
+    turn_end: usize,
 }
 
 /// True when `m` starts a round: a user message without tool_result blocks.
@@ -89,32 +93,80 @@ pub fn is_clean_user(m: &Message) -> bool {
     m.role == Role::User && !m.has_tool_results()
 }
 
-/// True when `m` carries tool results (an OpenAI tool message or an Anthropic user message with
-/// tool_result blocks).
-fn carries_results(m: &Message) -> bool {
-    m.role == Role::Tool || (m.role == Role::User && m.has_tool_results())
+/// What each message is to the units, read from the format's rule table once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Slot {
+    /// A user message without tool results: starts a round.
+    Clean,
+    /// A message that carries tool results (an Anthropic user message with tool_result
+    /// blocks, an OpenAI tool message, a Responses output item).
+    Results,
+    /// The model's message (or item).
+    Assistant,
+    /// An instruction (system / developer) message: belongs to the round before it.
+    Instruction,
+    /// An Anthropic effort-only system message (`content: []` with `output_config`): renders
+    /// nothing and may stand anywhere (A1.6), so it is transparent to pairing.
+    Effort,
+    /// A role the table does not know.
+    Unknown,
+}
+
+impl Slot {
+    /// The slot of `m` under `table`.
+    pub(crate) fn of(table: &Table, m: &Message) -> Slot {
+        match table.kind_of(m) {
+            None => Slot::Unknown,
+            Some(RoleKind::Assistant) => Slot::Assistant,
+            Some(RoleKind::ToolOutput) => Slot::Results,
+            Some(RoleKind::User) if m.has_tool_results() => Slot::Results,
+            Some(RoleKind::User) => Slot::Clean,
+            Some(RoleKind::Instruction) if is_effort_only(m) => Slot::Effort,
+            Some(RoleKind::Instruction) => Slot::Instruction,
+        }
+    }
+
+    /// An instruction of either form.
+    pub(crate) fn is_instruction(self) -> bool {
+        matches!(self, Slot::Instruction | Slot::Effort)
+    }
+}
+
+/// An Anthropic effort-only system message: no content, an `output_config` (A1.6, A7).
+pub(crate) fn is_effort_only(m: &Message) -> bool {
+    m.content.is_empty()
+        && m.extra
+            .get("output_config")
+            .is_some_and(serde_json::Value::is_object)
 }
 
 impl Units {
-    /// Splits a conversation into units. Works on any input, valid or not: for invalid histories
-    /// the units are still well formed (validation reports the faults).
-    pub fn of(conversation: &Conversation) -> Units {
+    /// Splits a conversation of `format` into units. Works on any input, valid or not: for
+    /// invalid histories the units are still well formed (validation reports the faults).
+    /// What a message is comes from the format's rule table ([`crate::rules`]).
+    pub fn of(conversation: &Conversation, format: Format) -> Units {
+        let table = format.rules();
         let msgs = &conversation.messages;
         let n = msgs.len();
-        let system = msgs
+        let slots: Vec<Slot> = msgs.iter().map(|m| Slot::of(table, m)).collect();
+        let system = slots.iter().take_while(|s| s.is_instruction()).count();
+        // Trailing instructions (a reminder after the newest tool results) are not a turn: the
+        // exchange before them is still the open one.
+        let turn_end = n - slots
             .iter()
-            .take_while(|m| matches!(m.role, Role::System | Role::Developer))
+            .rev()
+            .take_while(|s| s.is_instruction())
             .count();
         let mut exchanges = Vec::new();
         let mut assistant_runs = Vec::new();
         let mut i = system;
         while i < n {
-            if msgs[i].role != Role::Assistant {
+            if slots[i] != Slot::Assistant {
                 i += 1;
                 continue;
             }
             let start = i;
-            while i < n && msgs[i].role == Role::Assistant {
+            while i < n && slots[i] == Slot::Assistant {
                 i += 1;
             }
             assistant_runs.push((start, i));
@@ -127,17 +179,25 @@ impl Units {
             }
             let mut pending: HashSet<&str> = calls.iter().map(String::as_str).collect();
             let mut end = i;
-            while end < n && !pending.is_empty() && carries_results(&msgs[end]) {
-                for r in msgs[end].tool_results() {
-                    pending.remove(r.tool_use_id.as_str());
+            while end < n && !pending.is_empty() {
+                match slots[end] {
+                    Slot::Results => {
+                        for r in msgs[end].tool_results() {
+                            pending.remove(r.tool_use_id.as_str());
+                        }
+                    }
+                    // An effort-only message between a call and its results (accepted
+                    // anywhere, A1.6) stays inside the exchange.
+                    Slot::Effort if slots.get(end + 1) == Some(&Slot::Results) => {}
+                    _ => break,
                 }
                 end += 1;
             }
             // OpenAI: trailing tool messages that answer nothing pending still belong here.
-            while end < n && msgs[end].role == Role::Tool {
+            while end < n && slots[end] == Slot::Results && msgs[end].role == Role::Tool {
                 end += 1;
             }
-            let open = !pending.is_empty() && end == n;
+            let open = !pending.is_empty() && end >= turn_end;
             exchanges.push(Exchange {
                 start,
                 end,
@@ -146,22 +206,16 @@ impl Units {
             });
             i = end;
         }
-        let exchanges = merge_linked(exchanges, &assistant_runs, &refs::links(conversation));
-        let pinned = match refs::last_compaction(conversation) {
-            Some(c) if c >= system => {
-                let unit_end = exchanges
-                    .iter()
-                    .map(|e| (e.start, e.end))
-                    .chain(assistant_runs.iter().copied())
-                    .filter(|&(s, e)| s <= c && c < e)
-                    .map(|(_, e)| e)
-                    .max()
-                    .unwrap_or(c + 1);
-                unit_end.max(c + 1)
-            }
-            _ => system,
-        };
-        let mut starts: Vec<usize> = (pinned..n).filter(|&k| is_clean_user(&msgs[k])).collect();
+        let exchanges = merge_linked(
+            exchanges,
+            &assistant_runs,
+            &refs::links(conversation, table),
+        );
+        // A provider compaction item is not pinned with all before it: the provider ignores
+        // what precedes the latest one (A9, B3), so that goes first; the item's unit is kept in
+        // place ([`crate::guard::Layout::carry`]).
+        let pinned = system;
+        let mut starts: Vec<usize> = (pinned..n).filter(|&k| slots[k] == Slot::Clean).collect();
         if starts.first() != Some(&pinned) && pinned < n {
             starts.insert(0, pinned);
         }
@@ -190,10 +244,10 @@ impl Units {
             }
         }
         let newest = match exchanges.last() {
-            Some(e) if e.end >= n => e.start,
-            _ => msgs
+            Some(e) if e.end >= turn_end => e.start,
+            _ => slots[..turn_end]
                 .iter()
-                .rposition(|m| m.role != Role::Assistant)
+                .rposition(|s| *s != Slot::Assistant)
                 .unwrap_or(0),
         };
         Units {
@@ -205,7 +259,20 @@ impl Units {
             inside,
             exchange_of,
             newest,
+            slots,
+            turn_end,
         }
+    }
+
+    /// What message `i` is to the units (see [`Slot`]).
+    pub(crate) fn slot(&self, i: usize) -> Option<Slot> {
+        self.slots.get(i).copied()
+    }
+
+    /// One past the last message that is not an instruction: the messages after it are
+    /// trailing system / developer messages (the newest of them stays the last message).
+    pub fn turn_end(&self) -> usize {
+        self.turn_end
     }
 
     /// The newest exchange: what the agent just sent, which compaction never rewrites on its
@@ -236,26 +303,23 @@ impl Units {
     /// Classifies a cut at `index` (first kept message), or `None` when no cut may fall there:
     /// inside an exchange (including the open last one), inside an assistant run, inside the
     /// pinned prefix, or at the very end (the newest message is always kept).
-    pub fn cut_at(&self, conversation: &Conversation, index: usize) -> Option<Cut> {
+    /// An instruction message belongs to the round before it, so no cut falls on one either.
+    pub fn cut_at(&self, index: usize) -> Option<Cut> {
         if index <= self.pinned || index >= self.len || self.splits_unit(index) {
             return None;
         }
-        let m = &conversation.messages[index];
-        if carries_results(m) {
-            return None;
-        }
-        let kind = if is_clean_user(m) {
-            CutKind::RoundStart
-        } else {
-            CutKind::NeedsMarker
+        let kind = match self.slots[index] {
+            Slot::Results | Slot::Instruction | Slot::Effort => return None,
+            Slot::Clean => CutKind::RoundStart,
+            Slot::Assistant | Slot::Unknown => CutKind::NeedsMarker,
         };
         Some(Cut { index, kind })
     }
 
     /// Every legal cut, oldest first.
-    pub fn cuts(&self, conversation: &Conversation) -> Vec<Cut> {
+    pub fn cuts(&self) -> Vec<Cut> {
         (self.pinned + 1..self.len)
-            .filter_map(|k| self.cut_at(conversation, k))
+            .filter_map(|k| self.cut_at(k))
             .collect()
     }
 
@@ -386,11 +450,11 @@ mod tests {
             {"role": "user", "content": "next"}
         ]});
         let conv = Format::Anthropic.read(&body).unwrap();
-        let units = Units::of(&conv);
+        let units = Units::of(&conv, Format::Anthropic);
         let spans: Vec<(usize, usize)> = units.exchanges.iter().map(|e| (e.start, e.end)).collect();
         assert_eq!(spans, vec![(1, 6)]);
         assert_eq!(units.exchanges[0].calls, vec!["toolu_a", "toolu_b"]);
-        let cuts: Vec<usize> = units.cuts(&conv).iter().map(|c| c.index).collect();
+        let cuts: Vec<usize> = units.cuts().iter().map(|c| c.index).collect();
         assert_eq!(cuts, vec![1, 6]);
     }
 
@@ -405,10 +469,10 @@ mod tests {
             {"role": "user", "content": "thanks"}
         ]});
         let conv = Format::OpenAiResponses.read(&body).unwrap();
-        let units = Units::of(&conv);
+        let units = Units::of(&conv, Format::OpenAiResponses);
         let spans: Vec<(usize, usize)> = units.exchanges.iter().map(|e| (e.start, e.end)).collect();
         assert_eq!(spans, vec![(1, 5)]);
-        let cuts: Vec<usize> = units.cuts(&conv).iter().map(|c| c.index).collect();
+        let cuts: Vec<usize> = units.cuts().iter().map(|c| c.index).collect();
         assert_eq!(cuts, vec![1, 5]);
     }
 
@@ -436,7 +500,11 @@ mod tests {
             let conv = Format::Anthropic
                 .read(&json!({"messages": messages}))
                 .unwrap();
-            assert_eq!(Units::of(&conv).newest_exchange(), newest, "{messages:?}");
+            assert_eq!(
+                Units::of(&conv, Format::Anthropic).newest_exchange(),
+                newest,
+                "{messages:?}"
+            );
         }
         // OpenAI Chat: a user message after the tool messages starts the newest exchange.
         let chat = json!({"messages": [
@@ -446,11 +514,11 @@ mod tests {
             {"role": "user", "content": "look"}
         ]});
         let conv = Format::OpenAiChat.read(&chat).unwrap();
-        assert_eq!(Units::of(&conv).newest_exchange(), 3..4);
+        assert_eq!(Units::of(&conv, Format::OpenAiChat).newest_exchange(), 3..4);
     }
 
     #[test]
-    fn a_compaction_item_ends_the_pinned_prefix() {
+    fn a_compaction_item_pins_nothing_before_it_and_a_drop_keeps_it_in_place() {
         let body = json!({"input": [
             {"role": "user", "content": "old"},
             {"type": "compaction", "id": "cmp_1", "encrypted_content": "gAAA"},
@@ -459,9 +527,19 @@ mod tests {
             {"role": "user", "content": "more"}
         ]});
         let conv = Format::OpenAiResponses.read(&body).unwrap();
-        let units = Units::of(&conv);
-        assert_eq!(units.pinned, 2);
-        let cuts: Vec<usize> = units.cuts(&conv).iter().map(|c| c.index).collect();
-        assert_eq!(cuts, vec![3, 4]);
+        let units = Units::of(&conv, Format::OpenAiResponses);
+        assert_eq!(units.pinned, 0);
+        let cuts: Vec<usize> = units.cuts().iter().map(|c| c.index).collect();
+        assert_eq!(cuts, vec![1, 2, 3, 4]);
+        let layout = crate::guard::Layout::of(&conv, Format::OpenAiResponses);
+        let kept: Vec<usize> = layout
+            .carry(&conv, 3)
+            .unwrap()
+            .kept
+            .iter()
+            .map(|k| k.0)
+            .collect();
+        assert_eq!(kept, vec![1]);
+        assert!(layout.is_protected(1));
     }
 }

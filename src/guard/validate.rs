@@ -82,17 +82,19 @@ pub fn validate(
 /// Anthropic server tool use or result, a `caller`, a Responses approval request or response,
 /// computer-use safety checks) or a provider compaction item: the checks of these span turns
 /// and units, so a continuation holding one is validated whole.
-pub fn has_reference(b: &Block) -> bool {
-    if refs::server_use_id(b).is_some()
-        || refs::server_result_id(b).is_some()
+pub fn has_reference(format: Format, b: &Block) -> bool {
+    let table = format.rules();
+    if refs::server_use_id(table, b).is_some()
+        || refs::server_result_id(table, b).is_some()
         || refs::caller_id(b).is_some()
-        || refs::is_compaction(b)
+        || refs::is_compaction(table, b)
     {
         return true;
     }
     match b {
-        Block::Other(_) => refs::approval_ref(b)
-            .is_some_and(|(t, _, names)| t == "mcp_approval_request" || names.is_some()),
+        Block::Other(_) => refs::approval_ref(table, b).is_some_and(|(kind, _, names)| {
+            kind == crate::rules::BlockKind::ApprovalRequest || names.is_some()
+        }),
         Block::ToolUse(t) => {
             matches!(&t.input, ToolInput::Json(v) if v.get("pending_safety_checks").is_some())
         }
@@ -207,7 +209,10 @@ impl<'a> Checker<'a> {
             }
         }
         if self.seed.is_none() {
-            self.references = self.conv.blocks().any(|(_, _, b)| has_reference(b));
+            self.references = self
+                .conv
+                .blocks()
+                .any(|(_, _, b)| has_reference(self.format, b));
         }
         self.out.sort_by_key(|x| (x.message, x.block));
     }
@@ -222,8 +227,8 @@ impl<'a> Checker<'a> {
         let from = self.open_from();
         self.tail.get_or_insert_with(|| {
             Cow::Owned(match from {
-                0 => Units::of(self.conv),
-                _ => tail_units(self.conv, from),
+                0 => Units::of(self.conv, self.format),
+                _ => tail_units(self.conv, from, self.format),
             })
         })
     }
@@ -268,11 +273,13 @@ impl<'a> Checker<'a> {
             Some(i) => path_of(self.format, self.conv, i, block),
             None => self.format.messages_key().to_string(),
         };
+        let rule = kind.rule_id(self.format);
         self.out.push(Violation {
             path,
             message,
             block,
             kind,
+            rule,
         });
     }
 

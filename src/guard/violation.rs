@@ -20,6 +20,11 @@ pub struct Violation {
     pub block: Option<usize>,
     /// What is wrong.
     pub kind: ViolationKind,
+    /// The ID of the provider rule it breaks in the format's table ([`crate::rules`]: its
+    /// source and the provider's error text are there); `None` for this project's own checks
+    /// of what a compaction keeps.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rule: Option<&'static str>,
 }
 
 /// What rule is broken. The sources: Anthropic Messages API docs (tool use, extended thinking,
@@ -193,6 +198,21 @@ pub enum ViolationKind {
         /// The call id.
         id: String,
     },
+    /// Anthropic: a mid-conversation system message breaks a rule of its content or place
+    /// (../shared/PROVIDER_RULES.md A1, A2, A4.4, A6; the provider's texts in
+    /// [`SystemRule`]'s display).
+    SystemMessage {
+        /// Which rule.
+        #[serde(rename = "system_rule")]
+        rule: SystemRule,
+    },
+    /// Compaction: a standing instruction of the input (a system / developer message in
+    /// force) is in no instruction message of the output (it was dropped, or only folded into
+    /// user text).
+    InstructionLost {
+        /// The start of its text.
+        text: String,
+    },
     /// Compaction: the output is larger than the input.
     Grew {
         /// Tokens before.
@@ -202,7 +222,136 @@ pub enum ViolationKind {
     },
 }
 
+/// The rule a mid-conversation system message breaks ([`ViolationKind::SystemMessage`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "what", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum SystemRule {
+    /// A1.1: a content-bearing system message first.
+    First,
+    /// A1.2: not right after a user message or a paused assistant message.
+    NotAfterUser,
+    /// A1.3: followed by something other than an assistant message.
+    NotBeforeAssistant,
+    /// A2: a block type a system message may not hold.
+    BlockType {
+        /// The block type.
+        block: String,
+    },
+    /// A2.1: no content (and no `output_config`: not the effort-only form).
+    Empty,
+    /// A6: `clear_at` on a message that is not a system message.
+    ClearAtRole,
+    /// A6: `clear_at` neither `next_user_message` nor `never`.
+    ClearAtValue,
+    /// A6.2: a turn-scoped message holding more than text.
+    TurnScopedContent,
+    /// A6.2: a turn-scoped message with `output_config`.
+    TurnScopedEffort,
+    /// A6.2: `cache_control` on a turn-scoped message.
+    TurnScopedCache,
+    /// A4.4: a tool change right after a paused assistant message.
+    ToolChangeAfterPause,
+}
+
+impl SystemRule {
+    /// The rule's ID in the Anthropic table ([`crate::rules::ANTHROPIC`]).
+    pub fn id(&self) -> &'static str {
+        match self {
+            SystemRule::First => "A1.1",
+            SystemRule::NotAfterUser => "A1.2",
+            SystemRule::NotBeforeAssistant => "A1.3",
+            SystemRule::BlockType { .. } => "A2",
+            SystemRule::Empty => "A2.1",
+            SystemRule::ClearAtRole | SystemRule::ClearAtValue => "A6",
+            SystemRule::TurnScopedContent
+            | SystemRule::TurnScopedEffort
+            | SystemRule::TurnScopedCache => "A6.2",
+            SystemRule::ToolChangeAfterPause => "A4.4",
+        }
+    }
+}
+
+impl std::fmt::Display for SystemRule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        const DIRECTIVE: &str = "; the directive-only form (content: [] with output_config) is accepted at any position";
+        match self {
+            SystemRule::First => write!(
+                f,
+                "use the top-level 'system' parameter for the initial system prompt{DIRECTIVE}"
+            ),
+            SystemRule::NotAfterUser => write!(
+                f,
+                "role 'system' must follow a 'user' message or an 'assistant' message ending in a server tool result{DIRECTIVE}"
+            ),
+            SystemRule::NotBeforeAssistant => write!(
+                f,
+                "role 'system' must precede an 'assistant' message or end the array{DIRECTIVE}"
+            ),
+            SystemRule::BlockType { block } => write!(
+                f,
+                "role 'system' supports text, tool_addition, and tool_removal blocks only (found {block})"
+            ),
+            SystemRule::Empty => write!(f, "system content must contain at least one block"),
+            SystemRule::ClearAtRole => {
+                write!(f, "clear_at is only permitted on role 'system' messages")
+            }
+            SystemRule::ClearAtValue => {
+                write!(
+                    f,
+                    "clear_at: Input should be 'next_user_message' or 'never'"
+                )
+            }
+            SystemRule::TurnScopedContent => write!(
+                f,
+                "a turn-scoped system message supports text blocks only (clear_at: 'next_user_message')"
+            ),
+            SystemRule::TurnScopedEffort => write!(
+                f,
+                "output_config is not permitted on a turn-scoped system message (clear_at: 'next_user_message')"
+            ),
+            SystemRule::TurnScopedCache => write!(
+                f,
+                "cache_control is not permitted on a turn-scoped system message (clear_at: 'next_user_message')"
+            ),
+            SystemRule::ToolChangeAfterPause => write!(
+                f,
+                "tool changes are not accepted immediately after a paused assistant turn (one ending in a server tool result); only text is"
+            ),
+        }
+    }
+}
+
 impl ViolationKind {
+    /// The ID of the rule this breaks in `format`'s table ([`crate::rules`]), `None` for the
+    /// checks of what a compaction must keep (this project's rules, not a provider's).
+    pub fn rule_id(&self, format: Format) -> Option<&'static str> {
+        use ViolationKind::*;
+        let (a, r, c) = match self {
+            NoMessages | EmptyContent | EmptyText => ("A0.6", "B10", "C0.3"),
+            FirstNotUser { .. } | RoleNotAllowed { .. } => ("A0.1", "B10", "C1"),
+            BlockNotAllowed { .. } => ("A0.1", "B10", "C0.3"),
+            DuplicateCall { .. } | InputNotObject { .. } => ("A0.2", "B0.1", "C0.1"),
+            ArgumentsNotJson { .. } => ("A0.2", "B0.1", "C0.1"),
+            OrphanResult { .. } | DuplicateResult { .. } => ("A0.3", "B1.1", "C2.1"),
+            MissingResults { .. } => ("A0.2", "B1", "C2"),
+            ResultNotFirst { .. } => ("A0.4", "B1", "C2"),
+            OrphanServerResult { .. } | ServerCallWithoutResult { .. } | CallerMissing { .. } => {
+                ("A11", "B8", "C1")
+            }
+            OrphanApproval { .. } | UnknownSafetyCheck { .. } => ("A11", "B8", "C1"),
+            TooManyCacheBreakpoints { .. } | CacheControlOnEmptyText => ("A14", "B10", "C1"),
+            BadImage { .. } => ("A0.7", "B0.2", "C0.3"),
+            SystemMessage { rule } => return Some(rule.id()),
+            _ => return None,
+        };
+        Some(match format {
+            Format::Anthropic => a,
+            Format::OpenAiResponses => r,
+            Format::OpenAiChat => c,
+        })
+    }
+
     /// True for a fault of the input that compaction itself repairs (a surplus of
     /// `cache_control` breakpoints: the guard removes the surplus from every output), so an
     /// input with it is compacted rather than refused.
@@ -302,6 +451,11 @@ impl std::fmt::Display for ViolationKind {
                 "the assistant turn of the open tool loop was not kept verbatim"
             ),
             FailureLost { id } => write!(f, "failed call {id} no longer shows its failure"),
+            SystemMessage { rule } => write!(f, "{rule} ({})", rule.id()),
+            InstructionLost { text } => write!(
+                f,
+                "a standing instruction is in no system/developer message of the output: {text:?}"
+            ),
             Grew { before, after } => write!(f, "output grew from {before} to {after} tokens"),
         }
     }

@@ -187,7 +187,7 @@ pub(super) fn cap_on_arrival(
     };
     let base = best.conversation.as_ref()?;
     let t0 = Instant::now();
-    let layout = crate::guard::Layout::of(base);
+    let layout = run.layout_of(base);
     let per = crate::guard::MessageTokens::of(base, run.counter);
     let sink = crate::recall::Sink::default();
     let cx = crate::strategy::Context {
@@ -240,6 +240,7 @@ pub(super) fn cap_on_arrival(
         degraded: None,
         failed: None,
         recall: entries.into_iter().map(|e| e.reference).collect(),
+        carried: Default::default(),
     });
     Some(())
 }

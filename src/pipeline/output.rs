@@ -81,6 +81,20 @@ pub(super) fn first_report(compactor: &dyn Host, run: &Run<'_>, tokens: usize) -
         timings: Timings::default(),
         repairs: Vec::new(),
         recall: Vec::new(),
+        opaque: run
+            .input
+            .messages
+            .iter()
+            .enumerate()
+            .filter_map(|(i, m)| {
+                let what = run.format.rules().unknown_in(m)?;
+                Some(crate::report::OpaqueUnit {
+                    path: crate::format::block_path(run.format, run.input, i, None),
+                    message: i,
+                    what,
+                })
+            })
+            .collect(),
         cost: None,
     }
 }

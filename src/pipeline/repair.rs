@@ -22,14 +22,19 @@ pub(super) struct Repaired {
 /// repairable ones) reports outside the newest exchange, taking them out of `invalid`. `None`
 /// when there is nothing to repair, or when the input is refused anyway (`invalid` then holds
 /// what refuses it, the bad images of the newest exchange included).
-pub(super) fn repair_input(input: &Conversation, invalid: &mut Vec<Violation>) -> Option<Repaired> {
+pub(super) fn repair_input(
+    input: &Conversation,
+    format: crate::format::Format,
+    context: std::sync::Arc<crate::guard::ContextRules>,
+    invalid: &mut Vec<Violation>,
+) -> Option<Repaired> {
     if !invalid
         .iter()
         .any(|v| matches!(v.kind, ViolationKind::BadImage { .. }))
     {
         return None;
     }
-    let layout = Layout::of(input);
+    let layout = Layout::with_context(input, format, context);
     let all = invalid.clone();
     let plan = guard::plan_repairs(input, &layout, invalid);
     if plan.is_empty() || !invalid.is_empty() {

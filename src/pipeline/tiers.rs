@@ -3,7 +3,7 @@
 //! next tier before its verdict ([`Pending`]).
 
 use super::{Best, Run, ms};
-use crate::guard::{self, Layout, MessageTokens};
+use crate::guard::{self, MessageTokens};
 use crate::report::{Report, TierRun, violation_lines};
 use crate::strategy::{Context, Strategy};
 use std::time::Instant;
@@ -84,7 +84,7 @@ async fn run_tier(
     report: &mut Report,
 ) -> TierRun {
     if best.layout.is_none() {
-        best.layout = best.conversation.as_ref().map(Layout::of);
+        best.layout = best.conversation.as_ref().map(|c| run.layout_of(c));
     }
     let base = best.conversation.as_ref().unwrap_or(run.input);
     let layout = best.layout.as_ref().unwrap_or_else(|| run.layout());
@@ -121,6 +121,7 @@ async fn run_tier(
         degraded: None,
         failed: None,
         recall: Vec::new(),
+        carried: Default::default(),
     };
     let compaction = match result {
         Ok(c) => c,
@@ -144,11 +145,23 @@ async fn run_tier(
     }
     let (mut output, records, unchanged) =
         match guard::apply(base, layout, compaction.plan, Some(&best.records)) {
-            Ok(applied) => (
-                applied.conversation,
-                applied.records.unwrap_or_default(),
-                applied.unchanged,
-            ),
+            Ok(applied) => {
+                tier_run.carried = crate::report::Carried {
+                    kept: applied
+                        .carried
+                        .kept
+                        .into_iter()
+                        .map(|(message, because)| crate::report::KeptMessage { message, because })
+                        .collect(),
+                    system_from: applied.carried.system_from,
+                    context_from: applied.carried.context,
+                };
+                (
+                    applied.conversation,
+                    applied.records.unwrap_or_default(),
+                    applied.unchanged,
+                )
+            }
             Err(e) => {
                 tracing::warn!(strategy = tier.name(), error = %e, "guard refused a plan");
                 tier_run.violations = vec![format!("plan refused: {e}")];

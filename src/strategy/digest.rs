@@ -24,7 +24,7 @@ const RESULT_CHARS: usize = 100;
 /// text). `tools` maps call ids to tool names; `has_error_flag` tells whether the wire marks
 /// failures explicitly (Anthropic), so a result without the flag is a known success.
 pub fn digest_line(
-    role: Role,
+    role: &Role,
     b: &Block,
     tools: &HashMap<&str, &str>,
     has_error_flag: bool,
@@ -33,7 +33,7 @@ pub fn digest_line(
         Block::Text(t) if t.text.trim().is_empty() => return None,
         Block::Text(t) if t.text.starts_with(MARKER_PREFIX) => return None,
         Block::Text(t) => {
-            let max = if role == Role::User {
+            let max = if *role == Role::User {
                 USER_CHARS
             } else {
                 ASSISTANT_CHARS

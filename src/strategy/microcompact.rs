@@ -440,7 +440,7 @@ mod tests {
     ) -> (Conversation, Compaction, Option<Conversation>) {
         let input = format.read(body).unwrap();
         let counter = counter_for(Tokenizer::default());
-        let layout = crate::guard::Layout::of(&input);
+        let layout = crate::guard::Layout::of(&input, format);
         let tokens = crate::guard::MessageTokens::of(&input, counter.as_ref());
         let cx = Context {
             format,
@@ -497,7 +497,7 @@ mod tests {
         let body = chat(&text);
         let input = Format::OpenAiChat.read(&body).unwrap();
         let counter = counter_for(Tokenizer::default());
-        let layout = crate::guard::Layout::of(&input);
+        let layout = crate::guard::Layout::of(&input, crate::format::Format::OpenAiChat);
         let tokens = crate::guard::MessageTokens::of(&input, counter.as_ref());
         let sink = crate::recall::Sink::default();
         let cx = Context {

@@ -185,7 +185,16 @@ impl Truncate {
                 };
                 counter.count_text_cached(&recall_line(&sample)) + 4
             });
-            match drop_oldest(input, layout, (&view, &raw), fixed + reserve, budget, c, cx) {
+            match drop_oldest(
+                input,
+                layout,
+                (&view, &raw),
+                fixed + reserve,
+                budget,
+                c,
+                cx,
+                &mut notes,
+            ) {
                 Some(d) => {
                     capped.retain(|&(i, _), _| i < pinned || i >= d.to);
                     tokens = d.tokens;
@@ -479,10 +488,37 @@ fn drop_oldest(
     budget: Budget,
     config: &TruncateConfig,
     cx: &Context<'_>,
+    notes: &mut Vec<String>,
 ) -> Option<Dropped> {
     let counter = cx.counter;
-    let last = layout.cuts().last()?.index;
     let pinned = layout.pinned();
+    // What each cut must keep in place and carry (the rule table's carry rules), and its
+    // tokens; a cut whose carry has no legal place is not taken.
+    let mut refused: Vec<(usize, crate::guard::CarryError)> = Vec::new();
+    let carried: Vec<(usize, usize)> = layout
+        .cuts_after(pinned)
+        .iter()
+        .filter_map(|c| match layout.carry(input, c.index) {
+            Ok(carry) => Some((c.index, carry_tokens(&carry, raw, counter))),
+            Err(why) => {
+                refused.push((c.index, why));
+                None
+            }
+        })
+        .collect();
+    if let Some((at, why)) = refused.first() {
+        notes.push(format!(
+            "{} of {} cuts not taken (the first at message {at}): {why}",
+            refused.len(),
+            refused.len() + carried.len()
+        ));
+    }
+    let last = carried.last()?.0;
+    let extra = |k: usize| {
+        carried
+            .binary_search_by_key(&k, |c| c.0)
+            .map_or(0, |at| carried[at].1)
+    };
     let fixed = fixed + tokens.span(0..pinned);
     let share = |s: f64| ((budget.target as f64) * s) as usize;
     let floor = share(config.digest_share);
@@ -493,13 +529,12 @@ fn drop_oldest(
     // The marker's text is budgeted by `room` (its header included, see
     // `SessionState::marker_text`); what the message adds around the text is counted once.
     let frame = counter.count_message(&Message::text(Role::User, String::new()));
-    let base = |k: usize| fixed + tokens.tail(k) + frame;
+    let base = |k: usize| fixed + tokens.tail(k) + frame + extra(k);
     // The cuts whose price fits: the tail, and the marker at its share (never below what it
     // takes whatever its budget). The latest cut is the fallback, so it is always tried.
-    let candidates: Vec<usize> = layout
-        .cuts_after(pinned)
+    let candidates: Vec<usize> = carried
         .iter()
-        .map(|c| c.index)
+        .map(|c| c.0)
         .filter(|&k| {
             let reserve = sizes.need(k).clamp(floor, most).max(sizes.least(k));
             base(k) + reserve <= budget.target || k == last
@@ -519,7 +554,7 @@ fn drop_oldest(
         } else {
             counter.count_message(&Message::text(Role::User, m.text.clone()))
         };
-        fixed + message + tokens.tail(k)
+        fixed + message + tokens.tail(k) + extra(k)
     };
     // The real marker of cut `k` and the output's count with it (`exact` or estimated).
     let build = |k: usize, exact: bool| -> (Marker, usize) {
@@ -599,6 +634,30 @@ fn drop_oldest(
         marker,
         tokens: total,
     })
+}
+
+/// Tokens of what a drop keeps in place and carries (`raw`: the counts of the input's
+/// messages): the kept messages whole, the carried system message, and the context blocks the
+/// marker opens with.
+fn carry_tokens(
+    carry: &crate::guard::Carried,
+    raw: &MessageTokens,
+    counter: &dyn crate::tokens::TokenCounter,
+) -> usize {
+    carry
+        .kept
+        .iter()
+        .map(|(i, _)| raw.message(*i))
+        .sum::<usize>()
+        + carry
+            .system
+            .as_ref()
+            .map_or(0, |(m, _)| counter.count_message(m))
+        + carry
+            .context
+            .iter()
+            .map(|(_, b)| counter.count_block(b))
+            .sum::<usize>()
 }
 
 /// The first of `candidates` for which `probe` says it fits, assuming that once one fits the

@@ -80,7 +80,10 @@ async fn every_corpus_session_compacts_validly_under_every_preset_and_budget() {
         };
         let input = &loaded.conversation;
         let fmt = loaded.format;
-        let open_tail = Units::of(input).exchanges.last().is_some_and(|e| e.open);
+        let open_tail = Units::of(input, fmt)
+            .exchanges
+            .last()
+            .is_some_and(|e| e.open);
         let input_path = dir.join(format!("{name}.in.json"));
         std::fs::write(&input_path, fmt.write(input).to_string()).unwrap();
         for (preset, engine) in &engines {

@@ -10,7 +10,7 @@
 //! its `web_search_tool_result` and client calls naming it as `caller`; a Responses MCP approval
 //! chain (`mcp_approval_request`, `mcp_approval_response`, `mcp_call`); a legacy Chat
 //! `function_call` answered by a `role: "function"` message. A Responses history may start with a
-//! server-side `compaction` item, which ends the pinned prefix.
+//! server-side `compaction` item, a round of its own that the guard keeps in place.
 
 use compactor::conversation::{Conversation, Message, Role};
 use compactor::format::Format;
@@ -469,6 +469,8 @@ pub(crate) fn render(plan: &Plan) -> Rendered {
         r.items.push(json!({"role": "system", "content": s}));
     }
     if plan.compaction {
+        // The item is a round of its own: not pinned, kept in place by the carry rules.
+        r.round_starts.push(r.items.len());
         r.items
             .push(json!({"type": "compaction", "id": "cmp_0", "encrypted_content": "gAAAAcmp"}));
     }
@@ -570,11 +572,13 @@ fn violation(
         (_, None) => format!("messages[{message}]"),
         (_, Some(j)) => format!("messages[{message}].content[{j}]"),
     };
+    let rule = kind.rule_id(format);
     Violation {
         path,
         message: Some(message),
         block,
         kind,
+        rule,
     }
 }
 
@@ -607,7 +611,7 @@ proptest! {
         prop_assert!(violations.is_empty(), "{:#?}\n{:#}", violations, rendered.body);
         prop_assert_eq!(&plan.format.write(&conv), &rendered.body);
 
-        let units = Units::of(&conv);
+        let units = Units::of(&conv, plan.format);
         let exchanges: Vec<(usize, usize, bool)> =
             units.exchanges.iter().map(|e| (e.start, e.end, e.open)).collect();
         prop_assert_eq!(exchanges, rendered.exchanges);
@@ -629,8 +633,8 @@ proptest! {
         let rendered = render(&plan);
         let format = plan.format;
         let conv = read(format, &rendered.body);
-        let units = Units::of(&conv);
-        for cut in units.cuts(&conv) {
+        let units = Units::of(&conv, plan.format);
+        for cut in units.cuts() {
             let tail = kept_tail(&conv, units.pinned, cut.index, cut.kind);
             let violations = validate(&tail, format, OPEN_TAIL);
             prop_assert!(violations.is_empty(), "cut {:?}: {:#?}\n{:#}", cut, violations,
@@ -665,21 +669,21 @@ proptest! {
     fn no_cut_splits_an_exchange(plan in plan(0)) {
         let rendered = render(&plan);
         let conv = read(plan.format, &rendered.body);
-        let units = Units::of(&conv);
-        let offered: Vec<usize> = units.cuts(&conv).iter().map(|c| c.index).collect();
+        let units = Units::of(&conv, plan.format);
+        let offered: Vec<usize> = units.cuts().iter().map(|c| c.index).collect();
         for index in 0..=conv.messages.len() + 1 {
             let inside = rendered
                 .exchanges
                 .iter()
                 .any(|&(start, end, _)| start < index && index < end);
             if inside {
-                prop_assert_eq!(units.cut_at(&conv, index), None, "index {}", index);
+                prop_assert_eq!(units.cut_at(index), None, "index {}", index);
                 prop_assert!(!offered.contains(&index), "index {}", index);
             }
         }
-        prop_assert_eq!(units.cut_at(&conv, conv.messages.len()), None);
+        prop_assert_eq!(units.cut_at(conv.messages.len()), None);
         for &start in rendered.round_starts.iter().skip(1) {
-            prop_assert_eq!(units.cut_at(&conv, start).map(|c| c.kind),
+            prop_assert_eq!(units.cut_at(start).map(|c| c.kind),
                             Some(CutKind::RoundStart), "round start {}", start);
         }
     }

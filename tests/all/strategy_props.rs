@@ -94,7 +94,7 @@ proptest! {
         let format = plan.format;
         let mut input = read(format, &render(&plan).body);
         inflate(&mut input, scale);
-        let open = Units::of(&input).exchanges.last().is_some_and(|e| e.open);
+        let open = Units::of(&input, format).exchanges.last().is_some_and(|e| e.open);
         for (preset, engine) in PRESETS.iter().zip(engines()) {
             let before = engine.counter().count_conversation(&input);
             let budget = ((before as f64 * share) as usize).max(1);
@@ -180,7 +180,7 @@ proptest! {
         let format = plan.format;
         let mut input = read(format, &render(&plan).body);
         inflate(&mut input, scale);
-        let layout = Layout::of(&input);
+        let layout = Layout::of(&input, format);
         let counter = counter_for(Tokenizer::default());
         let limit = ((counter.count_conversation(&input) as f64 * share) as usize).max(1);
         let budget = Budget { limit, target: limit * 3 / 5 };

@@ -89,7 +89,7 @@ fn half(engine: &Compactor, c: &Conversation) -> usize {
 }
 
 fn assert_valid(c: &Conversation, input: &Conversation, format: Format) {
-    let open = guard::Units::of(input)
+    let open = guard::Units::of(input, format)
         .exchanges
         .last()
         .is_some_and(|e| e.open);
@@ -820,7 +820,7 @@ async fn compact_and_check(
 ) -> Report {
     let out = engine.compact(input, format, Some(budget)).await.unwrap();
     assert_valid(&out.conversation, input, format);
-    let open = guard::Units::of(input)
+    let open = guard::Units::of(input, format)
         .exchanges
         .last()
         .is_some_and(|e| e.open);

@@ -88,19 +88,24 @@ pub(super) fn check_drop(
     input: &Conversation,
     edit: usize,
     span: std::ops::Range<usize>,
+    kept_in_span: &[usize],
     marker: &Marker,
     records: Option<&[FailureRecord]>,
 ) -> Result<(), PlanError> {
     let recorded: HashSet<&str> = marker.failures.iter().map(String::as_str).collect();
-    let dropped = &input.messages[span.clone()];
+    let dropped: Vec<&Message> = span
+        .clone()
+        .filter(|i| !kept_in_span.contains(i))
+        .map(|i| &input.messages[i])
+        .collect();
     let earlier = records
         .unwrap_or(&[])
         .iter()
-        .filter(|r| span.contains(&r.message))
+        .filter(|r| span.contains(&r.message) && !kept_in_span.contains(&r.message))
         .map(|r| r.id.as_str());
     let failed = dropped
         .iter()
-        .flat_map(Message::tool_results)
+        .flat_map(|m| m.tool_results())
         .filter(|r| r.outcome == Outcome::Error)
         .map(|r| r.tool_use_id.as_str());
     if let Some(id) = failed.chain(earlier).find(|id| !recorded.contains(id)) {
@@ -119,6 +124,7 @@ pub(super) fn check_drop(
         .collect();
     let kept = input.messages[..span.start]
         .iter()
+        .chain(kept_in_span.iter().map(|&i| &input.messages[i]))
         .chain(&input.messages[span.end..]);
     for m in kept {
         let parted = m

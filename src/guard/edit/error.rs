@@ -67,6 +67,16 @@ pub enum PlanError {
         /// The cut asked for.
         to: usize,
     },
+    /// What the drop must carry has no legal place after its cut ([`crate::guard::Layout::carry`]).
+    #[error("edit {edit}: cut at {to}: {why}")]
+    Carry {
+        /// Edit index.
+        edit: usize,
+        /// The cut asked for.
+        to: usize,
+        /// Why.
+        why: crate::guard::CarryError,
+    },
     /// An edit of a message the plan's drop removes.
     #[error("edit {edit}: messages[{message}] is dropped by edit {drop}")]
     EditsDropped {

@@ -41,7 +41,7 @@ fn summary(narrative: &str, failures: &[&str]) -> SummaryParts {
 #[test]
 fn a_drop_or_a_summary_stands_for_its_span_and_records_its_failures_there() {
     let c = history();
-    let layout = Layout::of(&c);
+    let layout = Layout::of(&c, crate::format::Format::Anthropic);
     let drop = UnitEdit::Drop {
         to: 3,
         marker: marker(&["t1"]),
@@ -80,7 +80,7 @@ fn a_drop_or_a_summary_stands_for_its_span_and_records_its_failures_there() {
 #[test]
 fn a_summary_whose_narrative_forges_the_ledger_or_omits_a_failure_is_refused() {
     let c = history();
-    let layout = Layout::of(&c);
+    let layout = Layout::of(&c, crate::format::Format::Anthropic);
     let refused = |summary| {
         let plan = vec![UnitEdit::Summarize { to: 3, summary }];
         apply(&c, &layout, plan, Some(&[])).err()
@@ -113,7 +113,7 @@ fn a_summary_whose_narrative_forges_the_ledger_or_omits_a_failure_is_refused() {
 #[test]
 fn a_drop_whose_marker_omits_a_failure_is_refused_naming_the_edit() {
     let c = history();
-    let layout = Layout::of(&c);
+    let layout = Layout::of(&c, crate::format::Format::Anthropic);
     let plan = vec![
         UnitEdit::Cap {
             message: 4,
@@ -137,7 +137,7 @@ fn a_drop_whose_marker_omits_a_failure_is_refused_naming_the_edit() {
 #[test]
 fn a_drop_inside_an_exchange_is_not_a_legal_cut() {
     let c = history();
-    let layout = Layout::of(&c);
+    let layout = Layout::of(&c, crate::format::Format::Anthropic);
     let plan = vec![UnitEdit::Drop {
         to: 2,
         marker: marker(&["t1"]),
@@ -151,7 +151,7 @@ fn a_drop_inside_an_exchange_is_not_a_legal_cut() {
 #[test]
 fn a_clear_that_makes_a_failure_a_success_is_refused() {
     let c = history();
-    let layout = Layout::of(&c);
+    let layout = Layout::of(&c, crate::format::Format::Anthropic);
     let Some(Block::ToolResult(r)) = c.messages[2].content.first() else {
         panic!("a tool_result");
     };
@@ -197,7 +197,13 @@ fn a_rewritten_result_is_typed_and_not_cut_again() {
         with: Block::ToolResult(with.clone()),
     };
     let rewritten = |plan: Vec<UnitEdit>, on: &Conversation| {
-        let out = apply(on, &Layout::of(on), plan, Some(&[])).unwrap();
+        let out = apply(
+            on,
+            &Layout::of(on, crate::format::Format::Anthropic),
+            plan,
+            Some(&[]),
+        )
+        .unwrap();
         let Some(Block::ToolResult(r)) = out.conversation.messages[5].content.first() else {
             panic!("a tool_result");
         };
@@ -210,7 +216,12 @@ fn a_rewritten_result_is_typed_and_not_cut_again() {
     assert_eq!(done, Some(Rewrite::Cleared));
     let refused = |plan, on: &Conversation, done| {
         assert_eq!(
-            apply(on, &Layout::of(on), plan, Some(&[])),
+            apply(
+                on,
+                &Layout::of(on, crate::format::Format::Anthropic),
+                plan,
+                Some(&[])
+            ),
             Err(PlanError::Rewritten {
                 edit: 0,
                 message: 5,
@@ -227,7 +238,7 @@ fn a_rewritten_result_is_typed_and_not_cut_again() {
 #[test]
 fn an_edit_of_a_dropped_message_or_twice_of_one_block_is_refused() {
     let c = history();
-    let layout = Layout::of(&c);
+    let layout = Layout::of(&c, crate::format::Format::Anthropic);
     let cap = |message| UnitEdit::Cap {
         message,
         block: 0,
@@ -255,5 +266,42 @@ fn an_edit_of_a_dropped_message_or_twice_of_one_block_is_refused() {
     assert_eq!(
         apply(&c, &layout, vec![cap(6)], Some(&[])),
         Err(PlanError::Newest { edit: 0 })
+    );
+}
+
+#[test]
+fn a_kept_responses_compaction_item_goes_before_the_marker_so_the_provider_reads_it() {
+    // B3: the provider ignores every item before the latest compaction item.
+    let c = Format::OpenAiResponses
+        .read(&json!({"input": [
+            {"type": "compaction", "id": "cmp_1", "encrypted_content": "gAAA"},
+            {"role": "user", "content": "first"},
+            {"role": "assistant", "content": "ok"},
+            {"role": "user", "content": "second"}
+        ]}))
+        .unwrap();
+    let layout = Layout::of(&c, Format::OpenAiResponses);
+    let out = apply(
+        &c,
+        &layout,
+        vec![UnitEdit::Drop {
+            to: 3,
+            marker: marker(&[]),
+        }],
+        Some(&[]),
+    )
+    .unwrap();
+    let written = Format::OpenAiResponses.write(&out.conversation);
+    let types: Vec<&str> = written["input"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["type"].as_str().or(i["role"].as_str()).unwrap())
+        .collect();
+    assert_eq!(types, ["compaction", "user", "user"]);
+    assert_eq!(written["input"][1]["content"], "[record]");
+    assert_eq!(
+        written["input"][0],
+        json!({"type": "compaction", "id": "cmp_1", "encrypted_content": "gAAA"})
     );
 }

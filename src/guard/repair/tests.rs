@@ -12,7 +12,7 @@ const PNG: &str = "iVBORw0KGgo=";
 /// repairs applied, and the violations the plan left.
 fn repaired(format: Format, body: &Value) -> (Value, Vec<ImageRepair>, Vec<Violation>) {
     let input = format.read(body).unwrap();
-    let layout = Layout::of(&input);
+    let layout = Layout::of(&input, format);
     let mut violations = validate(&input, format, ValidateOptions::default());
     let plan = plan_repairs(&input, &layout, &mut violations);
     let applied = apply(&input, &layout, plan, None).unwrap();
@@ -144,11 +144,15 @@ fn what_is_left_unrepaired_is_what_refuses_the_input() {
     let input = Format::Anthropic.read(&body).unwrap();
     let all = validate(&input, Format::Anthropic, ValidateOptions::default());
     assert_eq!(all.len(), 3);
-    assert_eq!(unrepaired(&input, all), vec![]);
+    assert_eq!(
+        unrepaired(&input, crate::format::Format::Anthropic, all),
+        vec![]
+    );
     body["messages"].as_array_mut().unwrap().pop();
     let input = Format::Anthropic.read(&body).unwrap();
     let left = unrepaired(
         &input,
+        Format::Anthropic,
         validate(&input, Format::Anthropic, ValidateOptions::default()),
     );
     let paths: Vec<&str> = left.iter().map(|v| v.path.as_str()).collect();
@@ -199,7 +203,7 @@ fn openai_placeholders_are_text_parts_of_their_own_format() {
 #[test]
 fn apply_refuses_a_repair_the_input_does_not_call_for() {
     let c = Format::Anthropic.read(&anthropic_history()).unwrap();
-    let layout = Layout::of(&c);
+    let layout = Layout::of(&c, crate::format::Format::Anthropic);
     let refused = |plan: Vec<UnitEdit>| apply(&c, &layout, plan, None).unwrap_err();
     let empty = repair("p", (2, 0, Some(1)), ImageFault::Empty, None);
     let fix = |r: &ImageRepair| UnitEdit::RepairImage(r.clone());
@@ -256,7 +260,13 @@ fn apply_refuses_a_repair_the_input_does_not_call_for() {
     let mut newest = c.clone();
     newest.messages.truncate(3);
     assert_eq!(
-        apply(&newest, &Layout::of(&newest), vec![fix(&empty)], None).unwrap_err(),
+        apply(
+            &newest,
+            &Layout::of(&newest, crate::format::Format::Anthropic),
+            vec![fix(&empty)],
+            None
+        )
+        .unwrap_err(),
         PlanError::InNewestExchange {
             edit: 0,
             message: 2

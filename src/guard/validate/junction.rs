@@ -109,7 +109,7 @@ impl Junction {
     /// its messages from [`Junction::open_from`] on, in proportion to them. Exact when the
     /// junction has no references ([`Junction::has_references`]); `None` when there is none.
     pub fn last_exchange(&self, conversation: &Conversation) -> Option<Exchange> {
-        tail_units(conversation, self.open_from)
+        tail_units(conversation, self.open_from, self.format)
             .exchanges
             .pop()
             .map(|mut e| {
@@ -121,12 +121,12 @@ impl Junction {
 }
 
 /// [`Units::of`] the messages `from..` of `c` (a copy of them), with their own indices.
-pub(super) fn tail_units(c: &Conversation, from: usize) -> Units {
+pub(super) fn tail_units(c: &Conversation, from: usize, format: Format) -> Units {
     let tail = Conversation {
         messages: c.messages.get(from..).unwrap_or(&[]).to_vec(),
         ..Conversation::default()
     };
-    Units::of(&tail)
+    Units::of(&tail, format)
 }
 
 /// Start of the earliest exchange or assistant run of `units` (of messages `from..`) that
@@ -169,7 +169,7 @@ pub fn validate_continuation(
     }
     if conversation.messages[junction.at..]
         .iter()
-        .any(|m| m.content.iter().any(has_reference))
+        .any(|m| m.content.iter().any(|b| has_reference(format, b)))
     {
         return None;
     }

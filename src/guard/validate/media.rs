@@ -43,6 +43,7 @@ impl<'a> Checker<'a> {
                 message: Some(i),
                 block: Some(j),
                 kind: ViolationKind::BadImage { reason, nested },
+                rule: ViolationKind::BadImage { reason, nested }.rule_id(self.format),
             };
             self.bad_images.push(v.clone());
             self.out.push(v);

@@ -7,6 +7,7 @@ use crate::conversation::{Block, Role, ToolInput};
 use crate::guard::refs;
 use crate::guard::units::is_clean_user;
 use crate::guard::violation::ViolationKind;
+use crate::rules::BlockKind;
 use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 
 impl<'a> Checker<'a> {
@@ -16,6 +17,7 @@ impl<'a> Checker<'a> {
             // A continuation has no server tool blocks (else it is validated whole).
             return;
         }
+        let table = self.format.rules();
         let mut turn = 0usize;
         let mut uses: HashMap<&str, (usize, usize, usize)> = HashMap::new();
         let mut done: HashSet<&str> = HashSet::new();
@@ -25,20 +27,20 @@ impl<'a> Checker<'a> {
                 turn += 1;
             }
             for (j, b) in m.content.iter().enumerate() {
-                if let Some(id) = refs::server_use_id(b) {
+                if let Some(id) = refs::server_use_id(table, b) {
                     if m.role != Role::Assistant {
                         found.push((
                             i,
                             j,
                             ViolationKind::BlockNotAllowed {
                                 block: b.kind().into(),
-                                role: m.role,
+                                role: m.role.clone(),
                             },
                         ));
                     }
                     uses.entry(id).or_insert((i, j, turn));
                 }
-                if let Some(id) = refs::server_result_id(b) {
+                if let Some(id) = refs::server_result_id(table, b) {
                     match uses.get(id) {
                         Some(&(_, _, t)) if t == turn && done.insert(id) => {}
                         Some(&(_, _, t)) if t == turn => {
@@ -86,12 +88,13 @@ impl<'a> Checker<'a> {
             // A continuation has no approvals or safety checks (else it is validated whole).
             return;
         }
+        let table = self.format.rules();
         let mut requests: HashSet<&str> = HashSet::new();
         let mut pending_checks: HashMap<&str, HashSet<&str>> = HashMap::new();
         let mut found = Vec::new();
         for (i, j, b) in self.conv.blocks() {
-            if let Some((t, id, names)) = refs::approval_ref(b) {
-                if t == "mcp_approval_request"
+            if let Some((t, id, names)) = refs::approval_ref(table, b) {
+                if t == BlockKind::ApprovalRequest
                     && let Some(id) = id
                 {
                     requests.insert(id);
@@ -103,7 +106,7 @@ impl<'a> Checker<'a> {
                         i,
                         j,
                         ViolationKind::OrphanApproval {
-                            item: t.into(),
+                            item: b.kind().into(),
                             id: r.into(),
                         },
                     ));

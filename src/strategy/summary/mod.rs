@@ -540,7 +540,14 @@ mod tests {
             target: tail * 2,
         };
         let tokens = MessageTokens::of(&c, counter.as_ref());
-        let p = plan(&c, &Layout::of(&c), &tokens, budget, 0.5).unwrap();
+        let p = plan(
+            &c,
+            &Layout::of(&c, crate::format::Format::Anthropic),
+            &tokens,
+            budget,
+            0.5,
+        )
+        .unwrap();
         assert_eq!(
             p,
             Plan {
@@ -551,7 +558,14 @@ mod tests {
             }
         );
         // A tiny share still keeps the newest message.
-        let p = plan(&c, &Layout::of(&c), &tokens, budget, 0.0).unwrap();
+        let p = plan(
+            &c,
+            &Layout::of(&c, crate::format::Format::Anthropic),
+            &tokens,
+            budget,
+            0.0,
+        )
+        .unwrap();
         assert_eq!(p.to, 9);
     }
 

@@ -33,7 +33,18 @@ pub fn plan(
     let previous = msgs.get(from).and_then(summary_text).map(str::to_string);
     let span_start = from + usize::from(previous.is_some());
     let keep = (budget.target as f64 * keep_recent_share) as usize;
-    let cut = layout.earliest_cut(span_start, |c| tokens.tail(c.index) <= keep)?;
+    // Only cuts whose carried state has a legal place ([`Layout::carry`]).
+    let legal: Vec<crate::guard::Cut> = layout
+        .cuts_after(span_start)
+        .iter()
+        .copied()
+        .filter(|c| layout.carry(conversation, c.index).is_ok())
+        .collect();
+    let cut = legal
+        .iter()
+        .copied()
+        .find(|c| tokens.tail(c.index) <= keep)
+        .or_else(|| legal.last().copied())?;
     Some(Plan {
         from,
         to: cut.index,
@@ -47,8 +58,9 @@ pub fn summary_text(m: &Message) -> Option<&str> {
     if m.role != Role::User {
         return None;
     }
-    match m.content.as_slice() {
-        [Block::Text(t)] if t.text.starts_with(SUMMARY_PREFIX) => Some(&t.text),
+    // The summary is the message's last block; carried context blocks may come before it.
+    match m.content.last() {
+        Some(Block::Text(t)) if t.text.starts_with(SUMMARY_PREFIX) => Some(&t.text),
         _ => None,
     }
 }

@@ -2,13 +2,14 @@
 
 use super::*;
 
-pub(super) fn role_name(role: Role) -> &'static str {
+pub(super) fn role_name(role: &Role) -> &str {
     match role {
         Role::User => "User",
         Role::Assistant => "Assistant",
         Role::Tool => "Tool",
         Role::System => "System",
         Role::Developer => "Developer",
+        Role::Other(name) => name,
     }
 }
 
@@ -27,11 +28,11 @@ pub fn transcript(messages: &[Message], has_error_flag: bool) -> String {
         for b in &m.content {
             let line = match b {
                 Block::Text(t) if t.text.trim().is_empty() => continue,
-                Block::Text(t) => format!("{}: {}", role_name(m.role), t.text.trim()),
+                Block::Text(t) => format!("{}: {}", role_name(&m.role), t.text.trim()),
                 Block::Thinking(_) => continue,
                 Block::Image(_) => "[image]".to_string(),
                 Block::Document(_) => "[document]".to_string(),
-                other => match digest_line(m.role, other, &tools, has_error_flag) {
+                other => match digest_line(&m.role, other, &tools, has_error_flag) {
                     Some(l) => l,
                     None => continue,
                 },

@@ -83,7 +83,7 @@ impl Prefix {
         if blocks.is_empty() {
             return;
         }
-        if self.last_role != Some(role) {
+        if self.last_role.as_ref() != Some(&role) {
             self.messages += 1;
             self.counted += MESSAGE_OVERHEAD;
             self.last_role = Some(role);

@@ -1,0 +1,433 @@
+//! What a drop keeps or carries: the rule table's *carry* rules ([`crate::rules::Carry`]).
+//!
+//! ```text
+//! drop of messages pinned..to ->  marker (user)          the client's context blocks of the span's
+//!                                                        user messages, then the digest / summary
+//!                                 kept, in order          units the table does not know, tool
+//!                                                        loaders still used, (OpenAI) standing
+//!                                                        instruction and state items
+//!                                 tail to..               as it was
+//!                                 + one system message    (Anthropic) the span's standing system
+//!                                                        messages, tool changes and last effort,
+//!                                                        at the first slot after the marker where
+//!                                                        a system message may stand (A1.2, A1.3)
+//! ```
+//!
+//! Computed by [`Layout::carry`] for a candidate cut (a strategy prices it, [`super::apply`]
+//! builds it), the same answer both times.
+
+use super::layout::Layout;
+use super::units::Slot;
+use crate::conversation::{
+    Block, ContentForm, Conversation, Message, Object, Role, ToolResultContent,
+};
+use crate::rules::{BlockKind, Carry, RoleKind, Unknown};
+use serde::Serialize;
+use serde_json::Value;
+
+/// Which text blocks of a user message are the client's standing context (carried when the
+/// message is dropped) and which of those are noise (left to go). A block is context when it
+/// holds an element `<TAG ...>` … `</TAG>` of a listed tag and none of the noise phrases.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ContextRules {
+    /// Tags whose blocks are context: Claude Code's `system-reminder` (CLAUDE.md, the working
+    /// directory and date, the deferred-tool list, skills), Codex's `environment_context`,
+    /// `user_instructions` and `INSTRUCTIONS` (AGENTS.md).
+    pub tags: Vec<String>,
+    /// Phrases that make a context block noise: periodic nudges that carry no standing fact.
+    pub noise: Vec<String>,
+}
+
+impl Default for ContextRules {
+    fn default() -> Self {
+        ContextRules {
+            tags: [
+                "system-reminder",
+                "environment_context",
+                "user_instructions",
+                "INSTRUCTIONS",
+            ]
+            .map(String::from)
+            .to_vec(),
+            noise: [
+                "tools haven't been used recently",
+                "tool hasn't been used recently",
+                "have not been used recently",
+            ]
+            .map(String::from)
+            .to_vec(),
+        }
+    }
+}
+
+impl ContextRules {
+    /// The kind of a context block (its tag and first line of substance), or `None` when the
+    /// text is not context.
+    pub fn kind_of(&self, text: &str) -> Option<String> {
+        let tag = self.tags.iter().find(|t| {
+            let open = format!("<{t}");
+            let close = format!("</{t}>");
+            text.lines().any(|l| l.trim_start().starts_with(&open)) && text.contains(&close)
+        })?;
+        if self.noise.iter().any(|n| text.contains(n.as_str())) {
+            return None;
+        }
+        let first = text
+            .lines()
+            .map(str::trim)
+            .find(|l| !l.is_empty() && *l != format!("<{tag}>"))
+            .unwrap_or("");
+        Some(format!("{tag}\n{first}"))
+    }
+}
+
+/// Why a message of a dropped span is kept in place.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "because", rename_all = "snake_case")]
+pub enum Kept {
+    /// It (or a message of its unit) holds a role or type the table does not know.
+    Unknown {
+        /// What.
+        what: Unknown,
+    },
+    /// It loaded a deferred tool that a kept call uses.
+    ToolLoader {
+        /// The tool.
+        tool: String,
+    },
+    /// A standing instruction (OpenAI system / developer message).
+    Instruction,
+    /// A tool change (Responses `additional_tools`).
+    ToolChange,
+    /// The last configuration directive (Responses `configuration_update`).
+    Configuration,
+    /// The latest provider compaction item (Anthropic `compaction` block, Responses
+    /// `compaction` item): the provider's summary of all before it (A9, B3).
+    ProviderCompaction,
+}
+
+/// What a drop of `pinned..to` keeps and carries ([`Layout::carry`]).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Carried {
+    /// Messages of the span kept verbatim, in order, right after the marker (a Responses
+    /// `compaction` item: right before it, B3), with why.
+    pub kept: Vec<(usize, Kept)>,
+    /// Anthropic: the one system message that carries the span's standing system messages
+    /// (the message itself when there is one, else their blocks), and where it goes: before
+    /// the `at`-th message after the marker (0 = right after it) of the kept messages followed
+    /// by the tail.
+    pub system: Option<(Message, usize)>,
+    /// The input messages the system message carries.
+    pub system_from: Vec<usize>,
+    /// The client's context blocks of the span's user messages, newest of each kind, in input
+    /// order, with the message each came from: they open the marker message.
+    pub context: Vec<(usize, Block)>,
+}
+
+impl Carried {
+    /// Nothing kept or carried.
+    pub fn is_empty(&self) -> bool {
+        self.kept.is_empty() && self.system.is_none() && self.context.is_empty()
+    }
+}
+
+/// Why no drop may end at a cut.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CarryError {
+    /// The span's standing system messages have no slot after the marker: no user message of
+    /// the kept tail is followed by an assistant message before the end (A1.2, A1.3).
+    #[error(
+        "no slot for the carried system message after the marker (a system message must follow a user turn and precede an assistant turn: A1.2, A1.3)"
+    )]
+    NoSystemSlot,
+}
+
+impl Layout {
+    /// What a drop of messages `pinned..to` of `input` (whose layout this is) must keep in
+    /// place and carry, by the carry rules of the format's table.
+    ///
+    /// # Errors
+    /// [`CarryError`] when what must be carried cannot be placed legally after that cut.
+    pub fn carry(&self, input: &Conversation, to: usize) -> Result<Carried, CarryError> {
+        let table = self.format().rules();
+        let pinned = self.pinned();
+        let msgs = &input.messages;
+        let to = to.min(msgs.len());
+        let mut out = Carried::default();
+        if to <= pinned {
+            return Ok(out);
+        }
+        let mut kept: Vec<(usize, Kept)> = Vec::new();
+        // Units the table does not know, and tool loaders still used after the cut.
+        for &(s, e, ref what) in self.opaque_units() {
+            if s >= pinned && e <= to {
+                kept.extend((s..e).map(|i| (i, Kept::Unknown { what: what.clone() })));
+            }
+        }
+        if let Some((s, e)) = self.provider_compaction()
+            && s >= pinned
+            && e <= to
+            && !kept.iter().any(|k| k.0 == s)
+        {
+            kept.extend((s..e).map(|i| (i, Kept::ProviderCompaction)));
+        }
+        if table.carries(Carry::ToolLoader) {
+            for (s, e, tool, last_use) in self.loaders() {
+                if *s >= pinned && *e <= to && *last_use >= to && !kept.iter().any(|k| k.0 == *s) {
+                    kept.extend((*s..*e).map(|i| (i, Kept::ToolLoader { tool: tool.clone() })));
+                }
+            }
+        }
+        let instructions: Vec<usize> = self
+            .instructions()
+            .iter()
+            .copied()
+            .take_while(|&i| i < to)
+            .filter(|&i| !kept.iter().any(|k| k.0 == i))
+            .collect();
+        if self.format() == crate::format::Format::Anthropic {
+            out.system = self
+                .carried_system(input, &instructions, to)
+                .map(|m| (m, 0));
+        } else {
+            for &i in &instructions {
+                let m = &msgs[i];
+                let why = match m.content.first().and_then(|b| table.kind_of_block(b)) {
+                    Some(BlockKind::ToolChange) => Kept::ToolChange,
+                    Some(BlockKind::Configuration) => {
+                        // Only the last one in force: a later one in the span or the tail
+                        // supersedes it.
+                        let later = (i + 1..msgs.len()).any(|k| {
+                            msgs[k].content.first().and_then(|b| table.kind_of_block(b))
+                                == Some(BlockKind::Configuration)
+                        });
+                        if later {
+                            continue;
+                        }
+                        Kept::Configuration
+                    }
+                    _ => {
+                        // An identical instruction later (in the span or the tail) says it
+                        // again: this copy may go.
+                        if msgs[i + 1..].iter().any(|later| later == m) {
+                            continue;
+                        }
+                        Kept::Instruction
+                    }
+                };
+                kept.push((i, why));
+            }
+        }
+        kept.sort_by_key(|k| k.0);
+        kept.dedup_by_key(|k| k.0);
+        out.kept = kept;
+        if table.carries(Carry::ClientContext) {
+            out.context = self.carried_context(input, &out.kept, to);
+        }
+        if let Some((system, _)) = out.system.take() {
+            let at = system_slot(input, self, &out.kept, to, &system)?;
+            out.system = Some((system, at));
+            out.system_from = instructions;
+        }
+        Ok(out)
+    }
+
+    /// Anthropic: the one system message standing for the span's standing system messages
+    /// (`instructions`, indices of the input), or `None` when nothing of them is still in force.
+    fn carried_system(
+        &self,
+        input: &Conversation,
+        instructions: &[usize],
+        to: usize,
+    ) -> Option<Message> {
+        let msgs = &input.messages;
+        // What the kept tail says itself: its system messages' blocks and whether one of them
+        // sets the effort again.
+        let tail_system: Vec<&Message> = msgs[to..]
+            .iter()
+            .filter(|m| m.role == Role::System)
+            .collect();
+        let tail_effort = tail_system
+            .iter()
+            .any(|m| m.extra.contains_key("output_config"));
+        let standing: Vec<usize> = instructions
+            .iter()
+            .copied()
+            .filter(|&i| !turn_scoped(&msgs[i]))
+            .collect();
+        let mut blocks: Vec<Block> = Vec::new();
+        let mut effort: Option<Value> = None;
+        let mut sources = 0usize;
+        for &i in &standing {
+            let m = &msgs[i];
+            if let Some(oc) = m.extra.get("output_config") {
+                effort = Some(oc.clone());
+            }
+            if !m.content.is_empty() {
+                sources += 1;
+            }
+            blocks.extend(m.content.iter().cloned());
+        }
+        if tail_effort {
+            effort = None;
+        }
+        // Deduplicated: a block said again later (in the span or the tail) goes here.
+        let said_later = |k: usize, b: &Block| {
+            blocks[k + 1..].iter().any(|x| same_block(x, b))
+                || tail_system
+                    .iter()
+                    .any(|m| m.content.iter().any(|x| same_block(x, b)))
+        };
+        let deduped: Vec<Block> = blocks
+            .iter()
+            .enumerate()
+            .filter(|(k, b)| !said_later(*k, b))
+            .map(|(_, b)| b.clone())
+            .collect();
+        if deduped.is_empty() && effort.is_none() {
+            return None;
+        }
+        // One message kept whole (its bytes, its output_config) when it alone is carried.
+        if let [only] = standing.as_slice()
+            && sources <= 1
+            && deduped.len() == blocks.len()
+            && (effort.is_none() || msgs[*only].extra.get("output_config") == effort.as_ref())
+        {
+            let m = &msgs[*only];
+            if effort.is_some() || !m.content.is_empty() {
+                return Some(m.clone());
+            }
+        }
+        let mut extra = Object::new();
+        if let Some(e) = effort {
+            extra.insert("output_config".into(), e);
+        }
+        Some(Message {
+            role: Role::System,
+            content: deduped,
+            extra,
+            form: ContentForm::Blocks,
+        })
+    }
+
+    /// The client's context blocks of the span's user messages (not kept ones): the newest of
+    /// each kind that the kept tail does not say again, in input order.
+    fn carried_context(
+        &self,
+        input: &Conversation,
+        kept: &[(usize, Kept)],
+        to: usize,
+    ) -> Vec<(usize, Block)> {
+        let all = self.context_blocks();
+        let split = all.partition_point(|c| c.0 < to);
+        let (span, tail) = all.split_at(split);
+        let span: Vec<&(usize, usize, String)> = span
+            .iter()
+            .filter(|c| c.0 >= self.pinned() && !kept.iter().any(|k| k.0 == c.0))
+            .collect();
+        span.iter()
+            .enumerate()
+            .filter(|(n, (_, _, kind))| {
+                !tail.iter().any(|c| &c.2 == kind) && !span[n + 1..].iter().any(|c| &c.2 == kind)
+            })
+            .filter_map(|(_, (i, j, _))| {
+                Some((*i, input.messages.get(*i)?.content.get(*j)?.clone()))
+            })
+            .collect()
+    }
+}
+
+/// A turn-scoped system message (`clear_at: "next_user_message"`, A6): it goes with its round.
+pub(crate) fn turn_scoped(m: &Message) -> bool {
+    m.extra.get("clear_at").and_then(Value::as_str) == Some("next_user_message")
+}
+
+/// Two blocks that say the same: equal, or text blocks of the same text.
+fn same_block(a: &Block, b: &Block) -> bool {
+    match (a, b) {
+        (Block::Text(x), Block::Text(y)) => x.text.trim() == y.text.trim(),
+        _ => a == b,
+    }
+}
+
+/// Where the carried system message goes: the first place after the marker, among the kept
+/// messages and the tail, where the message before is a user turn (the marker, a kept user
+/// message, one carrying tool results) or an assistant turn ending in a server tool result, and
+/// the message after is an assistant turn (A1.2, A1.3); before a system group of the tail that
+/// stands in such a place (the group takes it in: judged as one, A1.5). An effort-only message
+/// (no content) goes right after the marker (A1.6).
+fn system_slot(
+    input: &Conversation,
+    layout: &Layout,
+    kept: &[(usize, Kept)],
+    to: usize,
+    system: &Message,
+) -> Result<usize, CarryError> {
+    if system.content.is_empty() {
+        return Ok(0);
+    }
+    let table = layout.format().rules();
+    let msgs = &input.messages;
+    let after: Vec<usize> = kept.iter().map(|k| k.0).chain(to..msgs.len()).collect();
+    let user_like = |i: usize| {
+        let m = &msgs[i];
+        match table.kind_of(m) {
+            Some(RoleKind::User) => true,
+            Some(RoleKind::Assistant) => paused(table, m),
+            _ => false,
+        }
+    };
+    for at in 0..after.len() {
+        let prev_ok = at == 0 || user_like(after[at - 1]);
+        let next = layout.units().slot(after[at]);
+        if prev_ok && matches!(next, Some(Slot::Assistant | Slot::Instruction)) {
+            return Ok(at);
+        }
+    }
+    Err(CarryError::NoSystemSlot)
+}
+
+/// An assistant message whose last block is a server tool result (a paused turn, A1.2).
+fn paused(table: &crate::rules::Table, m: &Message) -> bool {
+    m.content
+        .last()
+        .is_some_and(|b| table.kind_of_block(b) == Some(BlockKind::ServerOutput))
+}
+
+/// The tools a block loads (kind [`BlockKind::ToolReference`] inside a tool result, the
+/// `tool_references` of a server tool search result, the `tools` of a Responses tool search
+/// output).
+pub(crate) fn loaded_tools(table: &crate::rules::Table, b: &Block) -> Vec<String> {
+    let name_of = |v: &Value| {
+        v.get("tool_name")
+            .or_else(|| v.get("name"))
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    };
+    match b {
+        Block::ToolResult(r) => match &r.content {
+            Some(ToolResultContent::Blocks(inner)) => inner
+                .iter()
+                .filter(|x| table.kind_of_block(x) == Some(BlockKind::ToolReference))
+                .filter_map(|x| match x {
+                    Block::Other(v) => name_of(v),
+                    _ => None,
+                })
+                .collect(),
+            _ => r
+                .extra
+                .get("tools")
+                .and_then(Value::as_array)
+                .map(|tools| tools.iter().filter_map(name_of).collect())
+                .unwrap_or_default(),
+        },
+        Block::Other(v) if table.kind_of_block(b) == Some(BlockKind::ServerOutput) => v
+            .get("content")
+            .and_then(|c| c.get("tool_references"))
+            .and_then(Value::as_array)
+            .map(|refs| refs.iter().filter_map(name_of).collect())
+            .unwrap_or_default(),
+        _ => Vec::new(),
+    }
+}
