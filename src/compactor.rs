@@ -16,6 +16,8 @@ use crate::tokens::{Calibration, ModelTokens, Observation, TokenCounter, Tokeniz
 use std::sync::Arc;
 
 mod count;
+mod recall;
+use recall::recall_of;
 
 /// A configured pipeline. Cheap to share (`Arc` inside); reuse it across turns so the token
 /// cache stays warm.
@@ -64,7 +66,14 @@ impl Compactor {
             ready: tiers,
             skipped,
         } = registry.tiers(&settings)?;
-        let settings_recall = settings.recall.clone();
+        let secret = settings
+            .recall
+            .secret()
+            .map_err(|(key, message)| ConfigError::Invalid {
+                key: key.into(),
+                message,
+            })?;
+        let recall = recall_of(&settings.recall, secret.as_deref());
         let settings_models = settings.models.clone();
         Ok(Compactor {
             tokenizer: settings.tokens.tokenizer,
@@ -75,7 +84,7 @@ impl Compactor {
             tiers,
             skipped,
             memory: Memory::default(),
-            recall: recall_of(&settings_recall),
+            recall,
             models: ModelTable::new(settings_models),
         })
     }
@@ -86,7 +95,10 @@ impl Compactor {
         counter: Arc<dyn TokenCounter>,
         tiers: Vec<Box<dyn Strategy>>,
     ) -> Compactor {
-        let settings_recall = settings.recall.clone();
+        // A secret variable that is not set leaves the process's own key (this constructor
+        // cannot fail; `from_config` refuses it).
+        let secret = settings.recall.secret().ok().flatten();
+        let recall = recall_of(&settings.recall, secret.as_deref());
         let settings_models = settings.models.clone();
         Compactor {
             tokenizer: settings.tokens.tokenizer,
@@ -97,7 +109,7 @@ impl Compactor {
             tiers,
             skipped: Vec::new(),
             memory: Memory::default(),
-            recall: recall_of(&settings_recall),
+            recall,
             models: ModelTable::new(settings_models),
         }
     }
@@ -139,20 +151,6 @@ impl Compactor {
     /// The recall store, when recall is on (its counts feed the service's `/metrics`).
     pub fn recall_store(&self) -> Option<&crate::recall::RecallStore> {
         self.recall.as_ref()
-    }
-
-    /// The original that recall id `id` names: the JSON of the cleared block, or the array of
-    /// the dropped messages' JSON, byte-identical to the input's (see [`crate::recall`]).
-    ///
-    /// # Errors
-    /// [`RecallError::Malformed`](crate::recall::RecallError::Malformed) for an id not of the
-    /// form `rc_` + 32 hex digits, `Evicted` for one evicted by the `[recall] max_bytes`
-    /// bound, `Unknown` for one never kept here, `Disabled` when recall is off.
-    pub fn recall(&self, id: &str) -> Result<crate::recall::Recalled, crate::recall::RecallError> {
-        match &self.recall {
-            Some(store) => store.get(id),
-            None => Err(crate::recall::RecallError::Disabled),
-        }
     }
 
     /// The compaction memory (its size and bound feed the service's `/metrics`).
@@ -271,7 +269,14 @@ impl Compactor {
         budget: Option<usize>,
         instructions: Option<&str>,
     ) -> Result<Compacted<'a>, CompactError> {
-        crate::pipeline::compact(self, input, format, budget, instructions).await
+        self.keyed(crate::pipeline::compact(
+            self,
+            input,
+            format,
+            budget,
+            instructions,
+        ))
+        .await
     }
 
     /// [`Compactor::compact_with`] with the output shared with the compaction memory rather
@@ -293,7 +298,15 @@ impl Compactor {
         instructions: Option<&str>,
         hashes: Option<&crate::memory::PrefixHashes>,
     ) -> Result<SharedCompacted, CompactError> {
-        crate::pipeline::compact_shared(self, input, format, budget, instructions, hashes).await
+        self.keyed(crate::pipeline::compact_shared(
+            self,
+            input,
+            format,
+            budget,
+            instructions,
+            hashes,
+        ))
+        .await
     }
 
     /// The tiers, in the order they run.
@@ -327,12 +340,6 @@ impl Host for Compactor {
     fn model_entry(&self, model: Option<&str>) -> Option<&ModelEntry> {
         Compactor::model_entry(self, model).map(|(_, e)| e)
     }
-}
-
-/// The recall store `[recall]` asks for.
-fn recall_of(r: &crate::config::RecallSettings) -> Option<crate::recall::RecallStore> {
-    r.enabled
-        .then(|| crate::recall::RecallStore::new(r.max_bytes))
 }
 
 /// The model rules and learning switch of `[tokens]`.

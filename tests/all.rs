@@ -50,6 +50,8 @@ mod strategy_props;
 mod summary;
 #[path = "all/support/mod.rs"]
 mod support;
+#[path = "all/tenancy.rs"]
+mod tenancy;
 #[path = "all/tokens_oracle.rs"]
 mod tokens_oracle;
 #[path = "all/unicode_props.rs"]

@@ -60,6 +60,8 @@ fn serve(
             .context("server.listen")
             .map_err(Failure::Unreadable)?,
     };
+    compactor::server::exposure(&state, addr)
+        .map_err(|e| Failure::Unreadable(anyhow::anyhow!(e)))?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

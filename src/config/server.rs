@@ -21,6 +21,10 @@ pub struct ServerSettings {
     /// (`x-compactor-token`, or `authorization: Bearer` on the API routes). Unset = open.
     #[serde(default)]
     pub auth_token_env: Option<String>,
+    /// Serve a `listen` address other than loopback without a token (`auth_token_env`): off,
+    /// such a service refuses to start; on, it starts with a WARN (issue 35).
+    #[serde(default)]
+    pub allow_unauthenticated: bool,
     /// Base URL the Anthropic proxy route forwards to.
     pub anthropic_upstream: String,
     /// Base URL the OpenAI proxy routes (`/v1/chat/completions`, `/v1/responses`) forward to.
@@ -60,9 +64,12 @@ pub struct ServerSettings {
     /// it the answer to the client ends (the stream is cut, the connection closed).
     #[serde(default = "defaults::upstream_read_timeout_secs")]
     pub upstream_read_timeout_secs: u64,
-    /// Client connections open at once; past it new connections wait to be accepted.
-    #[serde(default = "defaults::max_connections")]
-    pub max_connections: usize,
+    /// Client connections open at once. Unset: 1024, or fewer when the open-file limit (the
+    /// soft one, raised to the hard one at start) minus a reserve is lower
+    /// ([`crate::server::listen::connection_cap`]). At the cap, a new connection takes the
+    /// place of the one idle longest; with none idle it waits to be accepted.
+    #[serde(default)]
+    pub max_connections: Option<usize>,
     /// Bound of the compaction memory of each strategy preset, in bytes of remembered
     /// outputs (least recently used evicted first).
     #[serde(default = "defaults::memory_bytes")]
@@ -117,9 +124,6 @@ mod defaults {
     pub fn memory_bytes() -> u64 {
         crate::memory::DEFAULT_MEMORY_BYTES
     }
-    pub fn max_connections() -> usize {
-        1024
-    }
     pub fn summary_budget_secs() -> f64 {
         60.0
     }
@@ -154,6 +158,7 @@ impl Default for ServerSettings {
             request_timeout_secs: 600,
             concurrency_limit: 64,
             auth_token_env: None,
+            allow_unauthenticated: false,
             anthropic_upstream: "https://api.anthropic.com".into(),
             openai_upstream: "https://api.openai.com".into(),
             compaction_workers: defaults::compaction_workers(),
@@ -164,7 +169,7 @@ impl Default for ServerSettings {
             body_min_rate_bytes: defaults::body_min_rate_bytes(),
             body_buffer_bytes: defaults::body_buffer_bytes(),
             upstream_read_timeout_secs: defaults::upstream_read_timeout_secs(),
-            max_connections: defaults::max_connections(),
+            max_connections: None,
             memory_bytes: defaults::memory_bytes(),
             shutdown_timeout_secs: defaults::thirty(),
             summary_budget_secs: defaults::summary_budget_secs(),
@@ -218,7 +223,10 @@ impl ServerSettings {
         }
         for (key, n) in [
             ("server.compaction_workers", self.compaction_workers as u64),
-            ("server.max_connections", self.max_connections as u64),
+            (
+                "server.max_connections",
+                self.max_connections.map_or(1, |n| n as u64),
+            ),
             ("server.memory_bytes", self.memory_bytes),
             ("server.token_cache_bytes", self.token_cache_bytes as u64),
             ("server.max_header_bytes", self.max_header_bytes as u64),

@@ -45,6 +45,23 @@ pub fn write_bytes(format: Format, conversation: &Conversation) -> Vec<u8> {
     out
 }
 
+/// `messages` as the compact JSON array a request body of `format` holds them in: the bytes of
+/// that array in [`write_bytes`]' output for a body of these messages (recall keeps a dropped
+/// span so, written once). Empty only when serde_json fails to write into a `Vec`.
+pub fn write_messages(format: Format, messages: &[Message]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(4 * 1024);
+    if serde_json::to_writer(&mut out, &Items { format, messages }).is_err() {
+        out.clear();
+    }
+    out
+}
+
+/// An Anthropic content block as compact JSON: the bytes [`write_bytes`] writes for it (recall
+/// keeps a cleared block so, written once). Empty only when serde_json fails.
+pub fn write_anthropic_block(block: &Block) -> Vec<u8> {
+    serde_json::to_vec(&AnthropicBlock(block)).unwrap_or_default()
+}
+
 /// Where a request body's message array lies in the bytes [`write_bytes_reusing`] wrote: its
 /// items (comma-separated, without the brackets), in byte offsets of the body.
 pub type ItemsSpan = std::ops::Range<usize>;

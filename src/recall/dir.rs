@@ -195,7 +195,12 @@ mod tests {
     fn recalled(n: usize) -> Recalled {
         // Numbers and key order as written: the original must come back byte for byte.
         let original = json!({"type": "tool_result", "tool_use_id": format!("t{n}"), "z": 1.50, "a": "x".repeat(100)});
-        let (id, _) = RecallId::of(RecallKind::Block, &original);
+        let bytes = serde_json::to_vec(&original).unwrap();
+        let id = crate::recall::RecallKey::public().id(
+            RecallKind::Block,
+            crate::recall::Tenant::NONE,
+            &bytes,
+        );
         Recalled {
             id: id.to_string(),
             kind: RecallKind::Block,

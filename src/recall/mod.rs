@@ -8,23 +8,25 @@
 //! ([`RecallRef`]). [`crate::Compactor::recall`] gives an original back, byte-identical to the
 //! input's JSON of that block or those messages.
 //!
-//! Ids are derived from the content ([`id`]), so the same history compacts to the same bytes
-//! (prompt caching and the proxy's prefix reuse depend on it). A [`RecallDir`] keeps originals
-//! as files for a process that ends (the CLI: `compactor compact` writes, `compactor recall`
-//! reads).
+//! Ids are keyed MACs of the content ([`id`]): the same history compacts to the same bytes
+//! under one key (prompt caching and the proxy's prefix reuse depend on it), and nobody
+//! without the key can compute or collide them. Originals are kept per tenant ([`scope`]).
+//! A [`RecallDir`] keeps originals as files for a process that ends (the CLI: `compactor
+//! compact` writes, `compactor recall` reads).
 
 pub mod dir;
 pub mod id;
+pub mod scope;
 pub mod store;
 pub mod wire;
 
 pub use dir::{RecallDir, RecallDirError};
-pub use id::RecallId;
+pub use id::{RecallId, RecallKey, Tenant};
 pub use store::{RecallStats, RecallStore};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 /// What a recall id stands for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -37,6 +39,15 @@ pub enum RecallKind {
 }
 
 impl RecallKind {
+    /// The kind named `block` or `span`.
+    pub fn parse(s: &str) -> Option<RecallKind> {
+        match s {
+            "block" => Some(RecallKind::Block),
+            "span" => Some(RecallKind::Span),
+            _ => None,
+        }
+    }
+
     /// `block` or `span`.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -69,8 +80,9 @@ pub struct RecallRef {
 pub struct Entry {
     /// Its reference.
     pub reference: RecallRef,
-    /// The original: the block's JSON (a block) or an array of the messages' JSON (a span).
-    pub original: Value,
+    /// The original as compact JSON text, written once: the block's JSON (a block) or an
+    /// array of the messages' JSON (a span). Its bytes are what the id is a MAC of.
+    pub original: Arc<str>,
 }
 
 /// A recalled original.
@@ -82,6 +94,18 @@ pub struct Recalled {
     pub kind: RecallKind,
     /// The original JSON: the block, or the array of messages.
     pub original: Value,
+}
+
+impl Recalled {
+    /// The recalled original of `id` from its compact JSON (`None` when it is no JSON: a
+    /// value that cannot have been kept by this service).
+    pub fn parse(id: RecallId, kind: RecallKind, original: &str) -> Option<Recalled> {
+        Some(Recalled {
+            id: id.to_string(),
+            kind,
+            original: serde_json::from_str(original).ok()?,
+        })
+    }
 }
 
 /// Why a recall gave nothing.

@@ -1,14 +1,20 @@
 //! The wire JSON of what a strategy replaces: one block, or a span of messages, as the input's
 //! format writes it. Formats read losslessly (`write(read(x)) == x`), so this is the input's
 //! JSON of that block or of those messages, key order and number text included.
+//!
+//! Each original is written once, straight to its compact bytes ([`crate::format::emit`]: no
+//! `Value` tree, no copy of the messages), and those bytes are what the id is made of, what the
+//! store keeps and what Redis holds. (OpenAI blocks, one small message each, go through the
+//! format's `Value` writer.)
 
-use super::{Entry, RecallId, RecallKind, RecallRef};
-use crate::conversation::{Conversation, Object};
-use crate::format::{Format, block_path};
+use super::{Entry, RecallKind, RecallRef, scope};
+use crate::conversation::{Conversation, Message, Object};
+use crate::format::{Format, block_path, emit};
 use serde_json::Value;
+use std::sync::Arc;
 
 /// The conversation holding only `messages` (no system prompt, no other field).
-fn alone(messages: Vec<crate::conversation::Message>) -> Conversation {
+fn alone(messages: Vec<Message>) -> Conversation {
     Conversation {
         system: None,
         messages,
@@ -29,47 +35,110 @@ fn at<'v>(mut v: &'v Value, path: &str) -> Option<&'v Value> {
     Some(v)
 }
 
+/// The entry of an original written to `bytes`: its id made with the running compaction's key
+/// and tenant ([`scope`]). `None` for empty bytes (a writer failure) or without a key.
+fn entry(
+    kind: RecallKind,
+    bytes: Vec<u8>,
+    message: usize,
+    end: usize,
+    path: String,
+) -> Option<Entry> {
+    if bytes.is_empty() {
+        return None;
+    }
+    let id = scope::key()?.id(kind, scope::tenant(), &bytes);
+    let original: Arc<str> = String::from_utf8(bytes).ok()?.into();
+    Some(Entry {
+        reference: RecallRef {
+            id: id.to_string(),
+            kind,
+            bytes: original.len(),
+            message,
+            end,
+            path,
+        },
+        original,
+    })
+}
+
 /// The recall entry of block `j` of message `i` of `conv`: the block's wire JSON (OpenAI
 /// Chat: a `tool` message is one element, the message), or `None` when there is no such
 /// block.
 pub fn block(format: Format, conv: &Conversation, i: usize, j: usize) -> Option<Entry> {
     let m = conv.messages.get(i)?;
-    m.content.get(j)?;
-    let one = alone(vec![m.clone()]);
-    let written = format.write(&one);
-    let original = at(&written, &block_path(format, &one, 0, Some(j)))?.clone();
-    let (id, bytes) = RecallId::of(RecallKind::Block, &original);
-    Some(Entry {
-        reference: RecallRef {
-            id: id.to_string(),
-            kind: RecallKind::Block,
-            bytes: bytes.len(),
-            message: i,
-            end: j,
-            path: block_path(format, conv, i, Some(j)),
-        },
-        original,
-    })
+    let b = m.content.get(j)?;
+    let bytes = match format {
+        Format::Anthropic => emit::write_anthropic_block(b),
+        Format::OpenAiChat | Format::OpenAiResponses => {
+            let one = alone(vec![m.clone()]);
+            let written = format.write(&one);
+            serde_json::to_vec(at(&written, &block_path(format, &one, 0, Some(j)))?).ok()?
+        }
+    };
+    entry(
+        RecallKind::Block,
+        bytes,
+        i,
+        j,
+        block_path(format, conv, i, Some(j)),
+    )
 }
 
 /// The recall entry of messages `from..to` of `conv`: the array of their wire JSON, or `None`
 /// for an empty or out-of-range span.
 pub fn span(format: Format, conv: &Conversation, from: usize, to: usize) -> Option<Entry> {
     let messages = conv.messages.get(from..to).filter(|m| !m.is_empty())?;
-    let written = format.write(&alone(messages.to_vec()));
-    let original = written.get(format.messages_key())?.clone();
-    let (id, bytes) = RecallId::of(RecallKind::Span, &original);
-    Some(Entry {
-        reference: RecallRef {
-            id: id.to_string(),
-            kind: RecallKind::Span,
-            bytes: bytes.len(),
-            message: from,
-            end: to,
-            path: format!("{}[{from}..{to}]", format.messages_key()),
+    let path = format!("{}[{from}..{to}]", format.messages_key());
+    entry(
+        RecallKind::Span,
+        emit::write_messages(format, messages),
+        from,
+        to,
+        path,
+    )
+}
+
+/// Names recall id `id` right after the first `mark` in `block`'s text (a capped block's
+/// `[… N tokens truncated …]`): `[… N tokens truncated …] · recall rc_…`. The mark stays whole,
+/// so the block is still seen as capped (never cut twice). `false` when no text of the block
+/// holds the mark.
+pub fn name_after_mark(block: &mut crate::conversation::Block, mark: &str, id: &str) -> bool {
+    use crate::conversation::{Block, ToolInput, ToolResultContent};
+    fn in_str(s: &mut String, mark: &str, id: &str) -> bool {
+        match s.find(mark) {
+            Some(at) => {
+                s.insert_str(at + mark.len(), &format!(" · recall {id}"));
+                true
+            }
+            None => false,
+        }
+    }
+    fn in_value(v: &mut Value, mark: &str, id: &str) -> bool {
+        match v {
+            Value::String(s) => in_str(s, mark, id),
+            Value::Array(items) => items.iter_mut().any(|x| in_value(x, mark, id)),
+            Value::Object(o) => o.values_mut().any(|x| in_value(x, mark, id)),
+            _ => false,
+        }
+    }
+    match block {
+        Block::Text(t) => in_str(&mut t.text, mark, id),
+        Block::ToolResult(r) => match &mut r.content {
+            Some(ToolResultContent::Text(s)) => in_str(s, mark, id),
+            Some(ToolResultContent::Blocks(bs)) => bs.iter_mut().any(|b| match b {
+                Block::Text(t) => in_str(&mut t.text, mark, id),
+                _ => false,
+            }),
+            None => false,
         },
-        original,
-    })
+        Block::ToolUse(t) => match &mut t.input {
+            ToolInput::Json(v) => in_value(v, mark, id),
+            // JSON text: the words go inside a string literal (no quote, no backslash).
+            ToolInput::Arguments(s) | ToolInput::Freeform(s) => in_str(s, mark, id),
+        },
+        _ => false,
+    }
 }
 
 #[cfg(test)]
@@ -88,16 +157,53 @@ mod tests {
         let conv = Format::Anthropic.read(&body).unwrap();
         let b = block(Format::Anthropic, &conv, 2, 0).unwrap();
         assert_eq!(
-            serde_json::to_string(&b.original).unwrap(),
+            b.original.as_ref(),
             serde_json::to_string(&body["messages"][2]["content"][0]).unwrap()
         );
+        assert_eq!(b.reference.bytes, b.original.len());
         assert_eq!(b.reference.path, "messages[2].content[0]");
         let s = span(Format::Anthropic, &conv, 1, 3).unwrap();
         assert_eq!(
-            serde_json::to_string(&s.original).unwrap(),
+            s.original.as_ref(),
             serde_json::to_string(&json!([body["messages"][1], body["messages"][2]])).unwrap()
         );
         assert!(span(Format::Anthropic, &conv, 2, 2).is_none());
         assert!(block(Format::Anthropic, &conv, 2, 1).is_none());
+        // OpenAI Chat: the tool message is the block's original.
+        let chat = json!({"model": "m", "messages": [
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
+                "function": {"name": "ls", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": "a b"}]});
+        let conv = Format::OpenAiChat.read(&chat).unwrap();
+        let b = block(Format::OpenAiChat, &conv, 2, 0).unwrap();
+        assert_eq!(b.original.as_ref(), chat["messages"][2].to_string());
+        let s = span(Format::OpenAiChat, &conv, 0, 3).unwrap();
+        assert_eq!(s.original.as_ref(), chat["messages"].to_string());
+    }
+
+    #[test]
+    fn an_id_is_named_after_the_first_mark_only() {
+        use crate::conversation::Block;
+        let body = json!({"messages": [{"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "t1",
+             "content": "head\n[… 12 tokens truncated …]\ntail [… 3 tokens truncated …]"}]}]});
+        let conv = Format::Anthropic.read(&body).unwrap();
+        let mut b: Block = conv.messages[0].content[0].clone();
+        assert!(name_after_mark(&mut b, "tokens truncated …]", "rc_1"));
+        let Block::ToolResult(r) = &b else {
+            panic!("{b:?}")
+        };
+        assert_eq!(
+            r.text(),
+            "head\n[… 12 tokens truncated …] · recall rc_1\ntail [… 3 tokens truncated …]"
+        );
+        let mut plain: Block = Format::Anthropic
+            .read(&json!({"messages": [{"role": "user", "content": "no mark"}]}))
+            .unwrap()
+            .messages[0]
+            .content[0]
+            .clone();
+        assert!(!name_after_mark(&mut plain, "tokens truncated …]", "rc_1"));
     }
 }

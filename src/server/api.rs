@@ -189,9 +189,12 @@ fn json_response(bytes: Bytes) -> Response {
 /// `POST /v1/compact`: `{"request": <compacted body, same format>, "report": ...}`.
 pub(crate) async fn compact(
     State(state): State<AppState>,
+    headers: axum::http::HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, AppError> {
     let body = body?;
+    // Whose originals: kept for the request's tenant (super::tenant).
+    let tenant = super::tenant::of(&state, &headers);
     let st = state.clone();
     on_pool(&state, move || async move {
         let req: ApiRequest = parse_json(&body)?;
@@ -206,7 +209,8 @@ pub(crate) async fn compact(
             });
         }
         let compactor = st.compactor(req.strategy.as_deref())?;
-        json_answer(&compact_now(&st, &compactor, &req).await?)
+        let answer = compact_now(&st, &compactor, &req);
+        json_answer(&crate::recall::scope::for_tenant(tenant, answer).await?)
     })
     .await
     .map(json_response)
@@ -228,7 +232,12 @@ async fn compact_now(
         .await?;
     state.metrics().record(&compacted.report);
     if let (Some(store), Some(local)) = (state.store(), compactor.recall_store()) {
-        store.publish_recall(local, &compacted.report.recall).await;
+        let puts = store.recall_puts(
+            local,
+            crate::recall::scope::tenant(),
+            &compacted.report.recall,
+        );
+        store.write_off_path(puts, None);
     }
     let request = match &compacted.conversation {
         Cow::Borrowed(_) => value.clone(),
@@ -351,6 +360,9 @@ pub(crate) async fn metrics(State(state): State<AppState>) -> impl IntoResponse 
         state
             .metrics()
             .store(store.is_up(), store.errors(), bytes, max);
+        state
+            .metrics()
+            .store_refusals(store.over_budget_count(), store.oom());
     }
     let proxy = state.default_compactor();
     let ratios: Vec<(String, f64)> = proxy

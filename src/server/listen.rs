@@ -1,7 +1,9 @@
 //! The accept loop: a connection cap, header-read and idle timeouts, and a shutdown deadline.
 //!
 //! ```text
-//! accept (waits while server.max_connections are open)
+//! accept -> a place among max_connections (connection_cap: 1024 or the open-file limit less a
+//!           reserve); none free: the connection idle longest is closed to make room (so
+//!           /healthz answers under a flood of idle connections), or, all busy, it waits
 //!   -> hyper auto (HTTP/1 + HTTP/2 by prior knowledge); HTTP/1 header_read_timeout (hyper's)
 //!   -> per connection, whatever the protocol: requests in flight counted (a streamed answer
 //!      counts to its end);
@@ -9,8 +11,9 @@
 //!      or none in flight for idle_timeout since the last one ended -> graceful close
 //!      (HTTP/1: close after the answer; HTTP/2: GOAWAY, then hyper waits for a PING's answer)
 //!      graceful close, and nothing in flight for CLOSE_GRACE more -> the connection is cut
-//! ctrl-c / SIGTERM -> stop accepting, close idle connections, let the rest finish for
-//!                     shutdown_timeout, then return (what is left is cut)
+//! ctrl-c / SIGTERM -> the listener closed at once (new connections are refused), idle
+//!                     connections closed, the rest finish within shutdown_timeout, then
+//!                     return (what is left is cut)
 //! ```
 //! `axum::serve` has none of these knobs, so the loop is written here on hyper-util's
 //! connection builder. HTTP/2 needs the connection-level clock: hyper's HTTP/2 keep-alive
@@ -50,6 +53,8 @@ struct Activity {
     last: Mutex<Instant>,
     /// Whether a request has begun on the connection.
     begun: std::sync::atomic::AtomicBool,
+    /// Whether it was asked to close to make room for a new connection.
+    evicted: std::sync::atomic::AtomicBool,
 }
 
 impl Activity {
@@ -58,6 +63,7 @@ impl Activity {
             active: AtomicUsize::new(0),
             last: Mutex::new(Instant::now()),
             begun: std::sync::atomic::AtomicBool::new(false),
+            evicted: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -109,6 +115,95 @@ impl Drop for InFlight {
     }
 }
 
+/// Open files the process keeps for other things than client connections: 32, plus the
+/// smaller of `concurrency_limit` (upstream connections in flight) and a quarter of `limit`.
+pub fn fd_reserve(limit: u64, concurrency_limit: usize) -> u64 {
+    32 + (concurrency_limit as u64).min(limit / 4)
+}
+
+/// The connection cap: `server.max_connections` when set, else 1024 or, when lower, the
+/// soft open-file limit less [`fd_reserve`] (at least 1). A set cap above that gets a WARN.
+pub fn connection_cap(server: &crate::config::ServerSettings) -> usize {
+    let limit = open_file_limit();
+    let room = limit.map(|l| {
+        l.saturating_sub(fd_reserve(l, server.concurrency_limit))
+            .max(1)
+    });
+    match (server.max_connections, room) {
+        (Some(n), Some(room)) if n as u64 > room => {
+            tracing::warn!(
+                max_connections = n,
+                open_file_limit = limit,
+                "server.max_connections is over the open-file limit less its reserve: accepts may fail once it is reached"
+            );
+            n
+        }
+        (Some(n), _) => n,
+        (None, Some(room)) => usize::try_from(room).unwrap_or(1024).min(1024),
+        (None, None) => 1024,
+    }
+}
+
+/// The soft open-file limit (`None` where there is none to read).
+fn open_file_limit() -> Option<u64> {
+    #[cfg(unix)]
+    {
+        rlimit::Resource::NOFILE.get().ok().map(|(soft, _)| soft)
+    }
+    #[cfg(not(unix))]
+    {
+        None
+    }
+}
+
+/// Raises the soft open-file limit to the hard one (at start: a soft limit of 1024 is the
+/// usual default, the hard one often far higher). Returns the soft limit in force.
+pub fn raise_open_file_limit() -> Option<u64> {
+    #[cfg(unix)]
+    {
+        match rlimit::increase_nofile_limit(u64::MAX) {
+            Ok(n) => Some(n),
+            Err(e) => {
+                tracing::warn!(error = %e, "the open-file limit could not be raised");
+                open_file_limit()
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        None
+    }
+}
+
+/// The open connections, so that the one idle longest can be asked to close for a new one.
+#[derive(Default)]
+struct Open {
+    next: u64,
+    all: std::collections::HashMap<u64, (Arc<Activity>, Arc<tokio::sync::Notify>)>,
+}
+
+/// Asks the connection idle longest (nothing in flight, not asked before) to close; `false`
+/// when every connection has something in flight.
+fn evict_idlest(open: &Mutex<Open>) -> bool {
+    let open = open
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let idlest = open
+        .all
+        .values()
+        .filter(|(a, _)| !a.evicted.load(Ordering::SeqCst))
+        .filter_map(|(a, n)| a.idle_for().map(|d| (d, a, n)))
+        .max_by_key(|(d, _, _)| *d);
+    match idlest {
+        Some((_, a, n)) => {
+            a.evicted.store(true, Ordering::SeqCst);
+            n.notify_one();
+            true
+        }
+        None => false,
+    }
+}
+
 /// Serves [`app`] on `listener` until `shutdown` completes, then lets the requests in flight
 /// finish for `server.shutdown_timeout_secs`.
 ///
@@ -120,9 +215,12 @@ pub async fn serve_on(
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
     let server = state.settings().server.clone();
+    state.prepare().await;
+    let max = connection_cap(&server).min(Semaphore::MAX_PERMITS);
     super::startup::log(&state, listener.local_addr()?);
+    tracing::debug!(max_connections = max, "compactor serve: connection cap");
     let router = app(state);
-    let max = server.max_connections.min(Semaphore::MAX_PERMITS);
+    let open = Arc::new(Mutex::new(Open::default()));
     let connections = Arc::new(Semaphore::new(max));
     let header_read = Duration::from_secs(server.header_read_timeout_secs);
     // hyper answers an empty 431 past its read buffer: keep that far above our own limit,
@@ -140,13 +238,6 @@ pub async fn serve_on(
     let (closing_tx, closing_rx) = watch::channel(false);
     tokio::pin!(shutdown);
     loop {
-        let permit = tokio::select! {
-            () = &mut shutdown => break,
-            p = connections.clone().acquire_owned() => match p {
-                Ok(p) => p,
-                Err(_) => break,
-            },
-        };
         let stream = tokio::select! {
             () = &mut shutdown => break,
             accepted = listener.accept() => match accepted {
@@ -159,13 +250,45 @@ pub async fn serve_on(
                 }
             },
         };
+        // At the cap: the connection idle longest makes room (else this one waits).
+        let permit = match connections.clone().try_acquire_owned() {
+            Ok(p) => p,
+            Err(_) => {
+                evict_idlest(&open);
+                tokio::select! {
+                    () = &mut shutdown => break,
+                    p = connections.clone().acquire_owned() => match p {
+                        Ok(p) => p,
+                        Err(_) => break,
+                    },
+                }
+            }
+        };
         let router = router.clone();
         let closing = closing_rx.clone();
+        let activity = Arc::new(Activity::new());
+        let evict = Arc::new(tokio::sync::Notify::new());
+        let id = {
+            let mut o = open
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            o.next += 1;
+            let id = o.next;
+            o.all.insert(id, (activity.clone(), evict.clone()));
+            id
+        };
+        let open = open.clone();
         tokio::spawn(async move {
-            connection(stream, router, limits, closing).await;
+            connection(stream, router, limits, closing, activity, evict).await;
+            open.lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .all
+                .remove(&id);
             drop(permit);
         });
     }
+    // New connections are refused from now on (not left waiting in the backlog to be reset).
+    drop(listener);
     tracing::info!("shutting down: finishing requests in flight");
     let _ = closing_tx.send(true);
     let deadline = Duration::from_secs(server.shutdown_timeout_secs);
@@ -212,8 +335,9 @@ async fn connection(
     router: Router,
     limits: Limits,
     mut closing: watch::Receiver<bool>,
+    activity: Arc<Activity>,
+    evict: Arc<tokio::sync::Notify>,
 ) {
-    let activity = Arc::new(Activity::new());
     let act = activity.clone();
     let service = tower::service_fn(move |req: hyper::Request<Incoming>| {
         let router = router.clone();
@@ -255,6 +379,11 @@ async fn connection(
                     tracing::debug!(error = %e, "connection ended with an error");
                 }
                 break;
+            }
+            () = evict.notified(), if closing_since.is_none() => {
+                tracing::debug!("closing an idle connection to make room for a new one");
+                conn.as_mut().graceful_shutdown();
+                closing_since = Some(Instant::now());
             }
             changed = closing.changed(), if watching => {
                 if changed.is_err() {

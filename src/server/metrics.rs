@@ -30,6 +30,8 @@ pub struct Metrics {
     /// Attempts the open circuit breaker refused without a call.
     pub llm_refused: IntCounter,
     store_up: IntGaugeVec,
+    store_over_budget: IntCounterVec,
+    store_oom: IntCounterVec,
     store_errors: IntCounterVec,
     store_bytes: IntGaugeVec,
     token_cache_bytes: IntGaugeVec,
@@ -194,6 +196,22 @@ impl Metrics {
             ),
             &["kind", "tokenizer"],
         )?;
+        let store_over_budget = IntCounterVec::new(
+            Opts::new(
+                "compactor_store_over_budget_total",
+                "Requests whose shared store reads or writes ran past their budget (store.timeout_ms) and were given up.",
+            ),
+            &["backend"],
+        )?;
+        let store_oom = IntCounterVec::new(
+            Opts::new(
+                "compactor_store_oom_total",
+                "Shared store operations Redis refused because it reached its maxmemory (OOM).",
+            ),
+            &["backend"],
+        )?;
+        registry.register(Box::new(store_over_budget.clone()))?;
+        registry.register(Box::new(store_oom.clone()))?;
         registry.register(Box::new(store_up.clone()))?;
         registry.register(Box::new(store_errors.clone()))?;
         registry.register(Box::new(store_bytes.clone()))?;
@@ -269,6 +287,8 @@ impl Metrics {
             recall_evictions,
             llm_refused,
             store_up,
+            store_over_budget,
+            store_oom,
             store_errors,
             store_bytes,
             token_cache_bytes,
@@ -346,12 +366,36 @@ impl Metrics {
     /// Sets `compactor_model_token_ratio` to the learned ratios in force, `(model, ratio)`,
     /// and nothing else (a model evicted from the bounded table loses its series), and the
     /// table's estimated bytes and bound.
+    ///
+    /// The label is the model's family ([`model_family`]), never the client's own string (a
+    /// label per string a client may send would let clients grow /metrics without bound and
+    /// carry their text into it): a family's series is the mean of its models' ratios.
     pub fn token_ratios(&self, ratios: &[(String, f64)], bytes: u64, max_bytes: u64) {
         self.token_ratio.reset();
+        let mut families: std::collections::BTreeMap<&str, (f64, u32)> = Default::default();
         for (model, ratio) in ratios {
-            self.token_ratio.with_label_values(&[model]).set(*ratio);
+            let f = families.entry(model_family(model)).or_default();
+            f.0 += *ratio;
+            f.1 += 1;
+        }
+        for (family, (sum, n)) in families {
+            self.token_ratio
+                .with_label_values(&[family])
+                .set(sum / f64::from(n.max(1)));
         }
         used_and_max(&self.learned_bytes, bytes, max_bytes);
+    }
+
+    /// Sets the shared store's refusals: requests whose reads or writes ran past their budget,
+    /// and operations Redis refused for its `maxmemory` (running totals).
+    pub fn store_refusals(&self, over_budget: u64, oom: u64) {
+        for (counter, total) in [
+            (&self.store_over_budget, over_budget),
+            (&self.store_oom, oom),
+        ] {
+            let c = counter.with_label_values(&["redis"]);
+            c.inc_by(total.saturating_sub(c.get()));
+        }
     }
 
     /// Records a compaction that gave no value ([`super::pool::PoolError`]): only panics count.
@@ -472,5 +516,50 @@ impl crate::llm::scope::CallObserver for Metrics {
     }
     fn refused(&self) {
         self.llm_refused.inc();
+    }
+}
+
+/// The families a `model` label may name; any other model is `other`.
+const FAMILIES: [&str; 11] = [
+    "claude", "gpt", "o1", "o3", "o4", "gemini", "mistral", "llama", "deepseek", "qwen", "grok",
+];
+
+/// The family of a request's `model` for a /metrics label: the first of [`FAMILIES`] the name
+/// starts with (after a `provider/` prefix, case aside), else `other`.
+pub fn model_family(model: &str) -> &'static str {
+    let name = model
+        .rsplit('/')
+        .next()
+        .unwrap_or(model)
+        .to_ascii_lowercase();
+    FAMILIES
+        .iter()
+        .find(|f| {
+            name.strip_prefix(**f).is_some_and(|rest| {
+                rest.is_empty() || !rest.starts_with(|c: char| c.is_ascii_alphabetic())
+            })
+        })
+        .copied()
+        .unwrap_or("other")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::model_family;
+
+    #[test]
+    fn a_model_label_is_a_known_family_or_other() {
+        for (model, family) in [
+            ("claude-sonnet-4-5", "claude"),
+            ("anthropic/claude-opus-4-6", "claude"),
+            ("gpt-4o-2024-08-06", "gpt"),
+            ("o3-mini", "o3"),
+            ("gemini-2.5-pro", "gemini"),
+            ("gptx-secret-team-name", "other"),
+            ("sk-ant-api03-AAAA", "other"),
+            ("", "other"),
+        ] {
+            assert_eq!(model_family(model), family, "{model}");
+        }
     }
 }

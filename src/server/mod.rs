@@ -36,6 +36,7 @@ mod recall;
 pub mod replay;
 mod startup;
 pub mod store;
+mod tenant;
 mod throttle;
 mod unique;
 mod upstream;
@@ -185,6 +186,21 @@ impl AppState {
         default: Compactor,
         token_caches: Vec<(crate::tokens::Tokenizer, Arc<TokenCache>)>,
     ) -> Result<AppState, ConfigError> {
+        // Never the library's public key: without a configured secret, a key of this process
+        // (replaced by the deployment's from Redis in `prepare`).
+        if settings.recall.secret_env.is_none()
+            && let Some(store) = default.recall_store()
+        {
+            match crate::recall::RecallKey::process() {
+                Some(key) => store.set_key(key),
+                None => {
+                    return Err(ConfigError::Invalid {
+                        key: "recall.secret_env".into(),
+                        message: "no random recall key could be drawn: set a secret".into(),
+                    });
+                }
+            }
+        }
         let default = Arc::new(default);
         let store = store::SharedStore::from_settings(&settings.store)
             .map_err(|message| ConfigError::Invalid {
@@ -235,6 +251,37 @@ impl AppState {
     /// The shared store, when one is configured.
     pub fn store(&self) -> Option<&Arc<store::SharedStore>> {
         self.inner.store.as_ref()
+    }
+
+    /// Whether `token` is the service token (compared in constant time).
+    pub(crate) fn is_service_token(&self, token: &str) -> bool {
+        self.inner
+            .auth_token
+            .as_ref()
+            .is_some_and(|t| constant_time_eq(t.as_bytes(), token.as_bytes()))
+    }
+
+    /// Readies what needs the network before the service answers: with a shared store and no
+    /// `[recall] secret_env`, the recall key becomes the deployment's secret kept in Redis
+    /// (set by the first replica that starts, read by the others), so every replica makes and
+    /// checks the same ids. When Redis cannot answer, the replica keeps its own key and says
+    /// so (its ids are then its own: recall of them on another replica answers 404).
+    pub async fn prepare(&self) {
+        if self.settings().recall.secret_env.is_some() {
+            return;
+        }
+        let (Some(store), Some(local)) = (
+            self.store(),
+            self.default_compactor().recall_store().cloned(),
+        ) else {
+            return;
+        };
+        match store.recall_secret().await {
+            Some(secret) => local.set_key(crate::recall::RecallKey::from_secret(secret.as_bytes())),
+            None => tracing::warn!(
+                "recall: the shared secret could not be read from redis: this replica's recall ids are its own until restarted (set [recall] secret_env to not depend on it)"
+            ),
+        }
     }
 
     /// What one request lends the summarizer: the summary time budget from now
@@ -437,10 +484,25 @@ pub fn app(state: AppState) -> Router {
         .with_state(state)
         .layer(
             ServiceBuilder::new()
-                .layer(TraceLayer::new_for_http().make_span_with(|req: &Request| {
-                    // Method and path only: headers carry API keys.
-                    tracing::info_span!("request", method = %req.method(), path = %req.uri().path())
-                }))
+                .layer(
+                    TraceLayer::new_for_http()
+                        .make_span_with(|req: &Request| {
+                            // Method and path only: headers and query strings carry API
+                            // keys; a recall id is a capability, never logged.
+                            let path = req.uri().path();
+                            let path = if path.starts_with("/v1/recall/") {
+                                "/v1/recall/{id}"
+                            } else {
+                                path
+                            };
+                            tracing::info_span!("request", method = %req.method(), path = %path)
+                        })
+                        // A 5xx is mostly the upstream's own answer passed through: a WARN,
+                        // not an ERROR line per request (our own faults log at ERROR).
+                        .on_failure(
+                            tower_http::trace::DefaultOnFailure::new().level(tracing::Level::WARN),
+                        ),
+                )
                 .layer(CatchPanicLayer::custom(
                     |payload: Box<dyn std::any::Any + Send>| {
                         AppError::Internal(format!("panic: {}", pool::panic_text(&*payload)))
@@ -541,8 +603,30 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 /// # Errors
 /// The I/O error of binding or serving.
 pub async fn serve(state: AppState, listen: std::net::SocketAddr) -> std::io::Result<()> {
+    exposure(&state, listen)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    listen::raise_open_file_limit();
     let listener = tokio::net::TcpListener::bind(listen).await?;
     listen::serve_on(state, listener, shutdown_signal()).await
+}
+
+/// Whether the service may listen on `addr`: a non-loopback address without a token is
+/// refused unless `server.allow_unauthenticated` (then it is logged at WARN).
+///
+/// # Errors
+/// The reason, naming the address and the keys that allow it.
+pub fn exposure(state: &AppState, addr: std::net::SocketAddr) -> Result<(), String> {
+    if addr.ip().is_loopback() || state.inner.auth_token.is_some() {
+        return Ok(());
+    }
+    if state.settings().server.allow_unauthenticated {
+        tracing::warn!(%addr, "listening beyond loopback without a token (server.allow_unauthenticated): every route, recall and /metrics included, is open to whoever reaches it");
+        return Ok(());
+    }
+    Err(format!(
+        "refusing to listen on {addr} without a token: set server.auth_token_env (and its \
+         variable), listen on loopback, or set server.allow_unauthenticated = true"
+    ))
 }
 
 async fn shutdown_signal() {

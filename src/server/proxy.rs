@@ -111,13 +111,16 @@ async fn forward(
     // A body seen before byte for byte: hashed here (a fraction of a millisecond for 1 MB),
     // answered without the pool, no parse, count or write.
     let replay = state.replay();
-    let key = (replay.max_bytes() > 0).then(|| Key::of(&route, &body));
+    // Whose request: its compaction keeps recall originals for this tenant, and it never
+    // reads another tenant's replayed or cached answers.
+    let tenant = super::tenant::of(state, &headers);
+    let key = (replay.max_bytes() > 0).then(|| Key::of(&format!("{route} {tenant}"), &body));
     let compactor = state.default_compactor();
     let hit = key.and_then(|key| replay.get(key, |model| compactor.model_tokens(model)));
     let outgoing = if let Some(hit) = hit {
         replayed(state, &route, &hit, body)
     } else {
-        compact_in_pool(state, format, &route, body).await
+        crate::recall::scope::for_tenant(tenant, compact_in_pool(state, format, &route, body)).await
     };
     let outgoing = match (key, outgoing) {
         (
@@ -182,6 +185,7 @@ fn replayed(state: &AppState, route: &str, hit: &Replayed, body: Bytes) -> Outgo
 /// [`outgoing_body`] on the compaction pool; a fault there forwards the original body.
 async fn compact_in_pool(state: &AppState, format: Format, route: &str, body: Bytes) -> Outgoing {
     let route = route.to_string();
+    let tenant = crate::recall::scope::tenant();
     let outgoing = {
         let (state, original) = (state.clone(), body.clone());
         let route = route.clone();
@@ -190,8 +194,8 @@ async fn compact_in_pool(state: &AppState, format: Format, route: &str, body: By
             .clone()
             .run(move || async move {
                 let scope = state.llm_scope();
-                crate::llm::scope::with(scope, outgoing_body(&state, format, &route, original))
-                    .await
+                let work = outgoing_body(&state, format, &route, original);
+                crate::recall::scope::for_tenant(tenant, crate::llm::scope::with(scope, work)).await
             })
             .await
     };
@@ -316,6 +320,7 @@ async fn outgoing_body(state: &AppState, format: Format, route: &str, body: Byte
         .then(|| slices::scan(&body, format))
         .flatten()
         .and_then(|spans| {
+            // A session is its tenant's: another tenant's body never continues from it.
             let (key, by_value, last) = reads.take_session(format, &body, &spans);
             let (read, hashes, sums) = match last {
                 Some(last) => (
@@ -432,13 +437,14 @@ async fn decide(
     let result = compactor
         .compact_shared(conversation, format, None, None, hashes)
         .await;
+    // What goes to Redis is written after this request is forwarded (one round trip, its
+    // own task: store/mod.rs).
+    let mut memory_put = None;
     if let (Some((store, hashes)), Ok(compacted)) = (&shared, &result)
         && let Some(output) = &compacted.conversation
     {
         let preset = &compactor.settings().preset;
-        store
-            .publish(compactor.memory(), preset, format, hashes, output)
-            .await;
+        memory_put = store.memory_put(compactor.memory(), preset, format, hashes, output);
     }
     match result {
         Err(CompactError::InvalidInput(violations)) => {
@@ -461,8 +467,16 @@ async fn decide(
         }
         Ok(compacted) => {
             record(metrics, route, &compacted.report);
-            if let (Some(store), Some(local)) = (state.store(), compactor.recall_store()) {
-                store.publish_recall(local, &compacted.report.recall).await;
+            if let Some(store) = state.store() {
+                let tenant = crate::recall::scope::tenant();
+                let mut puts = compactor.recall_store().map_or_else(Vec::new, |local| {
+                    store.recall_puts(local, tenant, &compacted.report.recall)
+                });
+                let index = memory_put.map(|(put, index)| {
+                    puts.push(put);
+                    index
+                });
+                store.write_off_path(puts, index);
             }
             let report = &compacted.report;
             // Continued from the compactor's memory without compacting again: the prefix

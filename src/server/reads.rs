@@ -168,11 +168,13 @@ impl ReadCache {
         body: &[u8],
         spans: &slices::Spans,
     ) -> (u128, Option<u128>, Option<Last>) {
-        let key = spans.session_key(format, body);
+        // Keys are the tenant's: another tenant's body never continues from its sessions.
+        let tenant = crate::recall::scope::tenant().0;
+        let key = spans.session_key(format, body) ^ tenant;
         if let Some(last) = self.take(key) {
             return (key, None, Some(last));
         }
-        let by_value = value_key(format, body, spans);
+        let by_value = value_key(format, body, spans).map(|v| v ^ tenant);
         let last = by_value
             .and_then(|v| self.aliases.get(&v))
             .and_then(|old| self.take(old));

@@ -1,31 +1,40 @@
-//! `GET /v1/recall/{id}`: the original a recall id names ([`crate::recall`]), from the store
-//! every pipeline of the service (API and proxy) writes into, then from Redis when `[store]`
-//! names one (an id another replica wrote; store/recall.rs).
+//! `GET /v1/recall/{id}`: the original a recall id names ([`crate::recall`]), for the tenant of
+//! the request ([`super::tenant`]), from the store every pipeline of the service (API and
+//! proxy) writes into, then from Redis when `[store]` names one (an id another replica wrote,
+//! checked against its id before it is served; store/recall.rs).
 //!
 //! 200 `{"id", "kind": "block"|"span", "original"}`; 400 `malformed_recall_id`; 404
-//! `unknown_recall_id` (never kept here) or `recall_disabled`; 410 `recall_evicted` (kept, then
-//! evicted by `[recall] max_bytes`); all in the service's error shape.
+//! `recall_disabled`; 404 `unknown_recall_id` with one body whatever the reason (never made
+//! for this tenant, another tenant's, evicted or expired), so an answer tells nothing of ids
+//! the asker does not hold; all in the service's error shape.
 
 use super::AppState;
 use super::error::AppError;
-use crate::recall::{RecallError, Recalled};
+use crate::recall::{RecallError, RecallId, Recalled};
 use axum::Json;
 use axum::extract::{Path, State};
+use axum::http::HeaderMap;
+
+/// The one message of every 404 `unknown_recall_id`.
+pub const NOT_HERE: &str = "no original is kept for this recall id here: never made for this \
+                            tenant, or evicted or expired since";
 
 /// The handler.
 pub(crate) async fn recall(
     State(state): State<AppState>,
+    headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Result<Json<Recalled>, AppError> {
-    let mut answer = state.default_compactor().recall(&id);
-    // An id this replica does not hold may be on the shared store (another replica made it):
-    // an original found there wins; its eviction record turns an unknown id into an evicted one.
-    if let (Err(RecallError::Unknown(canonical) | RecallError::Evicted(canonical)), Some(store)) =
-        (&answer, state.store())
-        && let Some(shared) = store.recall(canonical).await
-        && (shared.is_ok() || matches!(answer, Err(RecallError::Unknown(_))))
+    let tenant = super::tenant::of(&state, &headers);
+    let compactor = state.default_compactor();
+    let answer = compactor.recall_for(tenant, &id);
+    // An id this replica does not hold may be on the shared store (another replica made it).
+    if let (Err(RecallError::Unknown(_) | RecallError::Evicted(_)), Some(store), Some(local)) =
+        (&answer, state.store(), compactor.recall_store())
+        && let Ok(parsed) = RecallId::parse(&id)
+        && let Some(found) = store.recall(&local.key(), tenant, parsed).await
     {
-        answer = shared;
+        return Ok(Json(found));
     }
     answer.map(Json).map_err(|e| error_of(&e))
 }
@@ -42,22 +51,17 @@ pub(crate) async fn no_id(uri: axum::http::Uri) -> AppError {
     )
 }
 
-/// The service's answer to a recall that gave nothing.
+/// The service's answer to a recall that gave nothing: an evicted id and an unknown one alike.
 fn error_of(e: &RecallError) -> AppError {
-    let message = e.to_string();
     match e {
-        RecallError::Malformed(_) => AppError::bad_request("malformed_recall_id", message),
-        RecallError::Unknown(_) => AppError::NotFound {
+        RecallError::Malformed(_) => AppError::bad_request("malformed_recall_id", e.to_string()),
+        RecallError::Unknown(_) | RecallError::Evicted(_) => AppError::NotFound {
             code: "unknown_recall_id",
-            message,
+            message: NOT_HERE.to_string(),
         },
         RecallError::Disabled => AppError::NotFound {
             code: "recall_disabled",
-            message,
-        },
-        RecallError::Evicted(_) => AppError::Gone {
-            code: "recall_evicted",
-            message,
+            message: e.to_string(),
         },
     }
 }

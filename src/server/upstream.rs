@@ -152,7 +152,9 @@ pub(crate) async fn send(
     probe: Option<(String, usize)>,
 ) -> Result<Response, AppError> {
     let url = out.url;
-    let unreachable = |why: String| AppError::Upstream(format!("{url}: {why}"));
+    // Logged without the query's values: a key may ride in it (`?key=...`).
+    let shown = redact_query(&url);
+    let unreachable = |why: String| AppError::Upstream(format!("{shown}: {why}"));
     let mut request = hyper::Request::builder()
         .method(out.method)
         .uri(url.as_str())
@@ -200,6 +202,22 @@ pub(crate) async fn send(
         .map_err(|e| AppError::Internal(format!("building the response: {e}")))
 }
 
+/// `url` with the value of every query parameter replaced by `REDACTED` (names kept), for
+/// logs: an API key may travel in a query string (`?key=…`).
+pub(crate) fn redact_query(url: &str) -> String {
+    let Some((base, query)) = url.split_once('?') else {
+        return url.to_string();
+    };
+    let params: Vec<String> = query
+        .split('&')
+        .map(|p| match p.split_once('=') {
+            Some((name, _)) => format!("{name}=REDACTED"),
+            None => p.to_string(),
+        })
+        .collect();
+    format!("{base}?{}", params.join("&"))
+}
+
 /// An error and its causes, `: `-joined (hyper-util's own text is only "client error").
 fn error_chain(e: &dyn std::error::Error) -> String {
     let mut text = e.to_string();
@@ -244,6 +262,18 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn query_values_are_redacted_for_logs() {
+        assert_eq!(
+            redact_query("https://x.test/v1beta/models?key=AIza123&alt=sse&flag"),
+            "https://x.test/v1beta/models?key=REDACTED&alt=REDACTED&flag"
+        );
+        assert_eq!(
+            redact_query("https://x.test/v1/models"),
+            "https://x.test/v1/models"
+        );
+    }
 
     #[test]
     fn hop_by_hop_headers_and_those_connection_names_are_dropped() {

@@ -230,7 +230,18 @@ impl Truncate {
         }
         let mut edits: Vec<Edit> = Vec::new();
         let mut plan: Vec<UnitEdit> = Vec::new();
-        for ((message, block), cap) in capped {
+        for ((message, block), mut cap) in capped {
+            // A capped block names the recall id of its original, like a cleared result.
+            if let Some(sink) = cx.recall
+                && let Some(entry) = crate::recall::wire::block(cx.format, input, message, block)
+                && crate::recall::wire::name_after_mark(
+                    &mut cap.with,
+                    TRUNCATION_MARK,
+                    &entry.reference.id,
+                )
+            {
+                sink.push(entry);
+            }
             edits.push(cap.edit);
             plan.push(UnitEdit::Cap {
                 message,
@@ -342,7 +353,12 @@ fn cap_blocks(
                 _ => None,
             };
             if let Some((with, what, id, tokens_before, tokens_after)) = capped {
-                let saved = block_tokens.saturating_sub(cx.counter.count_block(&with));
+                // Priced with the recall id it will name (`Truncate::run`).
+                let named = cx.recall.map_or(0, |_| {
+                    cx.counter
+                        .count_text_cached(" · recall rc_7e3a9f0c7e3a9f0c7e3a9f0c7e3a9f0c")
+                });
+                let saved = block_tokens.saturating_sub(cx.counter.count_block(&with) + named);
                 let edit = Edit::Truncated {
                     message: i,
                     block: j,

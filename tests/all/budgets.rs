@@ -460,7 +460,7 @@ mod proxy {
         .unwrap();
         let line = text
             .lines()
-            .find(|l| l.starts_with("compactor_model_token_ratio{model=\"claude-opus-4-6\"}"))
+            .find(|l| l.starts_with("compactor_model_token_ratio{model=\"claude\"}"))
             .unwrap_or_else(|| panic!("{text}"));
         let value: f64 = line.rsplit(' ').next().unwrap().parse().unwrap();
         assert!((value - TRUE_RATIO).abs() < 0.002, "{line}");

@@ -151,7 +151,7 @@ async fn get(app: axum::Router, path: &str) -> (StatusCode, Value) {
 }
 
 #[tokio::test]
-async fn the_service_answers_200_404_410_and_400() {
+async fn the_service_answers_200_404_and_400_and_an_evicted_id_as_an_unknown_one() {
     let input = history(20);
     let st = state(settings(0));
     let (status, body) = post_json(
@@ -175,9 +175,11 @@ async fn the_service_answers_200_404_410_and_400() {
         );
     }
     let zero = format!("rc_{}", "0".repeat(32));
-    let (status, err) = get(app(st.clone()), &format!("/v1/recall/{zero}")).await;
+    let (status, unknown) = get(app(st.clone()), &format!("/v1/recall/{zero}")).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
-    assert_eq!(err["error"]["code"], "unknown_recall_id");
+    assert_eq!(unknown["error"]["code"], "unknown_recall_id");
+    // The message names no id: every unknown id gets the very same body.
+    assert!(!unknown.to_string().contains("rc_"), "{unknown}");
     let (status, err) = get(app(st.clone()), "/v1/recall/rc_12").await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert_eq!(err["error"]["code"], "malformed_recall_id");
@@ -194,7 +196,8 @@ async fn the_service_answers_200_404_410_and_400() {
         assert_eq!(err["error"]["code"], "malformed_recall_id", "{path}");
     }
 
-    // A store with room for about two results evicts the others: 410.
+    // A store with room for about two results evicts the others: answered exactly as an
+    // unknown id is (no membership outlives the content).
     let mut small = settings(0);
     small.recall.max_bytes = 3000;
     let st = state(small);
@@ -210,8 +213,8 @@ async fn the_service_answers_200_404_410_and_400() {
         let (status, got) = get(app(st.clone()), &format!("/v1/recall/{id}")).await;
         match status {
             StatusCode::OK => {}
-            StatusCode::GONE => {
-                assert_eq!(got["error"]["code"], "recall_evicted");
+            StatusCode::NOT_FOUND => {
+                assert_eq!(got, unknown);
                 gone += 1;
             }
             other => panic!("{id}: {other} {got}"),
@@ -277,4 +280,46 @@ proptest! {
             }
         }
     }
+}
+
+#[tokio::test]
+async fn a_block_truncate_caps_names_a_recall_id_that_gives_the_whole_block_back() {
+    // One tool result far over truncate's cap, in the newest round (kept, so capped).
+    let mut input = history(2);
+    let big: String = (0..400)
+        .map(|k| format!("line {k}: fn body_{k}() {{ compute({k}) }}\n"))
+        .collect();
+    let msgs = input["messages"].as_array_mut().unwrap();
+    let last_result = msgs
+        .iter_mut()
+        .rev()
+        .find(|m| m["content"][0]["type"] == "tool_result")
+        .unwrap();
+    last_result["content"][0]["content"] = json!(big);
+    let engine = Compactor::from_config(preset("truncate")).unwrap();
+    let (output, refs) = compact(&engine, &input, 3000).await;
+    // Every capped block (the big one, and the smaller results over the target's cap).
+    let capped: Vec<&RecallRef> = refs
+        .iter()
+        .filter(|r| r.kind == RecallKind::Block)
+        .collect();
+    assert!(!capped.is_empty(), "{refs:?}");
+    for r in &capped {
+        let text = at(&output, &r.path)["content"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(
+            text.contains(&format!("tokens truncated …] · recall {}", r.id)),
+            "{text}"
+        );
+        assert_eq!(engine.recall(&r.id).unwrap().original, *at(&input, &r.path));
+    }
+    let r = capped
+        .iter()
+        .find(|r| r.bytes > big.len())
+        .unwrap_or_else(|| panic!("{refs:?}"));
+    let got = engine.recall(&r.id).unwrap();
+    assert_eq!(got.original, *at(&input, &r.path));
+    assert_eq!(got.original["content"], json!(big));
 }

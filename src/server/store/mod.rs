@@ -7,8 +7,13 @@
 //!   -> compact (the pipeline finds it in its local memory: same prefix, byte for byte)
 //!   -> publish: the output remembered for this history -> Redis (+ index)
 //! summary tier -> llm scope cache: GET summary by request hash, else call and SET
-//! recall ids   -> the originals a compaction cleared or dropped, SET by id; a recall the
-//!                 local store cannot answer reads them back (recall.rs)
+//! recall ids   -> the originals a compaction cleared or dropped, set by (tenant, id) if
+//!                 absent; a recall the local store cannot answer reads them back, checked
+//!                 against the id (recall.rs)
+//! writes       -> one script call per request (the remembered output, its index entry and
+//!                 the recall originals), in a task of its own: the request is forwarded
+//!                 without waiting; over the budget (timeout_ms): a WARN and
+//!                 compactor_store_over_budget_total
 //! Redis down   -> every operation fails fast for store.retry_secs; the local memory serves
 //!                 alone; /metrics compactor_store_up 0, compactor_store_errors_total, a log line
 //! ```
@@ -27,7 +32,10 @@ use crate::format::Format;
 use crate::guard::FailureRecord;
 use crate::llm::scope::SummaryCache;
 use crate::memory::{Memory, PrefixHashes};
+use redis::{IndexAdd, Put};
 use serde_json::{Value, json};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Index entries kept per history root (its newest compactions by length).
 const INDEX_KEEP: usize = 64;
@@ -37,6 +45,8 @@ const INDEX_KEEP: usize = 64;
 pub struct SharedStore {
     redis: redis::Redis,
     max_entry_bytes: u64,
+    /// Requests whose reads or writes ran past the budget, since the start.
+    over_budget: AtomicU64,
 }
 
 impl SharedStore {
@@ -52,7 +62,46 @@ impl SharedStore {
         Ok(Some(SharedStore {
             redis,
             max_entry_bytes: settings.max_entry_bytes,
+            over_budget: AtomicU64::new(0),
         }))
+    }
+
+    /// Operations Redis refused for its `maxmemory`, since the start.
+    pub fn oom(&self) -> u64 {
+        self.redis.oom()
+    }
+
+    /// Requests whose store reads or writes ran past their budget (`timeout_ms`).
+    pub fn over_budget_count(&self) -> u64 {
+        self.over_budget.load(Ordering::Relaxed)
+    }
+
+    /// Counts and logs one request's `what` (reads, writes) cut by its budget.
+    fn over_budget(&self, what: &str) {
+        self.over_budget.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(
+            budget_ms = self.redis.budget().as_millis() as u64,
+            "shared store: {what} over the request's budget: given up"
+        );
+    }
+
+    /// Sends one request's writes (`puts`, `index`) in one round trip from a task of its own,
+    /// so the request goes on without waiting; the whole write gets the budget
+    /// (`timeout_ms`), past which it is given up, counted and logged.
+    pub fn write_off_path(self: &Arc<Self>, puts: Vec<Put>, index: Option<IndexAdd>) {
+        if puts.is_empty() && index.is_none() {
+            return;
+        }
+        let store = self.clone();
+        tokio::spawn(async move {
+            let write = store.redis.put_many(&puts, index.as_ref());
+            if tokio::time::timeout(store.redis.budget(), write)
+                .await
+                .is_err()
+            {
+                store.over_budget("writes");
+            }
+        });
     }
 
     /// Whether Redis answered the last operation.
@@ -93,6 +142,23 @@ impl SharedStore {
         format: Format,
         hashes: &PrefixHashes,
     ) -> Option<usize> {
+        let reads = self.prefetch_reads(memory, preset, format, hashes);
+        match tokio::time::timeout(self.redis.budget(), reads).await {
+            Ok(found) => found,
+            Err(_) => {
+                self.over_budget("reads");
+                None
+            }
+        }
+    }
+
+    async fn prefetch_reads(
+        &self,
+        memory: &Memory,
+        preset: &str,
+        format: Format,
+        hashes: &PrefixHashes,
+    ) -> Option<usize> {
         let n = hashes.messages();
         let local = memory.longest(hashes);
         if local == Some(n) {
@@ -120,23 +186,23 @@ impl SharedStore {
                     memory.remember_prefix(hashes, len, &output, degraded.as_deref(), &failures);
                     return Some(len);
                 }
-                None => tracing::warn!(key = %key, "shared store: an entry that does not decode"),
+                None => tracing::warn!("shared store: a remembered entry that does not decode"),
             }
         }
         None
     }
 
-    /// Shares the compaction `memory` remembers for the whole history hashed in `hashes`
-    /// (`output`), with its degraded reason. Nothing when the memory holds none, or when it
-    /// is over `max_entry_bytes`.
-    pub async fn publish(
+    /// The write that shares the compaction `memory` remembers for the whole history hashed
+    /// in `hashes` (`output`), with its degraded reason, and its index entry. `None` when the
+    /// memory holds none, or when it is over `max_entry_bytes`.
+    pub fn memory_put(
         &self,
         memory: &Memory,
         preset: &str,
         format: Format,
         hashes: &PrefixHashes,
         output: &Conversation,
-    ) {
+    ) -> Option<(Put, IndexAdd)> {
         let n = hashes.messages();
         let (Some(degraded), Some(failures), Some(hash), Some(root)) = (
             memory.degraded_at(hashes, n),
@@ -144,7 +210,7 @@ impl SharedStore {
             hashes.key(n),
             hashes.key(1),
         ) else {
-            return;
+            return None;
         };
         let failures: Vec<Value> = failures
             .iter()
@@ -158,16 +224,21 @@ impl SharedStore {
         })
         .to_string();
         if value.len() as u64 > self.max_entry_bytes {
-            return;
+            return None;
         }
-        let key = self.entry_key(preset, format, n, hash);
-        if self.redis.put(&key, value.as_bytes()).await.is_ok() {
-            let index = self.index_key(preset, format, root);
-            let _ = self
-                .redis
-                .index_add(&index, &format!("{n}:{hash:016x}"), n as u64, INDEX_KEEP)
-                .await;
-        }
+        Some((
+            Put {
+                key: self.entry_key(preset, format, n, hash),
+                value: value.into_bytes(),
+                if_absent: false,
+            },
+            IndexAdd {
+                index: self.index_key(preset, format, root),
+                member: format!("{n}:{hash:016x}"),
+                score: n as u64,
+                keep: INDEX_KEEP,
+            },
+        ))
     }
 }
 

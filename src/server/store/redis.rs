@@ -71,15 +71,84 @@ end
 return v
 ";
 
+/// Stores several values at once, in one round trip, and evicts by bytes as [`PUT`] does.
+/// `KEYS[1..4]`: the LRU set, the sizes hash, the byte total, the use counter; `KEYS[4 + i]`
+/// for `i` in `1..=ARGV[3]`: the values' keys, each with `ARGV[2 + 2i]` = `set` (replace) or
+/// `nx` (only when absent: a recall original keeps its first value) and `ARGV[3 + 2i]` = the
+/// value; `ARGV[1]` the TTL, `ARGV[2]` the byte bound. One more key after the values: an index
+/// sorted set, given `ARGV[4 + 2n]` (score), `ARGV[5 + 2n]` (member) and `ARGV[6 + 2n]` (the
+/// last rank to trim), with the TTL. Returns the total.
+const PUT_MANY: &str = r"
+local lru, sizes, total, seq = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local ttl, max, n = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local bytes = tonumber(redis.call('GET', total) or '0')
+for i = 1, n do
+  local key, mode, value = KEYS[4 + i], ARGV[2 + 2 * i], ARGV[3 + 2 * i]
+  if mode == 'set' or redis.call('EXISTS', key) == 0 then
+    local old = tonumber(redis.call('HGET', sizes, key) or '0')
+    redis.call('SET', key, value, 'EX', ttl)
+    redis.call('HSET', sizes, key, #value)
+    redis.call('ZADD', lru, redis.call('INCR', seq), key)
+    bytes = redis.call('INCRBY', total, #value - old)
+  end
+end
+if #KEYS > 4 + n then
+  local index, base = KEYS[5 + n], 3 + 2 * n
+  redis.call('ZADD', index, ARGV[base + 1], ARGV[base + 2])
+  redis.call('ZREMRANGEBYRANK', index, 0, tonumber(ARGV[base + 3]))
+  redis.call('EXPIRE', index, ttl)
+end
+while bytes > max do
+  local oldest = redis.call('ZRANGE', lru, 0, 0)
+  if #oldest == 0 then break end
+  local k = oldest[1]
+  local size = tonumber(redis.call('HGET', sizes, k) or '0')
+  redis.call('DEL', k)
+  redis.call('HDEL', sizes, k)
+  redis.call('ZREM', lru, k)
+  bytes = redis.call('DECRBY', total, size)
+end
+return bytes
+";
+
+/// One value of a batch written by [`Redis::put_many`].
+#[derive(Debug, Clone)]
+pub struct Put {
+    /// The full key.
+    pub key: String,
+    /// The value.
+    pub value: Vec<u8>,
+    /// Only when the key is absent (a recall original keeps its first value).
+    pub if_absent: bool,
+}
+
+/// An index entry added with a batch ([`Redis::put_many`]).
+#[derive(Debug, Clone)]
+pub struct IndexAdd {
+    /// The full key of the sorted set.
+    pub index: String,
+    /// The member.
+    pub member: String,
+    /// Its score.
+    pub score: u64,
+    /// How many of the highest scores are kept.
+    pub keep: usize,
+}
+
 /// A Redis connection that knows when it is down.
 pub struct Redis {
     client: Client,
     settings: StoreSettings,
     conn: Mutex<Conn>,
     put: Script,
+    put_many: Script,
     get: Script,
     up: AtomicBool,
     errors: AtomicU64,
+    /// Operations Redis refused for its `maxmemory` (OOM answers), since the start.
+    oom: AtomicU64,
+    /// When the last OOM was logged (one WARN per `retry_secs`).
+    oom_logged: std::sync::Mutex<Option<Instant>>,
 }
 
 enum Conn {
@@ -111,9 +180,12 @@ impl Redis {
             settings,
             conn: Mutex::new(Conn::Fresh),
             put: Script::new(PUT),
+            put_many: Script::new(PUT_MANY),
             get: Script::new(GET),
             up: AtomicBool::new(true),
             errors: AtomicU64::new(0),
+            oom: AtomicU64::new(0),
+            oom_logged: std::sync::Mutex::new(None),
         })
     }
 
@@ -125,6 +197,17 @@ impl Redis {
     /// Operations that failed since the start.
     pub fn errors(&self) -> u64 {
         self.errors.load(Ordering::Relaxed)
+    }
+
+    /// Operations Redis refused because it reached its `maxmemory` (OOM), since the start.
+    pub fn oom(&self) -> u64 {
+        self.oom.load(Ordering::Relaxed)
+    }
+
+    /// The operation timeout (`[store] timeout_ms`), also each request's budget for its reads
+    /// and its writes.
+    pub fn budget(&self) -> Duration {
+        self.timeout()
     }
 
     fn timeout(&self) -> Duration {
@@ -195,6 +278,26 @@ impl Redis {
                     tracing::info!("shared store: redis reachable again");
                 }
             }
+            // Redis answered, with a refusal: it is up, and says why (an OOM is no outage).
+            Err(StoreError::Redis(e)) if answered(e) => {
+                self.errors.fetch_add(1, Ordering::Relaxed);
+                if e.code() == Some("OOM") {
+                    self.oom.fetch_add(1, Ordering::Relaxed);
+                    let mut last = self
+                        .oom_logged
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
+                    let quiet = Duration::from_secs(self.settings.retry_secs.max(1));
+                    if last.is_none_or(|at| at.elapsed() >= quiet) {
+                        *last = Some(Instant::now());
+                        tracing::warn!(
+                            "shared store: redis is out of memory (its maxmemory is reached): writes are refused, reads go on; raise maxmemory or lower [store] max_bytes"
+                        );
+                    }
+                } else {
+                    tracing::warn!(error = %e, "shared store: redis refused an operation");
+                }
+            }
             Err(e) => {
                 self.errors.fetch_add(1, Ordering::Relaxed);
                 if !matches!(e, StoreError::Down(_)) {
@@ -207,6 +310,63 @@ impl Redis {
             }
         }
         result
+    }
+
+    /// Stores `puts` and adds `index` in one round trip (one script call), then evicts by
+    /// bytes. Nothing is sent for an empty batch.
+    ///
+    /// # Errors
+    /// [`StoreError`] when Redis cannot answer in time or refuses (OOM).
+    pub async fn put_many(
+        &self,
+        puts: &[Put],
+        index: Option<&IndexAdd>,
+    ) -> Result<u64, StoreError> {
+        if puts.is_empty() && index.is_none() {
+            return Ok(0);
+        }
+        let s = &self.settings;
+        let mut call = self.put_many.prepare_invoke();
+        call.key(self.key("lru"))
+            .key(self.key("sizes"))
+            .key(self.key("bytes"))
+            .key(self.key("seq"))
+            .arg(s.ttl_secs)
+            .arg(s.max_bytes)
+            .arg(puts.len());
+        for p in puts {
+            call.key(&p.key)
+                .arg(if p.if_absent { "nx" } else { "set" })
+                .arg(p.value.as_slice());
+        }
+        if let Some(i) = index {
+            let stop = -i64::try_from(i.keep).unwrap_or(i64::MAX) - 1;
+            call.key(&i.index).arg(i.score).arg(&i.member).arg(stop);
+        }
+        self.run(|mut c| async move { call.invoke_async(&mut c).await })
+            .await
+    }
+
+    /// Sets `key` (full name) to `value` unless it exists, and gives back what it holds then
+    /// (the value set, or the one another replica set first), outside the LRU and with no TTL.
+    ///
+    /// # Errors
+    /// [`StoreError`] when Redis cannot answer in time.
+    pub async fn get_or_set(&self, key: &str, value: &str) -> Result<String, StoreError> {
+        self.run(|mut c| async move {
+            redis::pipe()
+                .cmd("SET")
+                .arg(key)
+                .arg(value)
+                .arg("NX")
+                .ignore()
+                .cmd("GET")
+                .arg(key)
+                .query_async::<(String,)>(&mut c)
+                .await
+                .map(|(v,)| v)
+        })
+        .await
     }
 
     /// The value of `key` (full name), renewing its TTL and LRU time on a hit.
@@ -256,35 +416,6 @@ impl Redis {
         .await
     }
 
-    /// Adds `member` with `score` to the sorted set `index` (full name), keeps its `keep`
-    /// highest scores and gives it the TTL.
-    ///
-    /// # Errors
-    /// [`StoreError`] when Redis cannot answer in time.
-    pub async fn index_add(
-        &self,
-        index: &str,
-        member: &str,
-        score: u64,
-        keep: usize,
-    ) -> Result<(), StoreError> {
-        let ttl = i64::try_from(self.settings.ttl_secs).unwrap_or(i64::MAX);
-        let stop = -i64::try_from(keep).unwrap_or(i64::MAX) - 1;
-        self.run(|mut c| async move {
-            redis::pipe()
-                .atomic()
-                .zadd(index, member, score)
-                .ignore()
-                .zremrangebyrank(index, 0, isize::try_from(stop).unwrap_or(isize::MIN))
-                .ignore()
-                .expire(index, ttl)
-                .ignore()
-                .query_async::<()>(&mut c)
-                .await
-        })
-        .await
-    }
-
     /// The members of `index` with scores in `min..=max`, highest first.
     ///
     /// # Errors
@@ -310,39 +441,6 @@ impl Redis {
         .await
     }
 
-    /// Sets `key` (full name) to `1` for `ttl_secs`, outside the byte-bounded LRU (a marker
-    /// a few bytes long, such as a recall id's record that it was published).
-    ///
-    /// # Errors
-    /// [`StoreError`] when Redis cannot answer in time.
-    pub async fn mark(&self, key: &str, ttl_secs: u64) -> Result<(), StoreError> {
-        self.run(|mut c| async move {
-            redis::cmd("SET")
-                .arg(key)
-                .arg(1)
-                .arg("EX")
-                .arg(ttl_secs.max(1))
-                .query_async::<()>(&mut c)
-                .await
-        })
-        .await
-    }
-
-    /// Whether `key` (full name) exists.
-    ///
-    /// # Errors
-    /// [`StoreError`] when Redis cannot answer in time.
-    pub async fn exists(&self, key: &str) -> Result<bool, StoreError> {
-        self.run(|mut c| async move {
-            redis::cmd("EXISTS")
-                .arg(key)
-                .query_async::<u64>(&mut c)
-                .await
-                .map(|n| n > 0)
-        })
-        .await
-    }
-
     /// The store's own byte total (what the eviction counts).
     ///
     /// # Errors
@@ -358,4 +456,11 @@ impl Redis {
         })
         .await
     }
+}
+
+/// Whether `e` is Redis's own answer (an error reply such as OOM or READONLY), not a failure
+/// to reach it: the connection is fine and the store stays up.
+fn answered(e: &redis::RedisError) -> bool {
+    !(e.is_io_error() || e.is_timeout() || e.is_connection_dropped() || e.is_connection_refusal())
+        && e.code().is_some()
 }
