@@ -82,6 +82,16 @@ pub enum ViolationKind {
         /// The wire type of the call with that id.
         call: String,
     },
+    /// Responses: a `reasoning` item that is not directly followed by an item the model
+    /// emitted (B2: `Item 'rs_…' of type 'reasoning' was provided without its required
+    /// following item.`).
+    ReasoningWithoutFollower {
+        /// The reasoning item's `id` (empty when it has none).
+        id: String,
+    },
+    /// Responses: a `compaction_trigger` item that is not the last input item (B3.1: "Must be
+    /// the final input item").
+    TriggerNotLast,
     /// A second result for one call.
     DuplicateResult {
         /// The id.
@@ -351,6 +361,8 @@ impl ViolationKind {
                 ("A0.3", "B1.1", "C2.1")
             }
             MissingResults { .. } => ("A0.2", "B1", "C2"),
+            ReasoningWithoutFollower { .. } => ("A0.1", "B2", "C1"),
+            TriggerNotLast => ("A0.1", "B3.1", "C1"),
             ResultNotFirst { .. } => ("A0.4", "B1", "C2"),
             OrphanServerResult { .. } | ServerCallWithoutResult { .. } | CallerMissing { .. } => {
                 ("A11", "B8", "C1")
@@ -399,6 +411,11 @@ impl std::fmt::Display for ViolationKind {
                 f,
                 "{output} {id} answers a {call}: No tool call found for {output_human} output with call_id {id}"
             ),
+            ReasoningWithoutFollower { id } => write!(
+                f,
+                "Item '{id}' of type 'reasoning' was provided without its required following item."
+            ),
+            TriggerNotLast => write!(f, "compaction_trigger must be the final input item"),
             DuplicateResult { id } => write!(f, "duplicate tool_result for {id}"),
             MissingResults { ids, expected } => {
                 write!(

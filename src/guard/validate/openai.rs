@@ -4,9 +4,11 @@
 //! `call_id`); in both, `arguments` is a JSON object string.
 
 use super::{Checker, Ids, ValidateOptions};
-use crate::conversation::{Block, ContentForm, Conversation, Role, ToolInput};
+use crate::conversation::{Block, ContentForm, Conversation, Message, Role, ToolInput};
 use crate::guard::violation::ViolationKind;
+use crate::rules::BlockKind;
 use foldhash::{HashMap, HashMapExt};
+use serde_json::Value;
 
 impl<'a> Checker<'a> {
     pub(super) fn chat(&mut self, options: ValidateOptions) {
@@ -186,6 +188,7 @@ impl<'a> Checker<'a> {
             }
         }
         self.pending = waiting;
+        self.followers();
         if self.pending.is_empty() {
             return;
         }
@@ -203,6 +206,51 @@ impl<'a> Checker<'a> {
                     },
                 );
             }
+        }
+    }
+
+    /// Responses item order: a `reasoning` item directly before an item the model emitted
+    /// (B2; an item the table does not know is taken as one, leniently), a
+    /// `compaction_trigger` last (B3.1).
+    fn followers(&mut self) {
+        let conv: &'a Conversation = self.conv;
+        let table = self.format.rules();
+        let kind = |m: &Message| m.content.first().and_then(|b| table.kind_of_block(b));
+        let n = conv.messages.len();
+        let mut found = Vec::new();
+        for (i, m) in conv.messages.iter().enumerate().skip(self.from) {
+            match kind(m) {
+                Some(BlockKind::Thinking) => {
+                    let follows = conv.messages.get(i + 1).is_some_and(|next| {
+                        match (&next.role, kind(next)) {
+                            (Role::Other(_), _) => true,
+                            (Role::Assistant, k) => {
+                                !matches!(k, Some(BlockKind::Trigger | BlockKind::ApprovalResponse))
+                            }
+                            _ => false,
+                        }
+                    });
+                    if !follows {
+                        let id = match m.content.first() {
+                            Some(Block::Thinking(v)) => v.get("id").and_then(Value::as_str),
+                            _ => None,
+                        };
+                        found.push((
+                            i,
+                            ViolationKind::ReasoningWithoutFollower {
+                                id: id.unwrap_or_default().to_string(),
+                            },
+                        ));
+                    }
+                }
+                Some(BlockKind::Trigger) if i + 1 < n => {
+                    found.push((i, ViolationKind::TriggerNotLast));
+                }
+                _ => {}
+            }
+        }
+        for (i, kind) in found {
+            self.push(Some(i), None, kind);
         }
     }
 
