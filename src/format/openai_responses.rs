@@ -91,7 +91,10 @@ pub(crate) fn read_item(value: &Value, path: &str) -> Result<Message, FormatErro
         Some(k) => {
             let table = &OPENAI_RESPONSES;
             if let Some(pair) = table.pair_of_call_item(k, obj) {
-                single(Role::Assistant, Block::ToolUse(read_call(obj, k, pair, path)?))
+                single(
+                    Role::Assistant,
+                    Block::ToolUse(read_call(obj, k, pair, path)?),
+                )
             } else if let Some(pair) = table.pair_of_output_item(k, obj) {
                 single(Role::Tool, Block::ToolResult(read_output(obj, pair, path)?))
             } else if table.block_kind(k) == Some(BlockKind::Thinking) {
@@ -168,7 +171,14 @@ fn read_call(
 /// comes from the item's failure fields ([`crate::outcome::from_fields`]), else from an exit
 /// code in the text.
 fn read_output(obj: &Object, pair: &PairRule, path: &str) -> Result<ToolResult, FormatError> {
-    let id = req_str(obj, pair.id_field, path)?;
+    // The id field, else the pair's other name for it (kept in the item: it is written back
+    // from there, `write_message`).
+    let (id, id_field) = match (obj.get(pair.id_field), pair.output_id_alt) {
+        (None, Some(alt)) if obj.get(alt).is_some_and(Value::is_string) => {
+            (req_str(obj, alt, path)?, None)
+        }
+        _ => (req_str(obj, pair.id_field, path)?, Some(pair.id_field)),
+    };
     let named = input_field(pair.call).is_some();
     let content = match obj.get("output") {
         Some(Value::String(s)) => Some(ToolResultContent::Text(s.clone())),
@@ -188,16 +198,15 @@ fn read_output(obj: &Object, pair: &PairRule, path: &str) -> Result<ToolResult, 
         }
         None => return Err(FormatError::shape(path, "missing \"output\"")),
     };
-    let skip: &[&str] = if content.is_some() {
-        &[pair.id_field, "output"]
-    } else {
-        &[pair.id_field]
-    };
+    let mut skip: Vec<&str> = id_field.into_iter().collect();
+    if content.is_some() {
+        skip.push("output");
+    }
     Ok(OutcomePolicy::ExitCode.apply(ToolResult {
         tool_use_id: id,
         content,
         is_error: None,
-        extra: without(obj, skip),
+        extra: without(obj, &skip),
         outcome: Outcome::Unknown,
         rewritten: None,
     }))
@@ -373,7 +382,17 @@ pub(crate) fn write_message(m: &Message, items: &mut Vec<Value>) {
                 for (k, v) in &r.extra {
                     obj.insert(k.clone(), v.clone());
                 }
-                obj.insert("call_id".into(), Value::String(r.tool_use_id.clone()));
+                // An output that named its call by the pair's other field (read so, kept in
+                // the item) gets no `call_id`.
+                let by_alt = OPENAI_RESPONSES
+                    .pair_of_output(output_type(r))
+                    .and_then(|p| p.output_id_alt)
+                    .is_some_and(|alt| {
+                        r.extra.get(alt).and_then(Value::as_str) == Some(r.tool_use_id.as_str())
+                    });
+                if !by_alt {
+                    obj.insert("call_id".into(), Value::String(r.tool_use_id.clone()));
+                }
                 let output = match &r.content {
                     None => Value::String(String::new()),
                     Some(ToolResultContent::Text(s)) => Value::String(s.clone()),
@@ -477,5 +496,73 @@ mod tests {
         );
         assert_eq!(violations.len(), 1, "{violations:?}");
         assert_eq!(violations[0].message, Some(1));
+    }
+
+    #[test]
+    fn every_pair_type_of_the_table_reads_as_a_call_and_an_output_and_round_trips() {
+        // One call and its output per pair of the table, with the fields of the SDK's types.
+        let items = json!([
+            {"role": "user", "content": "go"},
+            {"type": "apply_patch_call", "call_id": "c1", "status": "completed",
+             "operation": {"type": "update_file", "path": "a.py", "diff": "@@\n-a\n+b\n"}},
+            {"type": "apply_patch_call_output", "call_id": "c1", "status": "failed", "output": "context mismatch"},
+            {"type": "shell_call", "call_id": "c2", "action": {"commands": ["make"], "timeout_ms": 1000}, "status": "completed"},
+            {"type": "shell_call_output", "call_id": "c2", "output": [
+                {"stdout": "", "stderr": "boom", "outcome": {"type": "exit", "exit_code": 2}}]},
+            {"type": "local_shell_call", "id": "lsc_1", "call_id": "c3", "status": "completed",
+             "action": {"type": "exec", "command": ["ls"], "env": {}}},
+            {"type": "local_shell_call_output", "id": "c3", "output": "a b"},
+            {"type": "tool_search_call", "call_id": "c4", "execution": "client", "arguments": {"query": "deploy"}},
+            {"type": "tool_search_output", "call_id": "c4", "execution": "client", "tools": [{"type": "function", "name": "deploy"}]},
+            {"type": "program", "id": "pr_1", "call_id": "c5", "code": "x = 1", "fingerprint": "fp"},
+            {"type": "program_output", "call_id": "c5", "result": "1", "status": "completed"},
+            {"type": "custom_tool_call", "call_id": "c6", "name": "exec", "input": "ls",
+             "caller": {"type": "program", "caller_id": "c5"}},
+            {"type": "custom_tool_call_output", "call_id": "c6", "output": [{"type": "input_text", "text": "a"}]}
+        ]);
+        let body = json!({ "input": items });
+        let conv = read(&body).unwrap();
+        assert_eq!(write(&conv), body);
+        let pairs: Vec<(String, String)> = conv
+            .messages
+            .iter()
+            .flat_map(|m| {
+                m.tool_uses()
+                    .map(|t| ("call".to_string(), t.id.clone()))
+                    .chain(
+                        m.tool_results()
+                            .map(|r| ("output".to_string(), r.tool_use_id.clone())),
+                    )
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        let want: Vec<(String, String)> = (1..=6)
+            .flat_map(|k| {
+                [
+                    ("call".to_string(), format!("c{k}")),
+                    ("output".to_string(), format!("c{k}")),
+                ]
+            })
+            .collect();
+        assert_eq!(pairs, want);
+        // Failure fields are the typed outcome (B1.2).
+        let outcomes: Vec<Outcome> = conv
+            .messages
+            .iter()
+            .flat_map(|m| m.tool_results().map(|r| r.outcome))
+            .collect();
+        use Outcome::*;
+        assert_eq!(
+            outcomes,
+            vec![Error, Error, Unknown, Unknown, Unknown, Unknown]
+        );
+        assert_eq!(
+            crate::guard::validate(
+                &conv,
+                crate::format::Format::OpenAiResponses,
+                Default::default()
+            ),
+            vec![]
+        );
     }
 }

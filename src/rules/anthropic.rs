@@ -196,6 +196,7 @@ pub static ANTHROPIC: Table = Table {
         call: "tool_use",
         output: "tool_result",
         id_field: "tool_use_id",
+        output_id_alt: None,
         when: None,
         human: "tool_use",
         rule: "A0.2",

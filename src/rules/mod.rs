@@ -158,6 +158,10 @@ pub struct PairRule {
     /// The field of the output that names the call (`tool_use_id`, `call_id`,
     /// `tool_call_id`).
     pub id_field: &'static str,
+    /// The field an output names its call by when it lacks `id_field`
+    /// (`local_shell_call_output` carries the call's id in `id`: openai-python
+    /// `LocalShellCallOutput`, "The unique ID of the local shell tool call").
+    pub output_id_alt: Option<&'static str>,
     /// When set, the pair holds only for calls whose field has this value (a Responses tool
     /// search pairs only when `execution` is `client`).
     pub when: Option<(&'static str, &'static str)>,

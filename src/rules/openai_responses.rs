@@ -24,6 +24,7 @@ const fn pair(
         call,
         output,
         id_field: "call_id",
+        output_id_alt: None,
         when,
         human,
         rule: "B1",
@@ -141,12 +142,16 @@ pub static OPENAI_RESPONSES: Table = Table {
             None,
         ),
         pair("shell_call", "shell_call_output", "shell call", None),
-        pair(
-            "local_shell_call",
-            "local_shell_call_output",
-            "local shell call",
-            None,
-        ),
+        // openai-python LocalShellCallOutput names the call in `id`.
+        PairRule {
+            output_id_alt: Some("id"),
+            ..pair(
+                "local_shell_call",
+                "local_shell_call_output",
+                "local shell call",
+                None,
+            )
+        },
         pair(
             "computer_call",
             "computer_call_output",
