@@ -26,8 +26,8 @@ use std::sync::Arc;
 pub struct Layout {
     units: Units,
     cuts: Vec<Cut>,
-    /// Per message: true when no strategy may edit or drop it (the pinned prefix; the assistant
-    /// messages of the open tool loop).
+    /// Per message: true when no strategy may edit or drop it (the pinned prefix but its held
+    /// outputs, [`Units::held`]; the assistant messages of the open tool loop).
     protected: Vec<bool>,
     /// The exchange the history ends inside, when it does (the open tool loop), as a range.
     open_loop: Option<Range<usize>>,
@@ -73,8 +73,9 @@ impl Layout {
             .filter(|e| e.end >= units.turn_end() && n > 0)
             .map(|e| e.start..e.end);
         let mut protected = vec![false; n];
-        for p in protected.iter_mut().take(units.pinned) {
-            *p = true;
+        for (i, p) in protected.iter_mut().enumerate().take(units.pinned) {
+            // A held output (B4) stays, but its content may be capped.
+            *p = !(units.held.contains(&i) && units.slot(i) == Some(Slot::Results));
         }
         if let Some(open) = &open_loop {
             for i in open.clone() {
@@ -212,7 +213,8 @@ impl Layout {
         &self.units
     }
 
-    /// Number of leading messages never dropped or edited (see [`Units::pinned`]).
+    /// Number of leading messages never dropped (see [`Units::pinned`]); of these only the
+    /// held outputs' content may be edited ([`Layout::is_protected`]).
     pub fn pinned(&self) -> usize {
         self.units.pinned
     }
@@ -252,7 +254,8 @@ impl Layout {
         Some(cuts.iter().copied().find(|c| fits(c)).unwrap_or(last))
     }
 
-    /// Whether message `index` may not be edited or dropped: pinned, an assistant message of
+    /// Whether message `index` may not be edited or dropped: pinned (but a held output of a
+    /// history on the server, [`Units::held`], whose content may be capped), an assistant message of
     /// the open tool loop (its calls await results; Anthropic and OpenAI refuse a changed call),
     /// or part of a unit the table does not know (kept byte-identical; a drop keeps it in
     /// place, [`Layout::carry`]).

@@ -11,8 +11,9 @@ use crate::format::Format;
 use foldhash::{HashMap, HashSet};
 
 /// Compares a compaction's output with its input and returns what it failed to keep:
-/// - the system prompt and the pinned prefix (OpenAI's system / developer messages, and
-///   everything up to a provider compaction item) unchanged;
+/// - the system prompt and the pinned prefix (OpenAI's system / developer messages) unchanged,
+///   but for the content of held outputs ([`super::Units::held`]: outputs answering calls the
+///   provider's server holds, B4);
 /// - the newest message kept, only its tool results' content may be shorter;
 /// - every thinking / redacted_thinking / reasoning block in the output byte-identical to one of
 ///   the input (their signatures cover the text);
@@ -61,9 +62,14 @@ pub fn check_compaction_with(
         });
     };
     let pinned = layout.pinned().min(before.messages.len());
-    if before.system != after.system
-        || after.messages.get(..pinned) != Some(&before.messages[..pinned])
-    {
+    // The pinned prefix as it was; a held output (B4) may only have its content shortened.
+    let pinned_kept = after.messages.get(..pinned).is_some_and(|kept| {
+        kept.iter()
+            .zip(&before.messages[..pinned])
+            .enumerate()
+            .all(|(i, (a, b))| a == b || (!layout.is_protected(i) && same_but_results(b, a)))
+    });
+    if before.system != after.system || !pinned_kept {
         push(None, ViolationKind::SystemChanged);
     }
     if let (Some(a), Some(b)) = (before.messages.last(), after.messages.last())

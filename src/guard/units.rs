@@ -6,6 +6,12 @@
 //! `pause_turn` continuation), a `tool_use.caller.tool_id` and the `server_tool_use` it names,
 //! and a Responses `mcp_approval_request` with the `mcp_approval_response` and `mcp_call` that
 //! name it by `approval_request_id`.
+//!
+//! When the history lives on the provider's server (Responses `previous_response_id` or
+//! `conversation`, rule B4), `input` holds only new items, and the outputs it opens with may
+//! answer calls the server holds: those are *held* ([`Units::held`]), part of the pinned prefix
+//! (never dropped, so no stored call loses its output) but not protected (their content may be
+//! capped).
 
 use super::refs;
 use crate::conversation::{Conversation, Message, Role};
@@ -62,10 +68,15 @@ pub struct Cut {
 /// The guard's view of a conversation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Units {
-    /// Number of leading messages never dropped or edited: the system / developer messages
-    /// (OpenAI) and, when the history holds a provider compaction item, everything up to the
-    /// end of the unit holding the last one (the provider already summarized what is before it).
+    /// Number of leading messages never dropped: the system / developer messages (OpenAI),
+    /// never edited either, and the held outputs after them ([`Units::held`]).
     pub pinned: usize,
+    /// The messages of the pinned prefix that answer calls the provider's server holds (rule
+    /// B4: with `previous_response_id` or `conversation`, the outputs before the first call of
+    /// the input whose call is not in it), with the messages between them: never dropped (the
+    /// stored call would lose its output: `No tool output found for function call call_X.`),
+    /// their results' content may be capped. Empty when the history is all in the body.
+    pub held: std::ops::Range<usize>,
     /// Rounds, oldest first.
     pub rounds: Vec<Round>,
     /// Tool exchanges, oldest first.
@@ -214,7 +225,8 @@ impl Units {
         // A provider compaction item is not pinned with all before it: the provider ignores
         // what precedes the latest one (A9, B3), so that goes first; the item's unit is kept in
         // place ([`crate::guard::Layout::carry`]).
-        let pinned = system;
+        let held = held_outputs(conversation, table, &slots, system);
+        let pinned = held.end.max(system);
         let mut starts: Vec<usize> = (pinned..n).filter(|&k| slots[k] == Slot::Clean).collect();
         if starts.first() != Some(&pinned) && pinned < n {
             starts.insert(0, pinned);
@@ -252,6 +264,7 @@ impl Units {
         };
         Units {
             pinned,
+            held,
             rounds,
             exchanges,
             assistant_runs,
@@ -348,6 +361,40 @@ impl Units {
         }
         out
     }
+}
+
+/// The held outputs of a history that lives on the server ([`Units::held`]): from the end
+/// of the leading instructions (`from`) to one past the last output, before the first call of
+/// the input, that answers a call the input does not hold. Empty (`from..from`) when the body
+/// puts nothing on the server or no output answers a stored call.
+fn held_outputs(
+    conversation: &Conversation,
+    table: &Table,
+    slots: &[Slot],
+    from: usize,
+) -> std::ops::Range<usize> {
+    if !table.server_holds_history(&conversation.extra) {
+        return from..from;
+    }
+    let msgs = &conversation.messages;
+    let first_call = msgs
+        .iter()
+        .position(|m| m.tool_uses().next().is_some())
+        .unwrap_or(msgs.len());
+    let called: HashSet<&str> = msgs
+        .iter()
+        .flat_map(|m| m.tool_uses().map(|t| t.id.as_str()))
+        .collect();
+    let end = (from..first_call)
+        .filter(|&i| {
+            slots[i] == Slot::Results
+                && msgs[i]
+                    .tool_results()
+                    .any(|r| !called.contains(r.tool_use_id.as_str()))
+        })
+        .next_back()
+        .map_or(from, |i| i + 1);
+    from..end
 }
 
 /// Folds reference links into the exchanges: every link `(a, b)` (messages `a` and `b` must stay
@@ -541,5 +588,40 @@ mod tests {
             .collect();
         assert_eq!(kept, vec![1]);
         assert!(layout.is_protected(1));
+    }
+
+    #[test]
+    fn outputs_of_stored_calls_are_held_only_when_the_history_lives_on_the_server() {
+        let fco = |id: &str| json!({"type": "function_call_output", "call_id": id, "output": "x"});
+        let input = json!([
+            {"role": "developer", "content": "d"},
+            fco("call_s1"),
+            fco("call_s2"),
+            {"role": "user", "content": "next"},
+            {"type": "function_call", "call_id": "call_n1", "name": "f", "arguments": "{}"},
+            fco("call_n1"),
+            {"role": "user", "content": "more"}
+        ]);
+        for (key, held, cuts) in [
+            ("previous_response_id", 1..3, vec![4, 6]),
+            ("conversation", 1..3, vec![4, 6]),
+            ("store", 1..1, vec![3, 4, 6]),
+        ] {
+            let body = json!({"model": "gpt-5", key: "resp_1", "input": input});
+            let conv = Format::OpenAiResponses.read(&body).unwrap();
+            let units = Units::of(&conv, Format::OpenAiResponses);
+            assert_eq!(units.held, held, "{key}");
+            assert_eq!(units.pinned, held.end, "{key}");
+            // Held outputs are never in a dropped span (no cut at or before the user message
+            // after them); the instruction stays as it is, a held output may be capped.
+            assert_eq!(
+                units.cuts().iter().map(|c| c.index).collect::<Vec<_>>(),
+                cuts,
+                "{key}"
+            );
+            let layout = crate::guard::Layout::of(&conv, Format::OpenAiResponses);
+            let protected: Vec<bool> = (0..4).map(|i| layout.is_protected(i)).collect();
+            assert_eq!(protected, vec![true, false, false, false], "{key}");
+        }
     }
 }

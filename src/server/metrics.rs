@@ -106,7 +106,7 @@ impl Metrics {
         let skipped = IntCounterVec::new(
             Opts::new(
                 "compactor_proxy_skipped_total",
-                "Proxied bodies forwarded as they came, by route and reason (not_json, not_a_request_body, previous_response_id, invalid_history, internal_error); also counted as body=skipped in compactor_proxy_requests_total.",
+                "Proxied bodies forwarded as they came, by route and reason (not_json, not_a_request_body, invalid_history, internal_error); also counted as body=skipped in compactor_proxy_requests_total.",
             ),
             &["route", "reason"],
         )?;

@@ -19,8 +19,11 @@
 //! ```
 //! Only the outbound copy is compacted; the client's own history is never touched. A body the
 //! proxy cannot read (not JSON, malformed, an invalid history) is forwarded as it came, so the
-//! upstream gives its own answer; `x-compactor-skipped` says why. So is a Responses body that
-//! names a `previous_response_id`: its history lives on the provider's side, out of reach.
+//! upstream gives its own answer; `x-compactor-skipped` says why. A Responses body that names a
+//! `previous_response_id` or a `conversation` is compacted like any other: its `input` holds
+//! the new items only, the outputs it opens with answer calls the provider holds and are kept
+//! (their content may be capped), and nothing the provider holds is touched (rule B4,
+//! [`crate::guard::Units::held`]).
 
 use super::metrics::Metrics;
 use super::pool::PoolError;
@@ -221,8 +224,6 @@ pub(crate) enum Skip {
     /// JSON, but not a request body of the route's format (no message list, a malformed
     /// message).
     NotABody,
-    /// A Responses body naming a `previous_response_id`: the history is kept upstream.
-    PreviousResponse,
     /// A history that breaks a known rule of the provider (the guard refuses it).
     InvalidHistory,
     /// The compaction failed inside the service (a panic: a bug).
@@ -235,7 +236,6 @@ impl Skip {
         match self {
             Skip::NotJson => "not JSON",
             Skip::NotABody => "not a request body of this format",
-            Skip::PreviousResponse => "previous_response_id: the history is kept upstream",
             Skip::InvalidHistory => "invalid history",
             Skip::Internal => "internal error",
         }
@@ -246,7 +246,6 @@ impl Skip {
         match self {
             Skip::NotJson => "not_json",
             Skip::NotABody => "not_a_request_body",
-            Skip::PreviousResponse => "previous_response_id",
             Skip::InvalidHistory => "invalid_history",
             Skip::Internal => "internal_error",
         }
@@ -351,9 +350,6 @@ async fn outgoing_body(state: &AppState, format: Format, route: &str, body: Byte
             let Ok(value) = serde_json::from_slice::<Value>(&body) else {
                 return skipped(state, route, body, Skip::NotJson);
             };
-            if format == Format::OpenAiResponses && previous_response(&value) {
-                return skipped(state, route, body, Skip::PreviousResponse);
-            }
             let Ok(conversation) = format.read(&value) else {
                 return skipped(state, route, body, Skip::NotABody);
             };
@@ -363,16 +359,6 @@ async fn outgoing_body(state: &AppState, format: Format, route: &str, body: Byte
             (conversation, None)
         }
     };
-    // Responses API: with `previous_response_id` the request carries only the new items and
-    // the provider prepends the stored history, which the proxy cannot see or shorten.
-    if format == Format::OpenAiResponses
-        && conversation
-            .extra
-            .get("previous_response_id")
-            .is_some_and(|v| !v.is_null())
-    {
-        return skipped(state, route, body, Skip::PreviousResponse);
-    }
     let hashes = kept.as_ref().and_then(|(_, _, h, _)| h.as_ref());
     let outgoing = decide(state, format, route, body.clone(), &conversation, hashes).await;
     if let Some(((key, by_value), spans, hashes, sums)) = kept {
@@ -393,13 +379,6 @@ async fn outgoing_body(state: &AppState, format: Format, route: &str, body: Byte
         );
     }
     outgoing
-}
-
-/// Whether a Responses body names a `previous_response_id`.
-fn previous_response(value: &Value) -> bool {
-    value
-        .get("previous_response_id")
-        .is_some_and(|v| !v.is_null())
 }
 
 /// What to send for `body`, read into `conversation`: the original bytes, a remembered prefix

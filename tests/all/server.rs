@@ -1055,28 +1055,6 @@ async fn proxy_compacts_openai_responses_input() {
     );
 }
 
-#[tokio::test]
-async fn proxy_forwards_a_responses_body_with_previous_response_id_as_it_came() {
-    let (upstream, seen) = spawn_upstream(Reply::json(200, "{}")).await;
-    // Only the new items: the result answers a call stored upstream, so it cannot be judged here.
-    let body = json!({
-        "model": "gpt-4o",
-        "previous_response_id": "resp_123",
-        "input": [{"type": "function_call_output", "call_id": "call_9", "output": "ok"}],
-    })
-    .to_string();
-    let req = Request::post("/v1/responses")
-        .body(Body::from(body.clone()))
-        .unwrap();
-    let (status, headers, _) = call(app(proxy_state(10, &upstream)), req).await;
-    assert_eq!(status, StatusCode::OK);
-    assert_eq!(seen.lock().unwrap()[0].body, Bytes::from(body));
-    assert_eq!(
-        headers["x-compactor-skipped"],
-        "previous_response_id: the history is kept upstream"
-    );
-}
-
 const EVENTS: [&str; 3] = [
     "event: message_start\ndata: {\"type\":\"message_start\"}\n\n",
     "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"delta\":{\"text\":\"Hi\"}}\n\n",
