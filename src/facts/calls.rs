@@ -91,6 +91,19 @@ pub(super) fn touches_of(
             }
         }
     }
+    // A Responses `apply_patch_call`'s operation (openai-python `ApplyPatchCall`:
+    // `operation: {type: create_file | update_file | delete_file, path, diff?}`).
+    if let Some(op) = input.get("operation").and_then(Value::as_object)
+        && let Some(path) = op.get("path").and_then(Value::as_str)
+    {
+        let action = match op.get("type").and_then(Value::as_str) {
+            Some("create_file") => Some(FileAction::Created),
+            Some("update_file") => Some(FileAction::Edited),
+            Some("delete_file") => Some(FileAction::Deleted),
+            _ => None,
+        };
+        out.extend(action.map(|a| (path.trim().to_string(), a)));
+    }
     // apply_patch headers, in any input string (Codex `apply_patch`, freeform or JSON).
     let mut strings = Vec::new();
     strings_in(input, &mut strings);

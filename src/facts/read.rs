@@ -25,7 +25,8 @@ impl Facts {
             }
         }
         // Each call's block, for its key (computed only where a fix can be found, below).
-        let mut uses: Vec<&ToolUse> = Vec::new();
+        // (`None` for a self-contained call item, which has no key.)
+        let mut uses: Vec<Option<&ToolUse>> = Vec::new();
         for (i, m) in messages.iter().enumerate() {
             // Claude Code logs a slash command's expanded prompt (`isMeta`) right after the
             // command; the import joins them into one user message. The expansion is the
@@ -66,8 +67,15 @@ impl Facts {
                         // cause, and whether a Write created its file.
                         let needs_text = outcome == Some(Outcome::Error)
                             || matches!(t.name.as_str(), "Write" | "write_file" | "create_file");
+                        // A result whose failure lives in its fields (a command's output
+                        // chunks, B1.2) tells its cause there.
                         let text = match result {
-                            Some(r) if needs_text => r.2.text(),
+                            Some(r) if needs_text => match r.2.text() {
+                                t if t.trim().is_empty() => {
+                                    crate::outcome::field_cause(r.2).unwrap_or(t)
+                                }
+                                t => t,
+                            },
                             _ => String::new(),
                         };
                         if outcome != Some(Outcome::Error) {
@@ -94,7 +102,7 @@ impl Facts {
                                 fixed_by: None,
                             });
                         }
-                        uses.push(t);
+                        uses.push(Some(t));
                         f.calls.push(CallFact {
                             id: t.id.clone(),
                             tool: t.name.clone(),
@@ -112,6 +120,15 @@ impl Facts {
                             message: i,
                             result_message: result.map(|r| r.0),
                         });
+                    }
+                    // A built-in call that holds its own result (Responses `mcp_call`) and
+                    // whose fields say how it went (B1.2): a call with that outcome.
+                    Block::Other(v) => {
+                        if let Some((call, failure)) = self_contained(v, i, f.calls.len()) {
+                            f.failures.extend(failure);
+                            f.calls.push(call);
+                            uses.push(None);
+                        }
                     }
                     _ => {}
                 }
@@ -139,11 +156,11 @@ impl Facts {
             .map(|c| c.tool.as_str())
             .collect();
         let key = |ci: usize| {
-            let t = uses[ci];
-            match &t.input {
+            let t = uses.get(ci).copied().flatten()?;
+            Some(match &t.input {
                 ToolInput::Json(v) => call_key(t, v),
                 other => call_key(t, &other.to_value()),
-            }
+            })
         };
         let mut success_after: HashMap<u128, usize> = HashMap::new();
         let mut fix_of: HashMap<usize, usize> = HashMap::new();
@@ -153,10 +170,12 @@ impl Facts {
             }
             match c.outcome {
                 Some(Outcome::Success) => {
-                    success_after.insert(key(ci), ci);
+                    if let Some(k) = key(ci) {
+                        success_after.insert(k, ci);
+                    }
                 }
                 Some(Outcome::Error) => {
-                    if let Some(&s) = success_after.get(&key(ci)) {
+                    if let Some(&s) = key(ci).and_then(|k| success_after.get(&k)) {
                         fix_of.insert(ci, s);
                     }
                 }
@@ -174,4 +193,51 @@ impl Facts {
         }
         f
     }
+}
+
+/// A self-contained call item at message `i` whose own fields tell its outcome (a Responses
+/// `mcp_call` with `error` or `status`, [`crate::outcome::in_any_table`]): the call (index
+/// `at` in [`Facts::calls`], named by the item's `name`, its id the item's `id`) and, when it
+/// failed, the failure with the cause its fields give. `None` for any other item.
+fn self_contained(
+    v: &serde_json::Value,
+    i: usize,
+    at: usize,
+) -> Option<(CallFact, Option<FailureFact>)> {
+    use serde_json::Value;
+    let obj = v.as_object()?;
+    let said = crate::outcome::in_any_table(obj)?;
+    let field = |k: &str| obj.get(k).and_then(Value::as_str).map(str::to_string);
+    let kind = field("type").unwrap_or_default();
+    let tool = match (field("server_label"), field("name")) {
+        (Some(server), Some(name)) => format!("{server}.{name}"),
+        (None, Some(name)) => name,
+        (_, None) => kind,
+    };
+    let argument = field("arguments").map(|a| crate::render::one_line_clipped(&a, ARG_CHARS));
+    let failure = (said.outcome == Outcome::Error).then(|| {
+        let cause = said.cause.unwrap_or_default();
+        let (first, last) = informative_lines(&cause);
+        FailureFact {
+            call: at,
+            first_line: first
+                .unwrap_or_else(|| crate::render::one_line_clipped(&cause, ERROR_LINE_CHARS)),
+            last_line: last,
+            fixed_by: None,
+        }
+    });
+    Some((
+        CallFact {
+            id: field("id").unwrap_or_default(),
+            tool,
+            argument_line: argument.clone(),
+            argument,
+            command_line: None,
+            command: None,
+            outcome: Some(said.outcome),
+            message: i,
+            result_message: Some(i),
+        },
+        failure,
+    ))
 }

@@ -190,3 +190,94 @@ fn a_slash_commands_expanded_prompt_is_not_the_persons_words() {
         }]
     );
 }
+
+#[test]
+fn responses_failure_fields_are_failures_with_the_cause_they_give() {
+    let body = json!({"input": [
+        {"role": "user", "content": "build and patch"},
+        {"type": "shell_call", "call_id": "s1", "action": {"commands": ["make"]}, "status": "completed"},
+        {"type": "shell_call_output", "call_id": "s1", "output": [
+            {"stdout": "cc -c a.c", "stderr": "a.c:3: error: expected ';'", "outcome": {"type": "exit", "exit_code": 2}}]},
+        {"type": "shell_call", "call_id": "s2", "action": {"commands": ["sleep 99"]}, "status": "completed"},
+        {"type": "shell_call_output", "call_id": "s2", "output": [
+            {"stdout": "", "stderr": "", "outcome": {"type": "timeout"}}]},
+        {"type": "apply_patch_call", "call_id": "p1", "status": "completed",
+         "operation": {"type": "update_file", "path": "a.c", "diff": "@@\n-x\n+y\n"}},
+        {"type": "apply_patch_call_output", "call_id": "p1", "status": "failed", "output": "hunk 1 does not apply"},
+        {"type": "mcp_call", "id": "mcp_1", "server_label": "db", "name": "query",
+         "arguments": "{\"sql\": \"select 1\"}", "error": {"message": "permission denied for table t"}},
+        {"type": "mcp_call", "id": "mcp_2", "server_label": "db", "name": "query",
+         "arguments": "{}", "output": "1", "status": "completed"},
+        {"type": "shell_call", "call_id": "s3", "action": {"commands": ["true"]}, "status": "completed"},
+        {"type": "shell_call_output", "call_id": "s3", "output": [
+            {"stdout": "", "stderr": "", "outcome": {"type": "exit", "exit_code": 0}}]}
+    ]});
+    let conv = crate::format::Format::OpenAiResponses.read(&body).unwrap();
+    let facts = Facts::of(&conv.messages, false);
+    let failed: Vec<(String, String, String)> = facts
+        .failures
+        .iter()
+        .map(|fl| {
+            let c = facts.call_of(fl).unwrap();
+            (c.id.clone(), c.tool.clone(), fl.first_line.clone())
+        })
+        .collect();
+    assert_eq!(
+        failed,
+        vec![
+            (
+                "s1".into(),
+                "shell".into(),
+                "a.c:3: error: expected ';'".into()
+            ),
+            ("s2".into(), "shell".into(), "timed out".into()),
+            (
+                "p1".into(),
+                "apply_patch".into(),
+                "hunk 1 does not apply".into()
+            ),
+            (
+                "mcp_1".into(),
+                "db.query".into(),
+                "permission denied for table t".into()
+            ),
+        ]
+    );
+    let outcomes: Vec<(String, Option<Outcome>)> = facts
+        .calls
+        .iter()
+        .map(|c| (c.id.clone(), c.outcome))
+        .collect();
+    assert_eq!(
+        outcomes,
+        vec![
+            ("s1".into(), Some(Outcome::Error)),
+            ("s2".into(), Some(Outcome::Error)),
+            ("p1".into(), Some(Outcome::Error)),
+            ("mcp_1".into(), Some(Outcome::Error)),
+            ("mcp_2".into(), Some(Outcome::Success)),
+            ("s3".into(), Some(Outcome::Success)),
+        ]
+    );
+    // The patch that applied touched its file; the one that failed did not.
+    let touched: Vec<(String, FileAction)> = facts
+        .touches
+        .iter()
+        .map(|t| (t.path.clone(), t.action))
+        .collect();
+    assert_eq!(touched, vec![]);
+    let ok = json!({"input": [
+        {"role": "user", "content": "patch"},
+        {"type": "apply_patch_call", "call_id": "p2", "status": "completed",
+         "operation": {"type": "create_file", "path": "b.c", "diff": "+int b;\n"}},
+        {"type": "apply_patch_call_output", "call_id": "p2", "status": "completed", "output": "Done"}
+    ]});
+    let conv = crate::format::Format::OpenAiResponses.read(&ok).unwrap();
+    let facts = Facts::of(&conv.messages, false);
+    let touched: Vec<(String, FileAction)> = facts
+        .touches
+        .iter()
+        .map(|t| (t.path.clone(), t.action))
+        .collect();
+    assert_eq!(touched, vec![("b.c".to_string(), FileAction::Created)]);
+}
