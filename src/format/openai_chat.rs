@@ -3,8 +3,10 @@
 //! Shape (Chat Completions API reference): `{"model", "messages": [...], "tools"?, ...}`. A message
 //! is `{"role": "system"|"developer"|"user"|"assistant"|"tool", "content": string | [part] | null}`;
 //! assistant messages may carry `tool_calls: [{id, type: "function", function: {name, arguments}}]`
-//! where `arguments` is a JSON object *encoded as a string*; a `tool` message answers one call by
-//! `tool_call_id`. Parts: `text`, `image_url`, `file`, `input_audio`, `refusal`.
+//! where `arguments` is a JSON object *encoded as a string*, or custom tool calls
+//! `{id, type: "custom", custom: {name, input}}` with free-form `input` ([`CUSTOM_CALL`], rule
+//! C5); a `tool` message answers one call by `tool_call_id`, its content a string or an array of
+//! text parts. Parts: `text`, `image_url`, `file`, `input_audio`, `refusal`.
 //!
 //! Legacy (deprecated, still accepted) function calling: an assistant message's
 //! `function_call: {name, arguments}` is answered by the next message, `{"role": "function",
@@ -221,9 +223,31 @@ fn pair_legacy_functions(messages: &mut [Message]) {
     }
 }
 
+/// The `type` of a custom (free-form) tool call: `{"id", "type": "custom", "custom": {"name",
+/// "input"}}`, with no `function` (openai-python
+/// `chat_completion_message_custom_tool_call_param.py`, rule C5). Its `input` is free text, read
+/// as [`ToolInput::Freeform`]; the other fields of `custom` are kept in the call's `extra`
+/// under `custom` and written back in place.
+pub const CUSTOM_CALL: &str = "custom";
+
 fn read_call(value: &Value, path: &str) -> Result<ToolUse, FormatError> {
     let obj = as_object(value, path)?;
     let id = req_str(obj, "id", path)?;
+    if obj.get("type").and_then(Value::as_str) == Some(CUSTOM_CALL) {
+        let cpath = format!("{path}.{CUSTOM_CALL}");
+        let custom = as_object(obj.get(CUSTOM_CALL).unwrap_or(&Value::Null), &cpath)?;
+        let mut extra = without(obj, &["id", CUSTOM_CALL]);
+        let rest = without(custom, &["name", "input"]);
+        if !rest.is_empty() {
+            extra.insert(CUSTOM_CALL.into(), Value::Object(rest));
+        }
+        return Ok(ToolUse {
+            id,
+            name: req_str(custom, "name", &cpath)?,
+            input: ToolInput::Freeform(req_str(custom, "input", &cpath)?),
+            extra,
+        });
+    }
     let fpath = format!("{path}.function");
     let function = as_object(obj.get("function").unwrap_or(&Value::Null), &fpath)?;
     let name = req_str(function, "name", &fpath)?;
@@ -398,6 +422,27 @@ fn write_legacy_call(t: &ToolUse) -> Value {
 fn write_call(t: &ToolUse) -> Value {
     let mut obj = Object::new();
     obj.insert("id".into(), Value::String(t.id.clone()));
+    if t.extra.get("type").and_then(Value::as_str) == Some(CUSTOM_CALL) {
+        let mut custom = Object::new();
+        custom.insert("name".into(), Value::String(t.name.clone()));
+        let input = match &t.input {
+            ToolInput::Freeform(s) | ToolInput::Arguments(s) => s.clone(),
+            ToolInput::Json(v) => v.to_string(),
+        };
+        custom.insert("input".into(), Value::String(input));
+        if let Some(Value::Object(rest)) = t.extra.get(CUSTOM_CALL) {
+            for (k, v) in rest {
+                custom.insert(k.clone(), v.clone());
+            }
+        }
+        for (k, v) in &t.extra {
+            if k != CUSTOM_CALL {
+                obj.insert(k.clone(), v.clone());
+            }
+        }
+        obj.insert(CUSTOM_CALL.into(), Value::Object(custom));
+        return Value::Object(obj);
+    }
     let mut function = Object::new();
     function.insert("name".into(), Value::String(t.name.clone()));
     let arguments = match &t.input {
@@ -459,6 +504,37 @@ mod tests {
         let conv = read(&body).unwrap();
         assert_eq!(conv.messages[2].content.len(), 1);
         assert_eq!(write(&conv), body);
+    }
+
+    #[test]
+    fn custom_tool_calls_refusals_and_text_part_tool_messages_round_trip_byte_for_byte() {
+        let text = r#"{"model":"gpt-5.4","messages":[{"role":"system","content":"s"},{"role":"user","content":"patch it"},{"role":"assistant","content":null,"tool_calls":[{"id":"call_c1","type":"custom","custom":{"name":"apply_patch","input":"*** Begin Patch\n*** Update File: a.py\n@@\n-a\n+b\n*** End Patch"}},{"id":"call_f1","type":"function","function":{"name":"run","arguments":"{\"cmd\":\"ls\"}"}}]},{"role":"tool","tool_call_id":"call_c1","content":[{"type":"text","text":"Done"}]},{"role":"tool","tool_call_id":"call_f1","content":"a.py"},{"role":"developer","content":[{"type":"text","text":"plan mode: do not edit"}]},{"role":"assistant","content":null,"refusal":"I can't do that."}]}"#;
+        let body: Value = serde_json::from_str(text).unwrap();
+        let conv = read(&body).unwrap();
+        let call = conv.messages[2].tool_uses().next().unwrap();
+        assert_eq!(
+            (call.id.as_str(), call.name.as_str()),
+            ("call_c1", "apply_patch")
+        );
+        assert!(matches!(&call.input, ToolInput::Freeform(s) if s.starts_with("*** Begin Patch")));
+        assert_eq!(serde_json::to_string(&write(&conv)).unwrap(), text);
+        assert_eq!(
+            crate::guard::validate(
+                &conv,
+                crate::format::Format::OpenAiChat,
+                crate::guard::ValidateOptions {
+                    allow_open_tail: false
+                }
+            ),
+            vec![]
+        );
+        // A custom call with no `custom` object is a located shape error.
+        let broken = json!({"messages": [{"role": "assistant", "content": null,
+            "tool_calls": [{"id": "c", "type": "custom", "function": {"name": "f", "arguments": "{}"}}]}]});
+        assert_eq!(
+            read(&broken).unwrap_err().to_string(),
+            "messages[0].tool_calls[0].custom: expected an object, found null"
+        );
     }
 
     #[test]
