@@ -21,7 +21,7 @@ use crate::conversation::{
     ToolResultContent, ToolUse,
 };
 use crate::outcome::OutcomePolicy;
-use crate::rules::{BlockKind, OPENAI_RESPONSES, PairRule};
+use crate::rules::{BlockKind, OPENAI_RESPONSES, PairRule, RoleKind};
 use serde_json::Value;
 
 /// Reads a Responses request body (`input` array, `instructions` as the system prompt) or a bare
@@ -100,10 +100,31 @@ pub(crate) fn read_item(value: &Value, path: &str) -> Result<Message, FormatErro
             } else if table.block_kind(k) == Some(BlockKind::Thinking) {
                 single(Role::Assistant, Block::Thinking(value.clone()))
             } else {
-                single(Role::Assistant, Block::Other(value.clone()))
+                single(item_role(k, obj), Block::Other(value.clone()))
             }
         }
     })
+}
+
+/// The role of an item other than a message, a call or an output: an instruction role for the
+/// state items the table admits only as instructions (`additional_tools`, `configuration_update`:
+/// B5, B6), so that they stay in force when their round is dropped (the item's own `role` when
+/// it names one, else `developer`); the model's for every other item (built-in calls holding
+/// their result, approvals, unknown types). Only compaction reads it: the item is written back
+/// as it came.
+fn item_role(kind: &str, obj: &Object) -> Role {
+    let table = &OPENAI_RESPONSES;
+    if table
+        .block(kind)
+        .is_some_and(|b| b.roles == [RoleKind::Instruction])
+    {
+        let own = obj.get("role").and_then(Value::as_str).map(Role::parse);
+        return match own {
+            Some(r) if table.role_kind(r.as_str()) == Some(RoleKind::Instruction) => r,
+            _ => Role::Developer,
+        };
+    }
+    Role::Assistant
 }
 
 /// The wire encoding of a call's input, for the call types whose input is one string field:

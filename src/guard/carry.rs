@@ -62,6 +62,12 @@ impl Default for ContextRules {
 }
 
 impl ContextRules {
+    /// The tag of a kind [`ContextRules::kind_of`] gave (`environment_context`,
+    /// `INSTRUCTIONS`, `system-reminder`).
+    pub fn tag_of(kind: &str) -> &str {
+        kind.split('\n').next().unwrap_or(kind)
+    }
+
     /// The kind of a context block (its tag and first line of substance), or `None` when the
     /// text is not context.
     pub fn kind_of(&self, text: &str) -> Option<String> {
@@ -121,8 +127,9 @@ pub struct Carried {
     /// The input messages the system message carries.
     pub system_from: Vec<usize>,
     /// The client's context blocks of the span's user messages, newest of each kind, in input
-    /// order, with the message each came from: they open the marker message.
-    pub context: Vec<(usize, Block)>,
+    /// order, with the message each came from and its tag ([`ContextRules::tag_of`]): they
+    /// open the marker message.
+    pub context: Vec<(usize, String, Block)>,
 }
 
 impl Carried {
@@ -318,7 +325,7 @@ impl Layout {
         input: &Conversation,
         kept: &[(usize, Kept)],
         to: usize,
-    ) -> Vec<(usize, Block)> {
+    ) -> Vec<(usize, String, Block)> {
         let all = self.context_blocks();
         let split = all.partition_point(|c| c.0 < to);
         let (span, tail) = all.split_at(split);
@@ -331,8 +338,9 @@ impl Layout {
             .filter(|(n, (_, _, kind))| {
                 !tail.iter().any(|c| &c.2 == kind) && !span[n + 1..].iter().any(|c| &c.2 == kind)
             })
-            .filter_map(|(_, (i, j, _))| {
-                Some((*i, input.messages.get(*i)?.content.get(*j)?.clone()))
+            .filter_map(|(_, (i, j, kind))| {
+                let tag = ContextRules::tag_of(kind).to_string();
+                Some((*i, tag, input.messages.get(*i)?.content.get(*j)?.clone()))
             })
             .collect()
     }
@@ -429,5 +437,59 @@ pub(crate) fn loaded_tools(table: &crate::rules::Table, b: &Block) -> Vec<String
             .map(|refs| refs.iter().filter_map(name_of).collect())
             .unwrap_or_default(),
         _ => Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::Format;
+    use serde_json::json;
+
+    #[test]
+    fn responses_state_items_and_instructions_of_a_dropped_round_stay_in_force() {
+        let body = json!({"input": [
+            {"role": "developer", "content": "standing"},
+            {"role": "user", "content": "first"},
+            {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "c1", "output": "ok"},
+            {"type": "additional_tools", "role": "developer", "tools": [{"type": "function", "name": "g"}]},
+            {"type": "configuration_update", "reasoning": {"effort": "low"}},
+            {"role": "developer", "content": "mid-history rule"},
+            {"type": "configuration_update", "reasoning": {"effort": "high"}},
+            {"type": "mcp_call", "id": "m1", "name": "q", "arguments": "{}", "output": "1"},
+            {"role": "assistant", "content": "done"},
+            {"role": "user", "content": "second"},
+            {"role": "assistant", "content": "ok"},
+            {"role": "user", "content": "third"}
+        ]});
+        let conv = Format::OpenAiResponses.read(&body).unwrap();
+        let roles: Vec<&str> = conv.messages[4..9]
+            .iter()
+            .map(|m| m.role.as_str())
+            .collect();
+        assert_eq!(
+            roles,
+            [
+                "developer",
+                "developer",
+                "developer",
+                "developer",
+                "assistant"
+            ]
+        );
+        let layout = Layout::of(&conv, Format::OpenAiResponses);
+        let kept = layout.carry(&conv, 12).unwrap().kept;
+        assert_eq!(
+            kept,
+            vec![
+                (4, Kept::ToolChange),
+                (6, Kept::Instruction),
+                // Only the last effort change is in force.
+                (7, Kept::Configuration),
+            ]
+        );
+        // Written back as they came.
+        assert_eq!(Format::OpenAiResponses.write(&conv), body);
     }
 }
