@@ -68,16 +68,26 @@ pub struct Carried {
     /// re-sends (Anthropic).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub system_from: Vec<usize>,
-    /// The messages whose context blocks (Claude Code's `<system-reminder>`, Codex's
-    /// `<environment_context>`) open the marker message.
+    /// The client's context blocks that open the marker message, each with the message it
+    /// came from and its tag (Claude Code's `system-reminder`, Codex's `environment_context`
+    /// and AGENTS.md `INSTRUCTIONS`): the newest of each kind the dropped span held.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub context_from: Vec<usize>,
+    pub context: Vec<CarriedContext>,
+}
+
+/// A context block of a dropped user message, carried verbatim into the marker.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CarriedContext {
+    /// The message it came from (an index of the tier's input).
+    pub message: usize,
+    /// Its tag.
+    pub tag: String,
 }
 
 impl Carried {
     /// Nothing kept or carried.
     pub fn is_empty(&self) -> bool {
-        self.kept.is_empty() && self.system_from.is_empty() && self.context_from.is_empty()
+        self.kept.is_empty() && self.system_from.is_empty() && self.context.is_empty()
     }
 }
 

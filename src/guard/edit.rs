@@ -80,8 +80,9 @@ pub struct CarriedOut {
     pub system: Option<usize>,
     /// Input messages whose standing system content it carries.
     pub system_from: Vec<usize>,
-    /// Input messages whose context blocks open the marker message.
-    pub context: Vec<usize>,
+    /// The context blocks that open the marker message: the input message each came from
+    /// and its tag (`environment_context`, `INSTRUCTIONS`, `system-reminder`).
+    pub context: Vec<(usize, String)>,
 }
 
 /// Builds the output of `plan` on `input` (whose layout is `layout`). `records` are the typed
@@ -298,7 +299,11 @@ pub fn apply(
         out.messages
             .push(marker_message(input, marker.text, &carried));
         out.unchanged.push(None);
-        carried_out.context = carried.context.iter().map(|(i, _)| *i).collect();
+        carried_out.context = carried
+            .context
+            .iter()
+            .map(|(i, tag, _)| (*i, tag.clone()))
+            .collect();
         // What stays in force after the marker: the kept units, then the tail, with the one
         // carried system message at its slot.
         let rest: Vec<usize> = carried
@@ -369,7 +374,7 @@ fn marker_message(input: &Conversation, text: String, carried: &Carried) -> Mess
         return Message::text(Role::User, text);
     }
     let _ = input;
-    let mut content: Vec<Block> = carried.context.iter().map(|(_, b)| b.clone()).collect();
+    let mut content: Vec<Block> = carried.context.iter().map(|(_, _, b)| b.clone()).collect();
     content.push(Block::text(text));
     Message::new(Role::User, content)
 }

@@ -154,7 +154,12 @@ async fn run_tier(
                         .map(|(message, because)| crate::report::KeptMessage { message, because })
                         .collect(),
                     system_from: applied.carried.system_from,
-                    context_from: applied.carried.context,
+                    context: applied
+                        .carried
+                        .context
+                        .into_iter()
+                        .map(|(message, tag)| crate::report::CarriedContext { message, tag })
+                        .collect(),
                 };
                 (
                     applied.conversation,

@@ -209,7 +209,7 @@ fn carry_tokens(
         + carry
             .context
             .iter()
-            .map(|(_, b)| counter.count_block(b))
+            .map(|(_, _, b)| counter.count_block(b))
             .sum::<usize>()
 }
 
