@@ -30,6 +30,8 @@ mod limits;
 mod lossless;
 #[path = "all/model_count.rs"]
 mod model_count;
+#[path = "all/openai_shapes.rs"]
+mod openai_shapes;
 #[path = "all/outcomes.rs"]
 mod outcomes;
 #[path = "all/placeholders.rs"]
