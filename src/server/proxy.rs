@@ -294,6 +294,12 @@ fn log_outcome(route: &str, report: &crate::report::Report, label: &str, replaye
         .unwrap_or_default();
     let ms = format!("{:.1}", report.timings.total_ms);
     let (before, after, tier) = (report.tokens_before, report.tokens_after, report.applied());
+    let label = match report.request {
+        crate::report::RequestKind::ClientSummary => {
+            format!("{label} (the client's own summary request, to the context window)")
+        }
+        crate::report::RequestKind::Turn => label.to_string(),
+    };
     if label == "passthrough" || route == COUNT_ROUTE || replayed {
         tracing::debug!(route = %route, model = %model, tier = %tier, status = %status, ms = %ms, replayed, "proxy: {label}: {before} -> {after} tokens");
     } else {
@@ -494,12 +500,13 @@ async fn decide(
             let header = (
                 TOKENS_HEADER,
                 format!(
-                    "{}->{}; {}tier={applied}{}{}",
+                    "{}->{}; {}tier={applied}{}{}{}",
                     report.tokens_before,
                     report.tokens_after,
                     counting_note(report),
                     repaired_note(report),
-                    status_note(report.status)
+                    status_note(report.status),
+                    request_note(report.request)
                 ),
             );
             let cost = report.cost.as_ref().map(crate::cost::CostEstimate::header);
@@ -622,6 +629,17 @@ fn repaired_note(report: &crate::report::Report) -> String {
 /// `; status=over_budget` (the best valid output is still over the budget) or
 /// `; status=repaired` (only image repairs changed the body) for the tokens header; empty for
 /// the other statuses.
+/// `; request=client_summary (to the context window)` for the tokens header when the body was
+/// the client's own summary request, compacted to the window and not the budget.
+fn request_note(request: crate::report::RequestKind) -> &'static str {
+    match request {
+        crate::report::RequestKind::ClientSummary => {
+            "; request=client_summary (to the context window)"
+        }
+        crate::report::RequestKind::Turn => "",
+    }
+}
+
 fn status_note(status: crate::report::Status) -> &'static str {
     match status {
         crate::report::Status::Degraded => "; status=degraded",
