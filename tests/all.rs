@@ -14,6 +14,8 @@ mod cli;
 mod cli_choices;
 #[path = "all/compaction.rs"]
 mod compaction;
+#[path = "all/conformance.rs"]
+mod conformance;
 #[path = "all/corpus.rs"]
 mod corpus;
 #[path = "all/fidelity.rs"]
