@@ -131,3 +131,67 @@ async fn client_fixtures_through_the_proxy_reach_the_upstream_valid_with_their_c
         }
     }
 }
+
+/// A history with an invented role and an invented block type, through the proxy: compacted
+/// around both, which reach the upstream byte-identical and in order; the checker finds the
+/// body valid; /metrics counts them by kind without their names.
+#[tokio::test]
+async fn an_invented_role_and_block_type_are_kept_in_place_through_the_proxy() {
+    let mut body = crate::server::history(30);
+    let critic = serde_json::json!({"role": "critic", "content": "The plan skips the tests.", "x_score": 0.75});
+    let note = serde_json::json!({"type": "x_annotation", "note": {"k": [1, 2.50]}});
+    let messages = body["messages"].as_array_mut().unwrap();
+    // Late in the history (kept anyway) and early (in the span a compaction drops).
+    messages.insert(5, critic.clone());
+    messages[3]["content"]
+        .as_array_mut()
+        .unwrap()
+        .push(note.clone());
+    let (upstream, seen) = spawn_upstream(Reply::json(200, "{\"id\":\"msg_1\"}")).await;
+    let mut s = settings(4_000);
+    s.server.anthropic_upstream = upstream.clone();
+    s.server.openai_upstream = upstream;
+    let router = app(state(s));
+    let req = Request::post("/v1/messages")
+        .header("content-type", "application/json")
+        .header("x-api-key", "sk-test")
+        .body(Body::from(body.to_string()))
+        .unwrap();
+    let (status, headers, _) = call(router.clone(), req).await;
+    assert_eq!(status, StatusCode::OK);
+    let tokens = headers["x-compactor-tokens"].to_str().unwrap().to_string();
+    assert!(!tokens.contains("tier=none"), "{tokens}");
+    let forwarded = seen.lock().unwrap()[0].body.clone();
+    let out: Value = serde_json::from_slice(&forwarded).unwrap();
+    let out_messages = out["messages"].as_array().unwrap();
+    assert!(out_messages.len() < body["messages"].as_array().unwrap().len());
+    let critic_at = out_messages
+        .iter()
+        .position(|m| *m == critic)
+        .expect("the critic message");
+    let note_at = out_messages
+        .iter()
+        .position(|m| m["content"].as_array().is_some_and(|c| c.contains(&note)))
+        .expect("the annotation block");
+    assert!(note_at < critic_at, "{note_at} {critic_at}");
+    // The checker knows no role "critic" either: that is all it may find.
+    let (_, said) = judge(&body, &forwarded, "anthropic", "invented");
+    let faults: Vec<&str> = said
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| l.split_once("]: ").map_or(l, |(_, rest)| rest))
+        .collect();
+    assert_eq!(faults, ["role 'critic' is not user/assistant/system"], "{said}");
+    let (_, m) = crate::server::get_text(router, "/metrics").await;
+    let lines: Vec<&str> = m
+        .lines()
+        .filter(|l| l.starts_with("compactor_opaque_units_total{"))
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            "compactor_opaque_units_total{format=\"anthropic\",kind=\"block\"} 1",
+            "compactor_opaque_units_total{format=\"anthropic\",kind=\"role\"} 1",
+        ]
+    );
+}
