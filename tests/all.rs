@@ -32,6 +32,8 @@ mod limits;
 mod lossless;
 #[path = "all/model_count.rs"]
 mod model_count;
+#[path = "all/open_world_props.rs"]
+mod open_world_props;
 #[path = "all/outcomes.rs"]
 mod outcomes;
 #[path = "all/placeholders.rs"]
