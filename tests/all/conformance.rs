@@ -181,7 +181,11 @@ async fn an_invented_role_and_block_type_are_kept_in_place_through_the_proxy() {
         .filter(|l| !l.trim().is_empty())
         .map(|l| l.split_once("]: ").map_or(l, |(_, rest)| rest))
         .collect();
-    assert_eq!(faults, ["role 'critic' is not user/assistant/system"], "{said}");
+    assert_eq!(
+        faults,
+        ["role 'critic' is not user/assistant/system"],
+        "{said}"
+    );
     let (_, m) = crate::server::get_text(router, "/metrics").await;
     let lines: Vec<&str> = m
         .lines()

@@ -122,7 +122,7 @@ proptest! {
             if let Some(m) = target {
                 let note = json!({"type": "x_note", "v": [1, 2.50]});
                 let text = m["content"].clone();
-                m["content"] = json!([{"type": "text", "text": text}, note.clone()]);
+                m["content"] = json!([{"type": "text", "text": text}, note]);
                 invented_block = Some(note);
             }
         }
