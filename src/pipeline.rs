@@ -44,7 +44,7 @@ use crate::guard::{
 };
 use crate::memory::{Memory, Predecessor, PrefixHashes};
 use crate::policy::{self, Targets};
-use crate::report::{Report, Status};
+use crate::report::{Report, RequestKind, Status};
 use crate::strategy::Strategy;
 use crate::tokens::{ModelTokens, TokenCounter, Tokenizer};
 use continuation::{continue_from, remember_output};
@@ -91,6 +91,8 @@ struct Run<'a> {
     counter: &'a dyn TokenCounter,
     basis: ModelTokens,
     targets: Targets,
+    /// What the request asks (a turn, or the client's own summary request).
+    request: RequestKind,
     /// Where the originals named by recall ids go (`None`: recall is off).
     recall: Option<&'a crate::recall::RecallStore>,
     /// Which user text blocks are the client's context (`[carry]`).
@@ -187,9 +189,21 @@ pub(crate) async fn compact_shared(
     // count; with none configured this is the cached counter as it is.
     let framed = basis.framed(compactor.counter_of(basis.tokenizer));
     let counter: &dyn TokenCounter = &framed;
-    let targets = Targets::of(&compactor.settings().budget, &basis, budget, entry);
-    let remember = compactor.settings().policy.remember;
     let context = Arc::new(compactor.settings().carry.clone());
+    // The client's own summary request is compacted to the window, not the budget (a budget
+    // the caller names is a budget too: it does not apply).
+    let request = if context.is_summary_request(input) {
+        RequestKind::ClientSummary
+    } else {
+        RequestKind::Turn
+    };
+    let budget_settings = match request {
+        RequestKind::ClientSummary => Cow::Owned(compactor.settings().budget.to_window()),
+        RequestKind::Turn => Cow::Borrowed(&compactor.settings().budget),
+    };
+    let explicit = budget.filter(|_| request == RequestKind::Turn);
+    let targets = Targets::of(&budget_settings, &basis, explicit, entry);
+    let remember = compactor.settings().policy.remember;
     // Hysteresis: the remembered compaction of the longest remembered prefix, looked up first
     // so that the input's validation and count start from that prefix's junction.
     let tag = targets.model.limit as u64;
@@ -260,6 +274,7 @@ pub(crate) async fn compact_shared(
         counter,
         basis,
         targets,
+        request,
         recall: compactor.recall_store(),
     };
     let t0 = Instant::now();
@@ -289,6 +304,13 @@ pub(crate) async fn compact_shared(
     let mut report = first_report(compactor, &run, tokens_before);
     report.timings.count_ms = ms(t0);
     report.repairs = repairs;
+    if request == RequestKind::ClientSummary {
+        report.notes.push(format!(
+            "the client's own summary request: compacted only as far as the context window \
+             ({} tokens) requires, not to the budget",
+            targets.model.limit
+        ));
+    }
     if targets.untouched(tokens_before) {
         let what = match repaired {
             None => "nothing to do",

@@ -125,11 +125,28 @@ pub struct Timings {
     pub total_ms: f64,
 }
 
+/// What a request asks of the model, as far as compaction cares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RequestKind {
+    /// An agent's turn: compacted to the budget (`[budget]`).
+    #[default]
+    Turn,
+    /// The client's own request for a summary of the conversation (Claude Code's, after a
+    /// `prompt is too long` answer; phrases in `[carry] summary_requests`): compacted only as
+    /// far as the model's context window (less the output reserve) requires, so the client's
+    /// summary is written from the fullest history that fits.
+    ClientSummary,
+}
+
 /// The report of one compaction.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Report {
     /// The outcome.
     pub status: Status,
+    /// What the request asks: a turn (compacted to the budget) or the client's own summary
+    /// request (compacted to the context window).
+    pub request: RequestKind,
     /// The preset (`default`, `truncate`, ...).
     pub strategy: String,
     /// The wire format.

@@ -14,6 +14,8 @@ mod cli;
 mod cli_choices;
 #[path = "all/compaction.rs"]
 mod compaction;
+#[path = "all/conformance.rs"]
+mod conformance;
 #[path = "all/corpus.rs"]
 mod corpus;
 #[path = "all/fidelity.rs"]
@@ -30,6 +32,8 @@ mod limits;
 mod lossless;
 #[path = "all/model_count.rs"]
 mod model_count;
+#[path = "all/open_world_props.rs"]
+mod open_world_props;
 #[path = "all/openai_shapes.rs"]
 mod openai_shapes;
 #[path = "all/outcomes.rs"]

@@ -69,6 +69,18 @@ pub struct BudgetSettings {
 }
 
 impl BudgetSettings {
+    /// The budget of a client's own summary request ([`crate::report::RequestKind`]): the
+    /// model's context window less the output reserve (`tokens` left out), compacted only
+    /// when over it and only down to it.
+    pub fn to_window(&self) -> BudgetSettings {
+        BudgetSettings {
+            tokens: 0,
+            trigger: 1.0,
+            target: 1.0,
+            ..self.clone()
+        }
+    }
+
     /// The budget in model tokens when no model is known: [`BudgetSettings::budget_for`]
     /// without a model table entry.
     pub fn budget(&self, explicit: Option<usize>) -> usize {

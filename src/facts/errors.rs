@@ -49,18 +49,33 @@ fn is_bare_tag(t: &str) -> bool {
     t.starts_with('<') && t.ends_with('>') && !t.contains(' ') && t.matches('<').count() == 1
 }
 
+/// `<total_tokens>…</total_tokens>`: a whole element of a tag the harness writes
+/// ([`super::user::HARNESS_TAGS`]) on one line: the harness's note, not the call's output.
+fn is_harness_element(t: &str) -> bool {
+    super::user::HARNESS_TAGS.iter().any(|tag| {
+        t.strip_prefix('<')
+            .and_then(|r| r.strip_prefix(tag))
+            .is_some_and(|r| r.starts_with('>'))
+            && t.strip_suffix('>')
+                .and_then(|r| r.strip_suffix(tag))
+                .is_some_and(|r| r.ends_with("</"))
+    })
+}
+
 /// Whether a line of a call's output says something by itself (see [`informative_lines`]).
 pub fn is_informative(line: &str) -> bool {
     !uninformative(line)
 }
 
 /// A line says nothing by itself: blank, only punctuation or box drawing, a bare exit status
-/// (`Exit code 1`, `exit code: 2`), a code fence, a bare tag, a Codex frame line, or the head
+/// (`Exit code 1`, `exit code: 2`), a code fence, a bare tag, a harness element on its own line
+/// (`<total_tokens>…</total_tokens>`), a Codex frame line, or the head
 /// of microcompact's placeholder for a cleared result (the lines after it are the output's).
 fn uninformative(line: &str) -> bool {
     let l = line.trim();
     if !l.chars().any(char::is_alphanumeric)
         || is_bare_tag(l)
+        || is_harness_element(l)
         || FRAME_LINES.iter().any(|f| l.starts_with(f))
         || l.starts_with(CLEARED_PREFIX)
     {
@@ -165,6 +180,25 @@ mod tests {
             (Some("File has not been read yet.".to_string()), None)
         );
         assert_eq!(informative_lines("Exit code 2\n"), (None, None));
+    }
+
+    #[test]
+    fn the_harness_note_of_tokens_left_is_not_the_error() {
+        // Claude Code puts `<total_tokens>N tokens left</total_tokens>` in the user's turn;
+        // joined with the result's text it is neither the finding nor the summary line.
+        let text = "<total_tokens>14000000 tokens left</total_tokens>\nmake: *** No rule to make target 'x'.  Stop.\n<total_tokens>13000000 tokens left</total_tokens>";
+        assert_eq!(
+            informative_lines(text),
+            (
+                Some("make: *** No rule to make target 'x'. Stop.".to_string()),
+                None
+            )
+        );
+        // Text around the element is the output's own.
+        assert_eq!(
+            informative_lines("saw <total_tokens>5</total_tokens> here").0,
+            Some("saw <total_tokens>5</total_tokens> here".to_string())
+        );
     }
 
     #[test]

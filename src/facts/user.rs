@@ -1,7 +1,7 @@
 //! What a person wrote, told apart from what the harness put in a user message, and the
 //! sentences of it that constrain the work.
 //!
-//! Harness text recognised (and left out): `<system-reminder>`, `<task-notification>`,
+//! Harness text recognised (and left out): `<system-reminder>`, `<total_tokens>`, `<task-notification>`,
 //! `<local-command-stdout>` / `-stderr>` / `-caveat>`, `<user-prompt-submit-hook>` (Claude Code),
 //! `<environment_context>`, `<user_instructions>` (Codex). A slash command
 //! (`<command-name>/review</command-name>…<command-args>src/</command-args>`) counts as the
@@ -21,9 +21,11 @@
 const CODEX_IDE_CONTEXT: &str = "# Context from my IDE setup:";
 const CODEX_IDE_REQUEST: &str = "## My request for Codex:";
 
-/// Tags whose whole element the harness writes.
-const HARNESS_TAGS: &[&str] = &[
+/// Tags whose whole element the harness writes (Claude Code's `<total_tokens>` is its note of
+/// the tokens left, put in the user's turn).
+pub(crate) const HARNESS_TAGS: &[&str] = &[
     "system-reminder",
+    "total_tokens",
     "task-notification",
     "local-command-stdout",
     "local-command-stderr",
@@ -291,6 +293,10 @@ mod tests {
         );
         assert_eq!(
             person_text("<task-notification>\n<task-id>b7</task-id>\n</task-notification>"),
+            None
+        );
+        assert_eq!(
+            person_text("<total_tokens>13000000 tokens left</total_tokens>"),
             None
         );
         assert_eq!(

@@ -46,14 +46,14 @@ fn to_anthropic(c: &Conversation, extra: Object) -> Conversation {
                 Role::User,
                 m.content
                     .iter()
-                    .filter_map(|b| anthropic_block(b, Role::User))
+                    .filter_map(|b| anthropic_block(b, &Role::User))
                     .collect(),
             ),
             role => (
                 role.clone(),
                 m.content
                     .iter()
-                    .filter_map(|b| anthropic_block(b, role.clone()))
+                    .filter_map(|b| anthropic_block(b, role))
                     .collect(),
             ),
         };
@@ -92,7 +92,7 @@ fn push_merged(out: &mut Vec<Message>, role: Role, blocks: Vec<Block>) {
     }
 }
 
-fn anthropic_block(b: &Block, role: Role) -> Option<Block> {
+fn anthropic_block(b: &Block, role: &Role) -> Option<Block> {
     Some(match b {
         Block::Text(t) if t.text.trim().is_empty() => return None,
         Block::Text(t) => Block::text(t.text.clone()),
@@ -115,7 +115,7 @@ fn anthropic_block(b: &Block, role: Role) -> Option<Block> {
                 ToolResultContent::Text(s) => ToolResultContent::Text(s.clone()),
                 ToolResultContent::Blocks(bs) => ToolResultContent::Blocks(
                     bs.iter()
-                        .filter_map(|b| anthropic_block(b, Role::User))
+                        .filter_map(|b| anthropic_block(b, &Role::User))
                         .collect(),
                 ),
             }),
@@ -133,7 +133,7 @@ fn anthropic_block(b: &Block, role: Role) -> Option<Block> {
         Block::Thinking(v) if v.get("type").and_then(Value::as_str) == Some("reasoning") => {
             return None;
         }
-        Block::Thinking(v) if role == Role::Assistant => Block::Thinking(v.clone()),
+        Block::Thinking(v) if *role == Role::Assistant => Block::Thinking(v.clone()),
         Block::Thinking(_) => return None,
         Block::Image(v) => match image_to_anthropic(v) {
             Some(img) => Block::Image(img),

@@ -10,7 +10,7 @@
 //! Building it is linear in the history: [`Units::of`] precomputes which indices fall inside a
 //! unit, so each cut query is O(1).
 
-use super::carry::{ContextRules, loaded_tools};
+use super::context::{ContextRules, loaded_tools};
 use super::units::{Cut, Exchange, Slot, Units};
 use crate::conversation::Conversation;
 use crate::format::Format;

@@ -41,6 +41,7 @@
 
 pub mod cache;
 mod carry;
+mod context;
 mod edit;
 mod envelope;
 mod fields;
@@ -53,7 +54,8 @@ mod validate;
 mod violation;
 
 pub use crate::tokens::image::ImageFault;
-pub use carry::{Carried, CarryError, ContextRules, Kept};
+pub use carry::{Carried, CarryError, Kept};
+pub use context::ContextRules;
 pub use edit::{
     Applied, CarriedOut, FailureRecord, IMAGE_REMOVED_PREFIX, ImageRepair, Marker, PlanError,
     SummaryParts, UnitEdit, apply,

@@ -62,6 +62,7 @@ impl SharedCompacted {
 pub(super) fn first_report(compactor: &dyn Host, run: &Run<'_>, tokens: usize) -> Report {
     Report {
         status: Status::Unchanged,
+        request: run.request,
         strategy: compactor.settings().label().to_string(),
         format: run.format.as_str().into(),
         tokens_before: run.basis.to_model(tokens),

@@ -289,3 +289,74 @@ async fn dropping_rounds_for_under_5_percent_is_not_done() {
         .unwrap_or_else(|| panic!("{:?}", out.report));
     assert!(why.contains("a lossy edit must save 5%"), "{why}");
 }
+
+/// Claude Code's own summary request (the history plus a user text asking for a detailed
+/// summary) is compacted to the context window, not the budget: untouched while it fits the
+/// window, cut down to the window when it does not.
+#[tokio::test]
+async fn the_clients_own_summary_request_is_compacted_to_the_window_only() {
+    let mut settings = Settings::default();
+    settings.policy.tiers = vec!["truncate".into()];
+    settings.budget.tokens = 2_000;
+    settings.budget.context_window = 8_000;
+    settings.budget.reserve_output = 1_000;
+    let engine = Compactor::from_config(settings).expect("settings");
+    let ask = |turns: usize| {
+        let mut c = history(turns);
+        let last = c.messages.last_mut().expect("a last message");
+        last.content = vec![crate::conversation::Block::text(
+            "Your task is to create a detailed summary of the conversation so far, paying attention to details.",
+        )];
+        c
+    };
+    // About 4,000 tokens: over the budget, under the window (7,000 less nothing).
+    let fits = ask(6);
+    let out = engine
+        .compact(&fits, Format::Anthropic, None)
+        .await
+        .expect("runs");
+    assert_eq!(
+        out.report.request,
+        crate::report::RequestKind::ClientSummary
+    );
+    assert_eq!(out.report.budget, 7_000);
+    assert!(
+        out.report.tokens_before > 2_000,
+        "{}",
+        out.report.tokens_before
+    );
+    assert_eq!(out.report.status, Status::Unchanged);
+    assert_eq!(out.conversation.messages, fits.messages);
+    // About 10,000 tokens: cut, down to the window and no further than needed.
+    let over = ask(16);
+    let out = engine
+        .compact(&over, Format::Anthropic, None)
+        .await
+        .expect("runs");
+    assert_eq!(out.report.status, Status::Compacted);
+    assert!(
+        out.report.tokens_after <= 7_000,
+        "{}",
+        out.report.tokens_after
+    );
+    assert!(
+        out.report.tokens_after > 4_000,
+        "{}",
+        out.report.tokens_after
+    );
+    // The same history as a turn goes to the budget.
+    let mut turn = over.clone();
+    turn.messages.last_mut().expect("last").content =
+        vec![crate::conversation::Block::text("go on")];
+    let out = engine
+        .compact(&turn, Format::Anthropic, None)
+        .await
+        .expect("runs");
+    assert_eq!(out.report.request, crate::report::RequestKind::Turn);
+    assert_eq!(out.report.budget, 2_000);
+    assert!(
+        out.report.tokens_after <= 2_000,
+        "{}",
+        out.report.tokens_after
+    );
+}

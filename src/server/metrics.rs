@@ -43,6 +43,7 @@ pub struct Metrics {
     recall_evictions: IntCounter,
     input_tokens: IntCounterVec,
     input_cost: CounterVec,
+    opaque: IntCounterVec,
 }
 
 impl Metrics {
@@ -116,6 +117,16 @@ impl Metrics {
         )?;
         registry.register(Box::new(skipped.clone()))?;
         registry.register(Box::new(counts.clone()))?;
+        // Labels are the format and what kind of thing was unknown, never its name: a client
+        // sending random type names does not grow /metrics.
+        let opaque = IntCounterVec::new(
+            Opts::new(
+                "compactor_opaque_units_total",
+                "Messages of compacted bodies holding a role or block/item type the rule table does not know (kept in place, byte-identical), by format and kind (role, block, nested_block).",
+            ),
+            &["format", "kind"],
+        )?;
+        registry.register(Box::new(opaque.clone()))?;
         let panics = IntCounter::new(
             "compactor_panics_total",
             "Compactions that panicked (API: answered 500; proxy: the original body forwarded).",
@@ -266,6 +277,7 @@ impl Metrics {
         Ok(Metrics {
             input_tokens,
             input_cost,
+            opaque,
             registry,
             compactions,
             tokens_before,
@@ -317,6 +329,16 @@ impl Metrics {
             .with_label_values(&[report.strategy.as_str()])
             .observe(report.timings.total_ms / 1000.0);
         self.guard_rejections.inc_by(report.rejections() as u64);
+        for unit in &report.opaque {
+            let kind = match unit.what {
+                crate::rules::Unknown::Role(_) => "role",
+                crate::rules::Unknown::Block { nested: false, .. } => "block",
+                crate::rules::Unknown::Block { nested: true, .. } => "nested_block",
+            };
+            self.opaque
+                .with_label_values(&[report.format.as_str(), kind])
+                .inc();
+        }
         if let Some(c) = &report.cost {
             self.record_cost(c);
         }

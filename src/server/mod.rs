@@ -34,6 +34,7 @@ mod proxy;
 pub mod reads;
 mod recall;
 pub mod replay;
+mod shapes;
 mod startup;
 pub mod store;
 mod tenant;
@@ -99,6 +100,8 @@ struct Inner {
     /// The rate limit of the proxy's WARN for a history that breaks a provider rule (one per
     /// rule a minute).
     throttle: throttle::Throttle,
+    /// The shapes the rule table does not know, seen so far (one WARN each).
+    shapes: shapes::Shapes,
 }
 
 /// The bytes of one token cache entry as [`crate::tokens::CachedCounter::with_max_bytes`]
@@ -244,6 +247,7 @@ impl AppState {
                 replay: replay::ReplayCache::with_max_bytes(settings_replay_bytes),
                 reads,
                 throttle: throttle::Throttle::new(Duration::from_secs(60)),
+                shapes: shapes::Shapes::default(),
             }),
         })
     }
@@ -342,6 +346,11 @@ impl AppState {
     /// The proxy's read cache (`server.read_cache_bytes`).
     pub fn reads(&self) -> &reads::ReadCache {
         &self.inner.reads
+    }
+
+    /// The shapes the rule table does not know, seen so far.
+    pub(crate) fn shapes(&self) -> &shapes::Shapes {
+        &self.inner.shapes
     }
 
     /// The rate limit of the proxy's WARN lines.

@@ -29,7 +29,7 @@ use super::metrics::Metrics;
 use super::pool::PoolError;
 use super::reads::Last;
 use super::replay::{Key, Replayed};
-use super::{AppError, AppState, upstream};
+use super::{AppError, AppState, shapes, upstream};
 use crate::compactor::CompactError;
 use crate::conversation::Conversation;
 use crate::format;
@@ -293,6 +293,12 @@ fn log_outcome(route: &str, report: &crate::report::Report, label: &str, replaye
         .unwrap_or_default();
     let ms = format!("{:.1}", report.timings.total_ms);
     let (before, after, tier) = (report.tokens_before, report.tokens_after, report.applied());
+    let label = match report.request {
+        crate::report::RequestKind::ClientSummary => {
+            format!("{label} (the client's own summary request, to the context window)")
+        }
+        crate::report::RequestKind::Turn => label.to_string(),
+    };
     if label == "passthrough" || route == COUNT_ROUTE || replayed {
         tracing::debug!(route = %route, model = %model, tier = %tier, status = %status, ms = %ms, replayed, "proxy: {label}: {before} -> {after} tokens");
     } else {
@@ -458,6 +464,7 @@ async fn decide(
                 store.write_off_path(puts, index);
             }
             let report = &compacted.report;
+            warn_new_shapes(state, route, report);
             // Continued from the compactor's memory without compacting again: the prefix
             // sent last time is sent again (prompt-cache hit).
             let reused =
@@ -473,12 +480,13 @@ async fn decide(
             let header = (
                 TOKENS_HEADER,
                 format!(
-                    "{}->{}; {}tier={applied}{}{}",
+                    "{}->{}; {}tier={applied}{}{}{}",
                     report.tokens_before,
                     report.tokens_after,
                     counting_note(report),
                     repaired_note(report),
-                    status_note(report.status)
+                    status_note(report.status),
+                    request_note(report.request)
                 ),
             );
             let cost = report.cost.as_ref().map(crate::cost::CostEstimate::header);
@@ -601,6 +609,33 @@ fn repaired_note(report: &crate::report::Report) -> String {
 /// `; status=over_budget` (the best valid output is still over the budget) or
 /// `; status=repaired` (only image repairs changed the body) for the tokens header; empty for
 /// the other statuses.
+/// One WARN per shape the rule table does not know (format and role or type) and process: the
+/// body was compacted around it, the unit kept in place, byte-identical.
+fn warn_new_shapes(state: &AppState, route: &str, report: &crate::report::Report) {
+    for unit in &report.opaque {
+        match state.shapes().first_seen(&report.format, &unit.what) {
+            shapes::FirstSeen::Known => {}
+            first => {
+                tracing::warn!(route = %route, format = %report.format, path = %unit.path, "proxy: {} is not in the rule table: kept in place, byte-identical, and compacted around (logged once per process)", unit.what);
+                if first == shapes::FirstSeen::Last {
+                    tracing::warn!(route = %route, "proxy: 256 unknown shapes seen: later ones are not logged (compactor_opaque_units_total counts them)");
+                }
+            }
+        }
+    }
+}
+
+/// `; request=client_summary (to the context window)` for the tokens header when the body was
+/// the client's own summary request, compacted to the window and not the budget.
+fn request_note(request: crate::report::RequestKind) -> &'static str {
+    match request {
+        crate::report::RequestKind::ClientSummary => {
+            "; request=client_summary (to the context window)"
+        }
+        crate::report::RequestKind::Turn => "",
+    }
+}
+
 fn status_note(status: crate::report::Status) -> &'static str {
     match status {
         crate::report::Status::Degraded => "; status=degraded",

@@ -203,9 +203,9 @@ pub(crate) fn plan(min_turns: usize) -> impl Strategy<Value = Plan> {
 pub(crate) struct Rendered {
     pub(crate) body: Value,
     /// `(start, end, open)` of every exchange, in message indices.
-    exchanges: Vec<(usize, usize, bool)>,
+    pub(crate) exchanges: Vec<(usize, usize, bool)>,
     /// Index of every clean user message.
-    round_starts: Vec<usize>,
+    pub(crate) round_starts: Vec<usize>,
 }
 
 struct Renderer {

@@ -83,14 +83,12 @@ impl<'a> Checker<'a> {
                     );
                 }
                 match b {
-                    Block::ToolUse(t) => {
-                        if !matches!(&t.input, ToolInput::Json(Value::Object(_))) {
-                            self.push(
-                                Some(i),
-                                Some(j),
-                                ViolationKind::InputNotObject { id: t.id.clone() },
-                            );
-                        }
+                    Block::ToolUse(t) if !matches!(&t.input, ToolInput::Json(Value::Object(_))) => {
+                        self.push(
+                            Some(i),
+                            Some(j),
+                            ViolationKind::InputNotObject { id: t.id.clone() },
+                        );
                     }
                     Block::ToolResult(r) if kind == RoleKind::User => {
                         let id = r.tool_use_id.as_str();

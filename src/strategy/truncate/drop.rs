@@ -1,19 +1,17 @@
-//! The drop step of `truncate`: the earliest legal cut whose output fits, with the marker
-//! that stands for what went.
+//! Truncate's drop of the oldest units: the earliest legal cut that brings the history under
+//! the target, priced from prefix sums, with the marker that stands for what it drops.
 
-use super::{Budget, Context, Edit, Marker, TruncateConfig};
+use super::TruncateConfig;
 use crate::conversation::{Conversation, Message, Role};
 use crate::facts::{Facts, SessionState, StateSizes};
-use crate::guard::{Layout, MessageTokens};
+use crate::guard::{Layout, Marker, MessageTokens};
+use crate::strategy::{Budget, Context, Edit};
 use crate::tokens::pieces;
 
 /// The oldest units to drop: up to `to`, with the marker that stands for them.
 pub(super) struct Dropped {
-    /// The first kept message.
     pub(super) to: usize,
-    /// The marker that stands for `pinned..to`.
     pub(super) marker: Marker,
-    /// The edit, for the report.
     pub(super) edit: Edit,
     /// Tokens of the output (after the caps of `tokens`).
     pub(super) tokens: usize,
@@ -32,13 +30,11 @@ pub(super) struct Dropped {
 /// marker is built only for the first cut whose price fits and, when that one does not, for
 /// O(log n) more (a galloping then binary search over the cuts that are left), so the search
 /// is O(n log n) in the history's length, not quadratic.
-#[allow(clippy::too_many_arguments)]
 pub(super) fn drop_oldest(
     input: &Conversation,
     layout: &Layout,
     (tokens, raw): (&MessageTokens, &MessageTokens),
-    fixed: usize,
-    budget: Budget,
+    (fixed, budget): (usize, Budget),
     config: &TruncateConfig,
     cx: &Context<'_>,
     notes: &mut Vec<String>,
