@@ -749,6 +749,13 @@ proptest! {
                     .unwrap();
                 prop_assert!(c < o);
                 items.remove(c);
+                // A reasoning item the call followed now stands before an item the model did not
+                // emit (B2): reported too, where it is.
+                let emitted = |m: &Value| m["type"] == "function_call" || m["role"] == "assistant";
+                if c > 0 && items[c - 1]["type"] == "reasoning" && !emitted(&items[c]) {
+                    let id = items[c - 1]["id"].as_str().unwrap().to_string();
+                    expected.push(violation(format, c - 1, None, ViolationKind::ReasoningWithoutFollower { id }));
+                }
                 expected.push(violation(format, o - 1, None, ViolationKind::OrphanResult {
                     id, expected: "earlier in the input" }));
             }

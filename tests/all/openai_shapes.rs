@@ -90,7 +90,9 @@ fn holds(name: &str, case: &Value, out: &Value) -> Vec<String> {
                 && m["content"].to_string().contains(text)
         });
         if !kept {
-            faults.push(format!("{name}: {text:?} not in a system/developer message"));
+            faults.push(format!(
+                "{name}: {text:?} not in a system/developer message"
+            ));
         }
     }
     faults
@@ -177,7 +179,11 @@ async fn every_openai_case_compacts_validly_through_the_proxy() {
         if let Err(e) = checker(&out, &input, format) {
             faults.push(format!("{name} (proxy): check_request.py: {e}"));
         }
-        faults.extend(holds(&name, &case, &serde_json::from_slice(&forwarded).unwrap()));
+        faults.extend(holds(
+            &name,
+            &case,
+            &serde_json::from_slice(&forwarded).unwrap(),
+        ));
     }
     assert!(faults.is_empty(), "{}", faults.join("\n"));
 }
@@ -219,7 +225,12 @@ async fn a_chained_body_keeps_the_outputs_of_stored_calls_first_and_cuts_only_th
         input[0]["output"].as_str().unwrap(),
         items[0]["output"].as_str().unwrap(),
     );
-    assert!(after.len() * 4 < before.len(), "{} -> {}", before.len(), after.len());
+    assert!(
+        after.len() * 4 < before.len(),
+        "{} -> {}",
+        before.len(),
+        after.len()
+    );
     assert!(after.contains("tokens truncated"), "{after}");
     assert_eq!(
         after.lines().next(),
