@@ -127,12 +127,15 @@ fn item_role(kind: &str, obj: &Object) -> Role {
     Role::Assistant
 }
 
+/// Makes a call's [`ToolInput`] from its input field's string.
+type InputOf = fn(String) -> ToolInput;
+
 /// The wire encoding of a call's input, for the call types whose input is one string field:
 /// `function_call.arguments` (a JSON object *encoded as a string*) and
 /// `custom_tool_call.input` (free-form text). Every other call type of the table's pairs
 /// (`apply_patch_call`, `shell_call`, `tool_search_call`, `program`, ...) has its input in
 /// fields of its own, read as [`ToolInput::Json`] of those fields.
-fn input_field(call_type: &str) -> Option<(&'static str, fn(String) -> ToolInput)> {
+fn input_field(call_type: &str) -> Option<(&'static str, InputOf)> {
     match call_type {
         "function_call" => Some(("arguments", ToolInput::Arguments)),
         "custom_tool_call" => Some(("input", ToolInput::Freeform)),

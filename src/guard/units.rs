@@ -386,13 +386,12 @@ fn held_outputs(
         .flat_map(|m| m.tool_uses().map(|t| t.id.as_str()))
         .collect();
     let end = (from..first_call)
-        .filter(|&i| {
+        .rfind(|&i| {
             slots[i] == Slot::Results
                 && msgs[i]
                     .tool_results()
                     .any(|r| !called.contains(r.tool_use_id.as_str()))
         })
-        .next_back()
         .map_or(from, |i| i + 1);
     from..end
 }
