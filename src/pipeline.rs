@@ -384,8 +384,11 @@ pub(crate) async fn compact_shared(
     let cycle = known.as_ref().map(|(_, c)| c.cycle);
     let ttl = compactor.settings().policy.cache_ttl_secs;
     let cold = cycle.is_some_and(|c| c.sent.elapsed().as_secs_f64() > ttl);
-    if predecessor.is_some() && targets.continues(best.tokens, cold) {
-        // New blocks over the caps are capped as they arrive (the prefix stays as it was).
+    if predecessor.is_some() {
+        // New blocks over the caps are capped as they arrive (the prefix stays as it was),
+        // whether the continuation then goes out as it is or is compacted again: a block
+        // first sent whole would be written to the cache whole, and the turn that caps it
+        // later rewrites the prefix from there.
         if continuation::cap_on_arrival(compactor, &run, &mut best, prefix_messages, &mut report)
             .is_some()
         {
@@ -488,6 +491,13 @@ pub(crate) async fn compact_shared(
         report.notes.push(why);
         best.conversation = None;
         best.tokens = tokens_before;
+    }
+    if format == Format::Anthropic
+        && let Some(c) = best.conversation.as_mut()
+        && let Some(site) = guard::cache::mark_kept_prefix(input, c)
+    {
+        // The prefix a re-compaction keeps is read from the cache, not written again.
+        report.cache_breakpoint = Some(site.to_string());
     }
     finish(
         &run,

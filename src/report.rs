@@ -204,6 +204,12 @@ pub struct Report {
     /// prompt caching ([`crate::cost`]); `None` before the pipeline sets it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cost: Option<crate::cost::CostEstimate>,
+    /// Where compactor put its own `cache_control` breakpoint on an Anthropic output, as a
+    /// JSON path (`messages[0].content[7]`): the end of the prefix of the input it kept, which
+    /// the next re-compaction keeps too ([`crate::guard::cache::kept_prefix_end`]). Not
+    /// serialized when none was put.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache_breakpoint: Option<String>,
 }
 
 impl Report {

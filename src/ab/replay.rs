@@ -493,15 +493,16 @@ mod tests {
         // under the target (600), then each turn appends to the remembered output until the
         // budget (1,000), not the trigger, is passed; that re-compaction goes deeper than the
         // target, where its cache write pays back at 141 tokens a turn. The marker's last line
-        // names the dropped span's recall id (about 40 tokens).
+        // names the dropped span's recall id (about 40 tokens); the marker message carries the
+        // request's words (the first user message's) before it.
         assert_eq!(
             s.tokens_per_call,
             vec![
-                6, 147, 288, 429, 570, 711, 506, 647, 788, 929, 272, 413, 554
+                6, 147, 288, 429, 570, 711, 509, 650, 791, 932, 279, 420, 561
             ]
         );
         // Cut at calls 7 and 11: two changes of the sent prefix (three before continuations
         // went on to the budget); every other call reads the whole previous request.
-        assert_eq!((s.prefix_changes, s.tokens_cached), (2, 4066));
+        assert_eq!((s.prefix_changes, s.tokens_cached), (2, 4089));
     }
 }

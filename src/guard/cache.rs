@@ -182,11 +182,14 @@ pub fn on_empty(c: &Conversation, s: &Site) -> bool {
 }
 
 /// Brings a compaction output back to at most [`MAX_BREAKPOINTS`] breakpoints and takes every
-/// breakpoint off an empty text block. Surplus breakpoints go in this order, each group oldest
-/// first: those in history messages other than the newest one (their cached prefix changed with
-/// the compaction anyway), then `tools`, then `system` (a later breakpoint's cached prefix
-/// covers them), then the newest message. Returns what was removed, for the report; a request
-/// within the limit is left as it is.
+/// breakpoint off an empty text block. Surplus breakpoints go in this order: those in history
+/// messages other than the newest one, newest first (a continuation carries the one the client
+/// put on its newest message last turn, which the newest message's breakpoint reads through
+/// the provider's lookback; an older one, such as compactor's own at the end of the prefix a
+/// re-compaction keeps ([`kept_prefix_end`]), marks a prefix more requests share), then
+/// `tools`, then `system`, oldest first (a later breakpoint's cached prefix covers them), then
+/// the newest message. Returns what was removed, for the report; a request within the limit is
+/// left as it is.
 pub fn fit(c: &mut Conversation) -> Vec<RemovedBreakpoint> {
     let all = sites(c);
     let found = all.len();
@@ -201,7 +204,11 @@ pub fn fit(c: &mut Conversation) -> Vec<RemovedBreakpoint> {
             Site::Block { .. } => 3,
         };
         let mut rest: Vec<Site> = all.into_iter().filter(|s| !doomed.contains(s)).collect();
-        rest.sort_by_key(rank);
+        let newest_first = |s: &Site| match s {
+            Site::Block { message, .. } if *message < last => std::cmp::Reverse(*message),
+            _ => std::cmp::Reverse(0),
+        };
+        rest.sort_by_key(|s| (rank(s), newest_first(s)));
         doomed.extend(rest.into_iter().take(keep_room - MAX_BREAKPOINTS));
     }
     for s in &doomed {
@@ -211,6 +218,108 @@ pub fn fit(c: &mut Conversation) -> Vec<RemovedBreakpoint> {
         .into_iter()
         .map(|site| RemovedBreakpoint { site, found })
         .collect()
+}
+
+/// Compactor's own breakpoint on a compaction `output` of `input`: the last block of the
+/// output's longest prefix of messages identical to the input's (`cache_control` aside): for
+/// a client whose first user message holds its standing context, the blocks before the
+/// compaction marker. Every re-compaction keeps them, so their prefix (tools, system, those
+/// blocks) is read from the cache instead of written again at 1.25x (Anthropic "Prompt
+/// caching": a cache hit is checked at each breakpoint; writes cost 1.25x, reads 0.1x of the
+/// input price). A breakpoint does not change the cached prefix, and the prefix it marks is
+/// written by the request anyway (it precedes the client's own last breakpoint), so it costs
+/// nothing more.
+///
+/// `None` (nothing to mark) when the input has no breakpoint (the client did not ask for
+/// caching), the output already holds [`MAX_BREAKPOINTS`], no block is kept before the first
+/// change, the kept prefix reaches the output's last message (nothing was compacted before
+/// it), or its last block cannot carry `cache_control` (a thinking block, an empty text, a
+/// block type compactor does not know: kept byte-identical).
+pub fn kept_prefix_end(input: &Conversation, output: &Conversation) -> Option<Site> {
+    if count(input) == 0 || count(output) >= MAX_BREAKPOINTS {
+        return None;
+    }
+    let same = |a: &Block, b: &Block| {
+        a == b || {
+            let (mut a, mut b) = (a.clone(), b.clone());
+            unmark(&mut a);
+            unmark(&mut b);
+            a == b
+        }
+    };
+    let mut last = None;
+    'messages: for (i, (a, b)) in input.messages.iter().zip(&output.messages).enumerate() {
+        if a.role != b.role {
+            break;
+        }
+        for (j, (x, y)) in a.content.iter().zip(&b.content).enumerate() {
+            if !same(x, y) {
+                break 'messages;
+            }
+            last = Some((i, j));
+        }
+        if a.content.len() != b.content.len() || a.extra != b.extra || a.form != b.form {
+            break;
+        }
+    }
+    let (message, block) = last?;
+    if message + 1 >= output.messages.len() {
+        return None;
+    }
+    let b = output.messages.get(message)?.content.get(block)?;
+    let takes = match b {
+        Block::Text(t) => !t.text.trim().is_empty(),
+        Block::ToolUse(_) | Block::ToolResult(_) | Block::Image(_) | Block::Document(_) => true,
+        Block::Thinking(_) | Block::Other(_) => false,
+    };
+    (takes && !block_has(b)).then_some(Site::Block {
+        message,
+        block,
+        nested: None,
+    })
+}
+
+/// Puts compactor's own breakpoint ([`kept_prefix_end`]) on `output`; returns where, `None`
+/// when there is nothing to mark. Its `cache_control` is a copy of the client's next one in
+/// prompt order (else of the client's last one): the same TTL as the breakpoint after it, so
+/// a longer TTL never follows a shorter one (Anthropic "Prompt caching", mixing TTLs), and
+/// any other key the client sets (a `scope`) kept.
+pub fn mark_kept_prefix(input: &Conversation, output: &mut Conversation) -> Option<Site> {
+    let site = kept_prefix_end(input, output)?;
+    let Site::Block { message, block, .. } = site else {
+        return None;
+    };
+    let order = |s: &Site| match s {
+        Site::Tool(i) => (0, *i, 0, 0),
+        Site::System(i) => (1, *i, 0, 0),
+        Site::Block {
+            message,
+            block,
+            nested,
+        } => (2, *message, *block, nested.map_or(0, |k| k + 1)),
+    };
+    let all = sites(output);
+    let next = all.iter().find(|s| order(s) > order(&site)).or(all.last());
+    let mark = next
+        .and_then(|s| value_at(output, *s))
+        .unwrap_or_else(|| serde_json::json!({"type": "ephemeral"}));
+    let b = output.messages.get_mut(message)?.content.get_mut(block)?;
+    match b {
+        Block::Text(t) => {
+            t.extra.insert(KEY.into(), mark);
+        }
+        Block::ToolUse(t) => {
+            t.extra.insert(KEY.into(), mark);
+        }
+        Block::ToolResult(r) => {
+            r.extra.insert(KEY.into(), mark);
+        }
+        Block::Image(v) | Block::Document(v) => {
+            v.as_object_mut()?.insert(KEY.into(), mark);
+        }
+        Block::Thinking(_) | Block::Other(_) => return None,
+    }
+    Some(site)
 }
 
 /// Removes every breakpoint of messages `..upto` (their blocks and the blocks nested in their
@@ -227,25 +336,61 @@ pub fn remove_before(c: &mut Conversation, upto: usize) -> usize {
     doomed.len()
 }
 
-fn remove(c: &mut Conversation, site: Site) {
-    fn from_block(b: &mut Block) {
+/// The `cache_control` value at `site`, when there is one.
+fn value_at(c: &Conversation, site: Site) -> Option<Value> {
+    let of_block = |b: &Block| -> Option<Value> {
         match b {
-            Block::Text(t) => {
-                t.extra.shift_remove(KEY);
-            }
-            Block::ToolUse(t) => {
-                t.extra.shift_remove(KEY);
-            }
-            Block::ToolResult(r) => {
-                r.extra.shift_remove(KEY);
-            }
+            Block::Text(t) => t.extra.get(KEY).cloned(),
+            Block::ToolUse(t) => t.extra.get(KEY).cloned(),
+            Block::ToolResult(r) => r.extra.get(KEY).cloned(),
             Block::Thinking(v) | Block::Image(v) | Block::Document(v) | Block::Other(v) => {
-                if let Some(o) = v.as_object_mut() {
-                    o.shift_remove(KEY);
-                }
+                v.get(KEY).cloned()
+            }
+        }
+    };
+    match site {
+        Site::Tool(i) => c.tools()?.get(i)?.get(KEY).cloned(),
+        Site::System(i) => c.system.as_ref()?.get(i)?.get(KEY).cloned(),
+        Site::Block {
+            message,
+            block,
+            nested,
+        } => {
+            let b = c.messages.get(message)?.content.get(block)?;
+            match (b, nested) {
+                (Block::ToolResult(r), Some(k)) => match &r.content {
+                    Some(ToolResultContent::Blocks(bs)) => of_block(bs.get(k)?),
+                    _ => None,
+                },
+                (b, _) => of_block(b),
             }
         }
     }
+}
+
+/// Takes `cache_control` off one block (not off blocks nested in a tool_result).
+fn unmark(b: &mut Block) {
+    match b {
+        Block::Text(t) => {
+            t.extra.shift_remove(KEY);
+        }
+        Block::ToolUse(t) => {
+            t.extra.shift_remove(KEY);
+        }
+        Block::ToolResult(r) => {
+            r.extra.shift_remove(KEY);
+        }
+        Block::Thinking(v) | Block::Image(v) | Block::Document(v) | Block::Other(v) => {
+            if let Some(o) = v.as_object_mut() {
+                o.shift_remove(KEY);
+            }
+        }
+    }
+}
+
+/// Takes the breakpoint at `site` off `c` (nothing when there is none).
+pub(crate) fn remove(c: &mut Conversation, site: Site) {
+    let from_block = unmark;
     match site {
         Site::Tool(i) => {
             if let Some(o) = c
@@ -373,3 +518,7 @@ mod tests {
         assert_eq!(count(&conv), 1);
     }
 }
+
+#[cfg(test)]
+#[path = "cache_prefix_tests.rs"]
+mod prefix_tests;

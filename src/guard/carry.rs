@@ -255,7 +255,8 @@ impl Layout {
     }
 
     /// The client's context blocks of the span's user messages (not kept ones): the newest of
-    /// each kind that the kept tail does not say again, in input order.
+    /// each kind that the kept tail does not say again; then the words of the current request
+    /// when the span holds it ([`Layout::request_words`], tag [`REQUEST_TAG`]); in input order.
     fn carried_context(
         &self,
         input: &Conversation,
@@ -269,18 +270,77 @@ impl Layout {
             .iter()
             .filter(|c| c.0 >= self.pinned() && !kept.iter().any(|k| k.0 == c.0))
             .collect();
-        span.iter()
+        let mut out: Vec<(usize, usize, String)> = span
+            .iter()
             .enumerate()
             .filter(|(n, (_, _, kind))| {
                 !tail.iter().any(|c| &c.2 == kind) && !span[n + 1..].iter().any(|c| &c.2 == kind)
             })
-            .filter_map(|(_, (i, j, kind))| {
-                let tag = ContextRules::tag_of(kind).to_string();
-                Some((*i, tag, input.messages.get(*i)?.content.get(*j)?.clone()))
+            .map(|(_, (i, j, kind))| (*i, *j, ContextRules::tag_of(kind).to_string()))
+            .collect();
+        if let Some((r, blocks)) = self.request_words(input)
+            && r >= self.pinned()
+            && r < to
+            && !kept.iter().any(|k| k.0 == r)
+        {
+            out.extend(blocks.into_iter().map(|j| (r, j, REQUEST_TAG.to_string())));
+            out.sort_by_key(|c| (c.0, c.1));
+        }
+        out.into_iter()
+            .filter_map(|(i, j, tag)| {
+                Some((i, tag, input.messages.get(i)?.content.get(j)?.clone()))
             })
             .collect()
     }
+
+    /// The current request: the newest user message that opens a round (no tool results) and
+    /// holds text besides the client's context blocks and earlier summaries
+    /// ([`crate::facts::summary_kind`]), with the indices of those text blocks;
+    /// `None` when there is none or its text is over [`REQUEST_MAX_BYTES`]. A drop whose span
+    /// holds it carries those blocks verbatim in the marker message, so the model reads what it
+    /// is working on in the user's own turn (the digest also quotes it as the user's words);
+    /// the blocks before the marker then stay those the client sent, and a client's first
+    /// message stays a prefix the provider has cached.
+    fn request_words(&self, input: &Conversation) -> Option<(usize, Vec<usize>)> {
+        let context = self.context_blocks();
+        // The user's words: a text block that is neither the client's context nor an earlier
+        // summary (compactor's marker, a client's own compaction summary).
+        let words_at = |i: usize, j: usize, b: &Block| match b {
+            Block::Text(t) => {
+                !t.text.trim().is_empty()
+                    && crate::facts::summary_kind(&t.text).is_none()
+                    && !context.iter().any(|c| c.0 == i && c.1 == j)
+            }
+            _ => false,
+        };
+        let r = (0..input.messages.len()).rev().find(|&i| {
+            self.units().slot(i) == Some(Slot::Clean)
+                && input.messages[i].role == Role::User
+                && (input.messages[i].content.iter().enumerate()).any(|(j, b)| words_at(i, j, b))
+        })?;
+        let m = &input.messages[r];
+        let words: Vec<usize> = (0..m.content.len())
+            .filter(|&j| words_at(r, j, &m.content[j]))
+            .collect();
+        let bytes: usize = words
+            .iter()
+            .map(|&j| match &m.content[j] {
+                Block::Text(t) => t.text.len(),
+                _ => 0,
+            })
+            .sum();
+        (bytes <= REQUEST_MAX_BYTES).then_some((r, words))
+    }
 }
+
+/// The tag of the current request's words carried in a marker message (the report's
+/// `carried.context` lists them under it).
+pub const REQUEST_TAG: &str = "request";
+
+/// The most bytes of text (UTF-8) of the current request a drop carries verbatim; a longer
+/// request is quoted by the digest only (the digest quotes a carried one too, shortened around
+/// its constraint sentences: a long request carried would be said twice at length).
+pub const REQUEST_MAX_BYTES: usize = 2 * 1024;
 
 /// A turn-scoped system message (`clear_at: "next_user_message"`, A6): it goes with its round.
 pub(crate) fn turn_scoped(m: &Message) -> bool {
@@ -389,5 +449,57 @@ mod tests {
         );
         // Written back as they came.
         assert_eq!(Format::OpenAiResponses.write(&conv), body);
+    }
+
+    fn round(id: &str) -> [serde_json::Value; 2] {
+        [
+            json!({"role": "assistant", "content": [{"type": "tool_use", "id": id, "name": "Bash", "input": {"command": "ls"}}]}),
+            json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": id, "content": "a"}]}),
+        ]
+    }
+
+    fn carried(messages: &[serde_json::Value], to: usize) -> Vec<(usize, String, Block)> {
+        let conv = Format::Anthropic
+            .read(&json!({"messages": messages}))
+            .unwrap();
+        let layout = Layout::of(&conv, Format::Anthropic);
+        layout.carry(&conv, to).unwrap().context
+    }
+
+    #[test]
+    fn a_drop_inside_the_current_request_carries_its_words_after_the_context() {
+        let first = json!({"role": "user", "content": [
+            {"type": "text", "text": "<system-reminder>\nAs you answer, use the project notes.\n</system-reminder>"},
+            {"type": "text", "text": "fix the failing tests"}]});
+        let mut msgs = vec![first.clone()];
+        msgs.extend(round("t1"));
+        msgs.extend(round("t2"));
+        let out = carried(&msgs, 3);
+        let tags: Vec<(usize, &str)> = out.iter().map(|(i, t, _)| (*i, t.as_str())).collect();
+        assert_eq!(tags, vec![(0, "system-reminder"), (0, REQUEST_TAG)]);
+        assert_eq!(out[1].2, Block::text("fix the failing tests"));
+        // A later request in the kept tail: the first one's words are not carried.
+        let mut later = vec![first.clone()];
+        later.extend(round("t1"));
+        later.push(json!({"role": "assistant", "content": "done"}));
+        later.push(json!({"role": "user", "content": "now the docs"}));
+        later.extend(round("t2"));
+        let out = carried(&later, 4);
+        assert!(out.iter().all(|(_, t, _)| t != REQUEST_TAG), "{out:?}");
+        // An earlier marker in the first message is a summary, not the user's words.
+        let mut marked = first;
+        marked["content"].as_array_mut().unwrap().push(json!(
+            {"type": "text", "text": format!("{} 4 earlier messages", crate::facts::MARKER_PREFIX)}
+        ));
+        msgs[0] = marked;
+        let out = carried(&msgs, 3);
+        assert_eq!(out.len(), 2);
+        assert_eq!(out[1].2, Block::text("fix the failing tests"));
+        // A request over the byte limit is left to the digest.
+        let long = json!({"role": "user", "content": "x".repeat(REQUEST_MAX_BYTES + 1)});
+        let mut big = vec![long];
+        big.extend(round("t1"));
+        big.extend(round("t2"));
+        assert_eq!(carried(&big, 3), vec![]);
     }
 }

@@ -7,7 +7,8 @@
 //!   The one exception: when the input held more than 4 `cache_control` breakpoints,
 //!   [`settle`] may have taken surplus ones off `tools`;
 //! - the latest provider compaction item of the input (see [`super::refs`]), byte-identical;
-//! - no more `cache_control` breakpoints than the input had.
+//! - no more `cache_control` breakpoints than the input had, but for compactor's own at the end
+//!   of the prefix it kept ([`cache::kept_prefix_end`]), within the limit of 4.
 
 use super::cache;
 use super::refs::is_compaction;
@@ -24,6 +25,74 @@ pub fn settle(format: Format, output: &mut Conversation) -> Vec<cache::RemovedBr
         Format::Anthropic => cache::fit(output),
         _ => Vec::new(),
     }
+}
+
+/// Gives a continuation (`output`: a remembered compaction and the new messages) the envelope
+/// of the request it answers (`input`) where the two are equal by value: the client's own
+/// bytes and key order of each top-level field and of the system prompt, in the client's field
+/// order. A client may build its envelope afresh for every request with its keys in another
+/// order (Codex's `client_metadata`, a map); the memory continues across that ([`crate::memory`]
+/// keys envelopes by value) and the provider gets what the client sent this turn. A field
+/// whose value differs (a breakpoint [`settle`] took off `tools`) stays as the output has it.
+pub fn take_client_envelope(output: &mut Conversation, input: &Conversation) {
+    use serde_json::Value;
+    // Equal (by value, as `Value`'s `==` compares objects) and in the same key order.
+    fn same_order(a: &Value, b: &Value) -> bool {
+        match (a, b) {
+            (Value::Object(x), Value::Object(y)) => {
+                x.len() == y.len()
+                    && x.iter()
+                        .zip(y)
+                        .all(|((k, v), (l, w))| k == l && same_order(v, w))
+            }
+            (Value::Array(x), Value::Array(y)) => {
+                x.len() == y.len() && x.iter().zip(y).all(|(v, w)| same_order(v, w))
+            }
+            _ => a == b,
+        }
+    }
+    let in_order = output.extra.keys().eq(input.extra.keys());
+    if in_order {
+        for (k, v) in &input.extra {
+            if let Some(o) = output.extra.get_mut(k)
+                && o == v
+                && !same_order(o, v)
+            {
+                *o = v.clone();
+            }
+        }
+    } else {
+        let mut fields = crate::conversation::Object::new();
+        for (k, v) in &input.extra {
+            if let Some(o) = output.extra.get(k) {
+                let take = if o == v { v } else { o };
+                fields.insert(k.clone(), take.clone());
+            }
+        }
+        for (k, v) in &output.extra {
+            if !fields.contains_key(k) {
+                fields.insert(k.clone(), v.clone());
+            }
+        }
+        output.extra = fields;
+    }
+    if let (Some(o), Some(i)) = (&output.system, &input.system)
+        && o == i
+        && !same_order(o, i)
+    {
+        output.system.clone_from(&input.system);
+    }
+}
+
+/// Whether `after` holds a breakpoint on the last block of the prefix it kept of `before`
+/// that `before` has not: what [`cache::mark_kept_prefix`] adds.
+fn own_breakpoint(before: &Conversation, after: &Conversation) -> bool {
+    let before_sites = cache::sites(before);
+    cache::sites_from(after, 0).into_iter().any(|site| {
+        let mut unmarked = after.clone();
+        cache::remove(&mut unmarked, site);
+        !before_sites.contains(&site) && cache::kept_prefix_end(before, &unmarked) == Some(site)
+    })
 }
 
 /// Compares a compaction's output with its input (see the module docs) and returns what it
@@ -66,7 +135,13 @@ pub fn check_envelope(
             );
         }
     }
-    if n_after > n_before {
+    // Compactor's own breakpoint at the end of the prefix it kept ([`cache::kept_prefix_end`]):
+    // one more than the input had, within the limit, on a kept block.
+    let own = n_after == n_before + 1
+        && n_after <= cache::MAX_BREAKPOINTS
+        && format == Format::Anthropic
+        && own_breakpoint(before, after);
+    if n_after > n_before && !own {
         push(
             "$".into(),
             ViolationKind::CacheBreakpointsAdded {
@@ -129,5 +204,36 @@ mod tests {
                 ViolationKind::CompactionItemLost
             ]
         );
+    }
+
+    #[test]
+    fn a_continuation_goes_out_with_the_clients_envelope_bytes() {
+        // The remembered output's envelope: the same values, keys in another order, plus a
+        // tools list whose surplus breakpoint was taken off.
+        let remembered = json!({"model": "m",
+            "client_metadata": {"turn_id": "t", "session_id": "s", "n": {"b": 1, "a": 2}},
+            "tools": [{"name": "a"}],
+            "input": [{"role": "user", "content": "hi"}]});
+        let client = json!({"client_metadata": {"session_id": "s", "n": {"a": 2, "b": 1}, "turn_id": "t"},
+            "model": "m",
+            "tools": [{"name": "a", "cache_control": {"type": "ephemeral"}}],
+            "input": [{"role": "user", "content": "hi"}]});
+        let f = Format::OpenAiResponses;
+        let mut out = f.read(&remembered).unwrap();
+        let input = f.read(&client).unwrap();
+        take_client_envelope(&mut out, &input);
+        let written = serde_json::to_string(&f.write(&out)).unwrap();
+        // The client's field order and bytes where equal by value; the output's own tools.
+        assert_eq!(
+            written,
+            r#"{"client_metadata":{"session_id":"s","n":{"a":2,"b":1},"turn_id":"t"},"model":"m","tools":[{"name":"a"}],"input":[{"role":"user","content":"hi"}]}"#
+        );
+        // A value that differs is never taken from the input.
+        let other = f
+            .read(&json!({"model": "n", "input": [{"role": "user", "content": "hi"}]}))
+            .unwrap();
+        let mut out = f.read(&remembered).unwrap();
+        take_client_envelope(&mut out, &other);
+        assert_eq!(f.write(&out)["model"], "m");
     }
 }

@@ -60,7 +60,7 @@ pub use edit::{
     Applied, CarriedOut, FailureRecord, IMAGE_REMOVED_PREFIX, ImageRepair, Marker, PlanError,
     SummaryParts, UnitEdit, apply,
 };
-pub use envelope::{check_envelope, settle};
+pub use envelope::{check_envelope, settle, take_client_envelope};
 #[cfg(feature = "server")]
 pub(crate) use fields::Count;
 pub use fields::check_token_limits;

@@ -144,6 +144,8 @@ pub(super) fn continue_from(
     best.layout = None;
     // Its messages are counted by the first tier that runs on it.
     best.per = None;
+    // The remembered envelope is this request's by value: sent in the client's bytes.
+    guard::take_client_envelope(&mut recalled.conversation, run.input);
     best.conversation = Some(recalled.conversation);
     Ok(Continued {
         predecessor,

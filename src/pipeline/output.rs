@@ -97,6 +97,7 @@ pub(super) fn first_report(compactor: &dyn Host, run: &Run<'_>, tokens: usize) -
             })
             .collect(),
         cost: None,
+        cache_breakpoint: None,
     }
 }
 
