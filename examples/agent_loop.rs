@@ -1,7 +1,8 @@
 //! An agent loop that compacts its history before every model call.
 //!
-//! Run: `cargo run --example agent_loop`. The "model" here is a stand-in that issues one tool
-//! call per turn; a real agent would send `request` to its provider where the comment says so.
+//! Run: `cargo run --release --example agent_loop` (`--release` reuses the build of README's
+//! first command). The "model" here is a stand-in that issues one tool call per turn; a real
+//! agent would send `request` to its provider where the comment says so.
 
 use compactor::conversation::{
     Block, Message, Role, ToolInput, ToolResult, ToolResultContent, ToolUse,

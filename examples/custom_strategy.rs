@@ -1,6 +1,6 @@
 //! A strategy of your own, registered by name and used as a tier.
 //!
-//! Run: `cargo run --example custom_strategy`. `tests/all/compaction.rs` runs [`run`] too.
+//! Run: `cargo run --release --example custom_strategy`. `tests/all/compaction.rs` runs [`run`] too.
 //!
 //! `keep_tail` drops the oldest whole rounds behind a one-line marker: it reads the guard's
 //! layout (`cx.layout`) for the legal cuts and keeps the shortest tail that fits the target.
@@ -121,6 +121,9 @@ pub async fn run_with(
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> anyhow::Result<()> {
     let (messages, status, applied) = run().await?;
-    println!("{messages} messages kept, {status:?} by {applied}");
+    // The status as the report's JSON names it ("compacted"), not the Rust variant.
+    let status = serde_json::to_value(status)?;
+    let status = status.as_str().unwrap_or_default();
+    println!("{status} by {applied}: {messages} messages kept");
     Ok(())
 }

@@ -42,6 +42,8 @@ mod outcomes;
 mod placeholders;
 #[path = "all/proxy_surface.rs"]
 mod proxy_surface;
+#[path = "all/readme.rs"]
+mod readme;
 #[path = "all/recall.rs"]
 mod recall;
 #[path = "all/server.rs"]

@@ -16,7 +16,7 @@
 /// The benches allocate as the `compactor` binary does (src/main.rs: jemalloc, with the `cli`
 /// feature, on by default), so their figures are those of the product an operator runs.
 /// Built without the `cli` feature they measure the system allocator instead (a library
-/// user's default; docs/speed.md gives figures for both).
+/// user's default; `git show 97644f4:docs/speed.md` gives figures for both).
 #[cfg(feature = "cli")]
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;

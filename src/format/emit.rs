@@ -18,7 +18,7 @@
 //!
 //! Why: writing the 170k-token session's 470 KB output through a `Value` tree (cloning every
 //! string into it, then serializing and dropping it) was a fifth of the proxy's CPU on a
-//! growing history (docs/service.md, "Figures: growing histories").
+//! growing history (measured in `git show 97644f4:docs/service.md`, "Figures: growing histories").
 
 use super::Format;
 use crate::conversation::{

@@ -54,7 +54,7 @@ pub struct CacheStats {
 /// once. Thread safe (`quick_cache`'s sharded map). A warm compaction looks up every block, so
 /// the cache is the hot path's map: `quick_cache` keeps each entry inline in its table (no
 /// allocation or reference count per entry, no background upkeep), where moka's lookups were
-/// 14% of a warm 10,000-call compaction's instructions (docs/speed.md).
+/// 14% of a warm 10,000-call compaction's instructions (`git show 97644f4:docs/speed.md`).
 #[derive(Debug)]
 pub struct CachedCounter<C> {
     inner: C,

@@ -241,7 +241,7 @@ pub struct TiktokenCounter {
 impl TiktokenCounter {
     /// A counter for `tokenizer`. The first call per vocabulary loads it (the dictionary is
     /// built at compile time and deserialized: about 60 ms for cl100k, 120-160 ms for o200k
-    /// here; docs/speed.md); later calls are free.
+    /// here; `git show 97644f4:docs/speed.md`); later calls are free.
     pub fn new(tokenizer: Tokenizer) -> TiktokenCounter {
         TiktokenCounter {
             tokenizer,
