@@ -126,9 +126,12 @@ pub(crate) fn read_content(
             ));
         }
     };
+    // A role written after the parts (as `@google/genai` writes it) stays in `extra`, in its
+    // place, so the content is written back in its own key order.
+    let role_after = obj.keys().position(|k| k == "role") > obj.keys().position(|k| k == "parts");
     let extra = obj
         .iter()
-        .filter(|(k, _)| *k != "role" && *k != "parts")
+        .filter(|(k, _)| *k != "parts" && (*k != "role" || role_after))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     Ok(Message {
@@ -338,14 +341,15 @@ pub(crate) fn call_names(messages: &[Message]) -> HashMap<String, String> {
 /// Writes one content; `names` gives each call id its function name.
 pub(crate) fn write_content(m: &Message, names: &HashMap<String, String>) -> Value {
     let mut obj = Object::new();
-    match &m.role {
-        Role::Other(r) if r.is_empty() => {}
-        Role::Assistant => {
-            obj.insert("role".into(), "model".into());
-        }
-        other => {
-            obj.insert("role".into(), other.as_str().into());
-        }
+    let role: Option<Value> = match &m.role {
+        Role::Other(r) if r.is_empty() => None,
+        Role::Assistant => Some("model".into()),
+        other => Some(other.as_str().into()),
+    };
+    // Role first, unless the content had it after its parts (then it is in `extra`).
+    let role_after = m.extra.contains_key("role");
+    if let (Some(r), false) = (&role, role_after) {
+        obj.insert("role".into(), r.clone());
     }
     if m.form != ContentForm::Absent || !m.content.is_empty() {
         let mut first_call = true;
@@ -364,9 +368,12 @@ pub(crate) fn write_content(m: &Message, names: &HashMap<String, String>) -> Val
         obj.insert("parts".into(), Value::Array(parts));
     }
     for (k, v) in &m.extra {
-        obj.insert(k.clone(), v.clone());
+        match (k.as_str(), &role) {
+            ("role", Some(r)) => obj.insert(k.clone(), r.clone()),
+            ("role", None) => None,
+            _ => obj.insert(k.clone(), v.clone()),
+        };
     }
-    // Keep the wire's usual order: role, parts, then the rest (as read).
     Value::Object(obj)
 }
 
@@ -546,6 +553,22 @@ mod tests {
         let b = body();
         let c = read(&b).unwrap();
         assert_eq!(write(&c), b);
+    }
+
+    #[test]
+    fn a_role_after_the_parts_stays_after_them() {
+        let b = json!({"contents": [{"parts": [{"text": "hi"}], "role": "user"}]});
+        let c = read(&b).unwrap();
+        assert_eq!(c.messages[0].role, Role::User);
+        assert_eq!(
+            serde_json::to_string(&write(&c)).unwrap(),
+            r#"{"contents":[{"parts":[{"text":"hi"}],"role":"user"}]}"#
+        );
+        assert_eq!(
+            String::from_utf8(crate::format::emit::write_bytes(crate::format::Format::Gemini, &c))
+                .unwrap(),
+            r#"{"contents":[{"parts":[{"text":"hi"}],"role":"user"}]}"#
+        );
     }
 
     #[test]
