@@ -184,7 +184,13 @@ fn read_part(
     Ok(Block::Other(value.clone()))
 }
 
-fn read_call(part: &Object, fc: &Value, path: &str, i: usize, j: usize) -> Result<Block, FormatError> {
+fn read_call(
+    part: &Object,
+    fc: &Value,
+    path: &str,
+    i: usize,
+    j: usize,
+) -> Result<Block, FormatError> {
     let obj = as_object(fc, path)?;
     let name = super::req_str(obj, "name", path)?;
     let input = match obj.get("args") {
@@ -293,7 +299,11 @@ fn read_response(
     let record: Object = obj
         .iter()
         .map(|(k, v)| {
-            let v = if k == "response" { shape.clone() } else { v.clone() };
+            let v = if k == "response" {
+                shape.clone()
+            } else {
+                v.clone()
+            };
             (k.clone(), v)
         })
         .collect();
@@ -515,7 +525,10 @@ pub fn looks_like(body: &Value) -> bool {
     match obj.get(CONTENTS) {
         Some(Value::Array(items)) => items.iter().all(|c| {
             c.get("parts").is_some_and(Value::is_array)
-                || matches!(c.get("role").and_then(Value::as_str), Some("user" | "model"))
+                || matches!(
+                    c.get("role").and_then(Value::as_str),
+                    Some("user" | "model")
+                )
         }),
         _ => false,
     }
@@ -565,8 +578,11 @@ mod tests {
             r#"{"contents":[{"parts":[{"text":"hi"}],"role":"user"}]}"#
         );
         assert_eq!(
-            String::from_utf8(crate::format::emit::write_bytes(crate::format::Format::Gemini, &c))
-                .unwrap(),
+            String::from_utf8(crate::format::emit::write_bytes(
+                crate::format::Format::Gemini,
+                &c
+            ))
+            .unwrap(),
             r#"{"contents":[{"parts":[{"text":"hi"}],"role":"user"}]}"#
         );
     }
@@ -583,7 +599,10 @@ mod tests {
         assert_eq!(answers, ["a", "gemini:1:2"]);
         let outcomes: Vec<Outcome> = c.messages[2].tool_results().map(|r| r.outcome).collect();
         assert_eq!(outcomes, [Outcome::Success, Outcome::Error]);
-        assert_eq!(c.messages[2].tool_results().nth(1).unwrap().text(), "no such dir");
+        assert_eq!(
+            c.messages[2].tool_results().nth(1).unwrap().text(),
+            "no such dir"
+        );
         assert!(matches!(c.messages[1].content[0], Block::Thinking(_)));
         assert!(matches!(c.messages[4].content[0], Block::Thinking(_)));
     }
@@ -628,14 +647,23 @@ mod tests {
 
     #[test]
     fn bad_parts_are_refused_where_they_are() {
-        let bad = json!({"contents": [{"role": "model", "parts": [{"functionCall": {"args": {}}}]}]});
+        let bad =
+            json!({"contents": [{"role": "model", "parts": [{"functionCall": {"args": {}}}]}]});
         let e = read(&bad).unwrap_err().to_string();
         assert!(e.starts_with("contents[0].parts[0].functionCall"), "{e}");
         let bad = json!({"contents": [{"role": "user", "parts": [{"functionResponse": {"name": "f", "response": "x"}}]}]});
         let e = read(&bad).unwrap_err().to_string();
-        assert!(e.starts_with("contents[0].parts[0].functionResponse.response"), "{e}");
+        assert!(
+            e.starts_with("contents[0].parts[0].functionResponse.response"),
+            "{e}"
+        );
         let bad = json!({"contents": [{"role": "user", "parts": {"text": "x"}}]});
-        assert!(read(&bad).unwrap_err().to_string().starts_with("contents[0].parts"));
+        assert!(
+            read(&bad)
+                .unwrap_err()
+                .to_string()
+                .starts_with("contents[0].parts")
+        );
     }
 
     #[test]

@@ -41,7 +41,10 @@ pub(super) fn from_gemini(c: &Conversation) -> Conversation {
     if let Some(Value::Array(tools)) = c.extra.get("tools") {
         let decls: Vec<Value> = tools
             .iter()
-            .filter_map(|t| t.get("functionDeclarations").or_else(|| t.get("function_declarations")))
+            .filter_map(|t| {
+                t.get("functionDeclarations")
+                    .or_else(|| t.get("function_declarations"))
+            })
             .filter_map(Value::as_array)
             .flatten()
             .cloned()
@@ -117,7 +120,20 @@ pub(crate) fn system_text(v: &Value) -> String {
             .filter_map(|p| p.get("text").and_then(Value::as_str))
             .collect::<Vec<_>>()
             .join("\n"),
-        None => super::convert::system_text(v),
+        None => plain_text(v),
+    }
+}
+
+/// A system prompt's text: a string as is, text blocks joined by newlines.
+fn plain_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Array(items) => items
+            .iter()
+            .filter_map(|b| b.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        other => other.to_string(),
     }
 }
 
@@ -185,7 +201,7 @@ pub(super) fn to_gemini(anthropic: Conversation) -> Conversation {
     Conversation {
         system: anthropic
             .system
-            .map(|s| json!({ "parts": [{ "text": super::convert::system_text(&s) }] })),
+            .map(|s| json!({ "parts": [{ "text": plain_text(&s) }] })),
         messages,
         extra,
         bare: anthropic.bare,

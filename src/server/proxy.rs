@@ -90,51 +90,6 @@ pub(crate) async fn openai_responses(
     forward(&state, Format::OpenAiResponses, &base, &uri, headers, body).await
 }
 
-/// `POST /v1beta/models/{model}:{method}` (and `/v1/...`, `/v1alpha/...`): Google Gemini. The
-/// agent's step, `:streamGenerateContent` (Gemini CLI sends every step so, `?alt=sse`), is
-/// compacted; every other method (`:generateContent`, the CLI's side calls: model router, loop
-/// check, its own compression; `:countTokens`; `:embedContent`, ...) goes to
-/// `server.gemini_upstream` as it came. The key (`x-goog-api-key`, `authorization`, `?key=`)
-/// passes through and is never logged (the trace and upstream lines drop the query).
-pub(crate) async fn gemini(
-    State(state): State<AppState>,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<Response, AppError> {
-    let base = state.settings().server.gemini_upstream.clone();
-    if gemini_method(uri.path()) != Some(GEMINI_STEP) {
-        let body = body?;
-        state.metrics().proxied(GEMINI_ROUTE, "forwarded");
-        let url = upstream::url(
-            &base,
-            uri.path_and_query().map_or(uri.path(), |p| p.as_str()),
-        );
-        let out = upstream::Outbound {
-            method: Method::POST,
-            url,
-            headers: upstream::request_headers(&headers, false),
-            body: axum::body::Body::from(body),
-            stall: None,
-        };
-        return upstream::send(&state, out, Vec::new(), None).await;
-    }
-    forward_as(&state, Format::Gemini, &base, &uri, GEMINI_ROUTE, headers, body).await
-}
-
-/// The method of a Gemini model route compacted: the agent's streaming step.
-pub(crate) const GEMINI_STEP: &str = "streamGenerateContent";
-/// The route name of compacted Gemini steps in metrics and logs (the model, a path segment,
-/// is left out: a metric label set stays fixed).
-pub(crate) const GEMINI_ROUTE: &str = "/v1beta/models/{model}:streamGenerateContent";
-
-/// The method of a Gemini model path (`/v1beta/models/gemini-3-flash:streamGenerateContent`
-/// -> `streamGenerateContent`): the text after the last `:` of the last segment.
-pub(crate) fn gemini_method(path: &str) -> Option<&str> {
-    let last = path.rsplit('/').next()?;
-    last.rsplit_once(':').map(|(_, m)| m)
-}
-
 /// What goes upstream, and the header that tells the client.
 struct Outgoing {
     body: Bytes,
@@ -159,7 +114,7 @@ async fn forward(
 }
 
 /// [`forward`] with the route's name for metrics, logs and the replay key.
-async fn forward_as(
+pub(crate) async fn forward_as(
     state: &AppState,
     format: Format,
     base: &str,

@@ -313,11 +313,17 @@ fn gemini_faults(input: &Value, out: &Value) -> Vec<String> {
             let rs = c.get(i + 1).map(resps).unwrap_or_default();
             let key = |v: &Value| v.get("id").cloned().unwrap_or_else(|| v["name"].clone());
             if rs.len() != cs.len() || cs.iter().map(key).ne(rs.iter().map(key)) {
-                f.push(format!("contents[{i}]: D1 ({} calls, {} responses)", cs.len(), rs.len()));
+                f.push(format!(
+                    "contents[{i}]: D1 ({} calls, {} responses)",
+                    cs.len(),
+                    rs.len()
+                ));
             }
         }
         if !resps(x).is_empty() && (i == 0 || calls(&c[i - 1]).is_empty()) {
-            f.push(format!("contents[{i}]: a response turn not after a call turn"));
+            f.push(format!(
+                "contents[{i}]: a response turn not after a call turn"
+            ));
         }
     }
     if c.first() != input["contents"].get(0) {
