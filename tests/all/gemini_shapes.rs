@@ -395,7 +395,7 @@ proptest! {
         use compactor::format::Format;
         let body = history(&steps, ids, size);
         let conv = Format::Gemini.read(&body).unwrap();
-        prop_assert_eq!(Format::Gemini.write(&conv), body.clone());
+        prop_assert_eq!(&Format::Gemini.write(&conv), &body);
         for (preset, engine) in engines() {
             let out = crate::support::runtime()
                 .block_on(engine.compact(&conv, Format::Gemini, Some(budget)))
