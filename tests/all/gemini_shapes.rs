@@ -226,6 +226,31 @@ async fn side_calls_and_other_google_routes_pass_through_to_the_gemini_upstream(
     assert!(stepped.body.len() < big.len());
 }
 
+/// Numbers of any size or precision, in call arguments, a non-text response and the envelope,
+/// come back as they were, through detection, the reader and the byte writer.
+#[test]
+fn numbers_round_trip_exactly_through_the_gemini_reader_and_writer() {
+    use compactor::format::Format;
+    let text = r#"{"contents":[{"parts":[{"text":"go"}],"role":"user"},{"parts":[{"functionCall":{"id":"a","args":{"n":340282366920938463463374607431768211457,"f":0.1000000000000000055511151231257827,"e":1e400},"name":"f"},"thoughtSignature":"c2ln"}],"role":"model"},{"parts":[{"functionResponse":{"id":"a","name":"f","response":{"output":{"k":1.50}}}}],"role":"user"}],"generationConfig":{"temperature":0.70},"systemInstruction":{"parts":[{"text":"s"}]}}"#;
+    let loaded = compactor::format::load(text.as_bytes(), None, Default::default()).unwrap();
+    assert_eq!(loaded.format, Format::Gemini);
+    let written = String::from_utf8(Format::Gemini.write_bytes(&loaded.conversation)).unwrap();
+    assert_eq!(
+        serde_json::from_str::<Value>(&written).unwrap(),
+        serde_json::from_str::<Value>(text).unwrap()
+    );
+    for n in [
+        "340282366920938463463374607431768211457",
+        "0.1000000000000000055511151231257827",
+        // serde_json writes the exponent with its sign (the same number).
+        "1e+400",
+        "1.50",
+        "0.70",
+    ] {
+        assert!(written.contains(n), "{n} in {written}");
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Random Gemini histories through every preset, each output checked from the provider's rules.
 
