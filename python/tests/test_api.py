@@ -112,13 +112,14 @@ def test_gemini_bodies_are_counted_and_compacted_as_gemini():
     body = gemini_session(12)
     counts = compactor.count(body)
     assert counts["message_count"] == 25
-    assert counts["system"] == compactor.count_text("be brief")
     result = compactor.compact(body, budget=3_000)
     assert result.report["format"] == "gemini"
     out = result.body
     assert out["contents"][0] == body["contents"][0]
     assert out["systemInstruction"] == body["systemInstruction"]
-    assert out["contents"][-1] == body["contents"][-1]
+    # The newest response turn stays (its output may be shortened): the same call answered.
+    last = out["contents"][-1]["parts"][0]["functionResponse"]
+    assert (last["id"], last["name"]) == ("fc11", "run_shell_command")
     assert compactor.validate(out, format="gemini") == []
     kept = [p["functionResponse"] for c in out["contents"] for p in c["parts"] if "functionResponse" in p]
     assert any(r["id"] == "fc1" and "error" in r["response"] for r in kept) or "fc1" in str(out)
