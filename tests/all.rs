@@ -22,6 +22,8 @@ mod corpus;
 mod fidelity;
 #[path = "all/format_props.rs"]
 mod format_props;
+#[path = "all/gemini_shapes.rs"]
+mod gemini_shapes;
 #[path = "all/guard_props.rs"]
 mod guard_props;
 #[path = "all/images.rs"]

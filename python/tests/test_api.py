@@ -92,6 +92,39 @@ def test_openai_chat_is_read_and_written_as_openai_chat():
     assert compactor.validate(result.body, format="openai-chat") == []
 
 
+def gemini_session(steps: int) -> dict:
+    """A Gemini CLI-like generateContent body: one user text turn, then call / response turns;
+    step 1 fails ({"error": ...})."""
+    contents = [{"role": "user", "parts": [{"text": "<session_context>cwd /w</session_context>"},
+                                           {"text": "fix the build"}]}]
+    for i in range(steps):
+        contents.append({"role": "model", "parts": [
+            {"functionCall": {"id": f"fc{i}", "name": "run_shell_command", "args": {"command": f"make part{i}"}},
+             "thoughtSignature": f"sig{i}"}]})
+        response = {"error": "make: *** failed"} if i == 1 else {"output": f"line {i}\n" * 400}
+        contents.append({"role": "user", "parts": [
+            {"functionResponse": {"id": f"fc{i}", "name": "run_shell_command", "response": response}}]})
+    return {"contents": contents, "systemInstruction": {"parts": [{"text": "be brief"}]},
+            "generationConfig": {"temperature": 1}}
+
+
+def test_gemini_bodies_are_counted_and_compacted_as_gemini():
+    body = gemini_session(12)
+    counts = compactor.count(body)
+    assert counts["message_count"] == 25
+    result = compactor.compact(body, budget=3_000)
+    assert result.report["format"] == "gemini"
+    out = result.body
+    assert out["contents"][0] == body["contents"][0]
+    assert out["systemInstruction"] == body["systemInstruction"]
+    # The newest response turn stays (its output may be shortened): the same call answered.
+    last = out["contents"][-1]["parts"][0]["functionResponse"]
+    assert (last["id"], last["name"]) == ("fc11", "run_shell_command")
+    assert compactor.validate(out, format="gemini") == []
+    kept = [p["functionResponse"] for c in out["contents"] for p in c["parts"] if "functionResponse" in p]
+    assert any(r["id"] == "fc1" and "error" in r["response"] for r in kept) or "fc1" in str(out)
+
+
 def test_the_compactor_keeps_its_memory_across_turns():
     c = compactor.Compactor()
     session = long_session(12)

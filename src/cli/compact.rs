@@ -17,7 +17,7 @@ pub(crate) struct Args {
     /// Output file (default: stdout).
     #[arg(short, long)]
     output: Option<PathBuf>,
-    /// The input format: auto, anthropic, openai-chat, openai-responses.
+    /// The input format: auto, anthropic, openai-chat, openai-responses, gemini.
     #[arg(long, default_value = "auto")]
     format: String,
     /// The budget in tokens (default: from the config, context window minus reserve).

@@ -93,7 +93,8 @@ pub(super) fn fill_required(
     model: Option<&str>,
     max_tokens: Option<u64>,
 ) {
-    if let Some(m) = model {
+    // Gemini names the model in the URL, not the body.
+    if let Some(m) = model.filter(|_| to != Format::Gemini) {
         conversation
             .extra
             .insert("model".into(), serde_json::Value::String(m.into()));

@@ -29,6 +29,10 @@ pub struct ServerSettings {
     pub anthropic_upstream: String,
     /// Base URL the OpenAI proxy routes (`/v1/chat/completions`, `/v1/responses`) forward to.
     pub openai_upstream: String,
+    /// Base URL the Gemini routes (`/v1beta/models/{model}:{method}`) and Google pass-through
+    /// requests go to.
+    #[serde(default = "defaults::gemini_upstream")]
+    pub gemini_upstream: String,
     /// Compactions run at once on the blocking pool; the others wait for a worker.
     #[serde(default = "defaults::compaction_workers")]
     pub compaction_workers: usize,
@@ -118,6 +122,9 @@ mod defaults {
     pub fn thirty() -> u64 {
         30
     }
+    pub fn gemini_upstream() -> String {
+        "https://generativelanguage.googleapis.com".into()
+    }
     pub fn upstream_read_timeout_secs() -> u64 {
         300
     }
@@ -161,6 +168,7 @@ impl Default for ServerSettings {
             allow_unauthenticated: false,
             anthropic_upstream: "https://api.anthropic.com".into(),
             openai_upstream: "https://api.openai.com".into(),
+            gemini_upstream: defaults::gemini_upstream(),
             compaction_workers: defaults::compaction_workers(),
             header_read_timeout_secs: defaults::thirty(),
             idle_timeout_secs: defaults::thirty(),
@@ -260,6 +268,7 @@ impl ServerSettings {
         for (key, url) in [
             ("server.anthropic_upstream", &self.anthropic_upstream),
             ("server.openai_upstream", &self.openai_upstream),
+            ("server.gemini_upstream", &self.gemini_upstream),
         ] {
             if !(url.starts_with("http://") || url.starts_with("https://")) {
                 return Err((key, format!("not an http(s) URL: {url:?}")));

@@ -33,6 +33,8 @@ pub(crate) const HARNESS_TAGS: &[&str] = &[
     "user-prompt-submit-hook",
     "environment_context",
     "user_instructions",
+    // Gemini CLI's environment block (date, OS, workspace layout) in `contents[0]`.
+    "session_context",
     "command-message",
     "command-contents",
 ];

@@ -1,7 +1,7 @@
 //! Converting a conversation from one request format to another.
 //!
 //! Used to write an imported session (or any request) for another provider: `compactor convert
-//! --to anthropic|openai-chat`. What cannot cross over is dropped on purpose and never invented:
+//! --to anthropic|openai-chat|openai-responses|gemini` (Gemini: [`super::gemini_convert`]). What cannot cross over is dropped on purpose and never invented:
 //! OpenAI reasoning items and Anthropic thinking blocks (both are bound to their provider by
 //! signatures or encryption), provider-specific fields of blocks and messages.
 
@@ -18,15 +18,28 @@ pub fn convert(conversation: &Conversation, from: Format, to: Format) -> Convers
     if from == to {
         return conversation.clone();
     }
+    let normalized;
+    let conversation = if from == Format::Gemini {
+        normalized = super::gemini_convert::from_gemini(conversation);
+        &normalized
+    } else {
+        conversation
+    };
     let mut extra = conversation.extra.clone();
     if let Some(tools) = extra.get("tools").cloned() {
-        extra.insert("tools".into(), convert_tools(&tools, to));
+        let shape = if to == Format::Gemini {
+            Format::Anthropic
+        } else {
+            to
+        };
+        extra.insert("tools".into(), convert_tools(&tools, shape));
     }
     extra.remove("tool_choice");
     match to {
         Format::Anthropic => to_anthropic(conversation, extra),
         Format::OpenAiChat => to_chat(conversation, extra),
         Format::OpenAiResponses => to_responses(conversation, extra),
+        Format::Gemini => super::gemini_convert::to_gemini(to_anthropic(conversation, extra)),
     }
 }
 
@@ -376,7 +389,7 @@ fn convert_tools(tools: &Value, to: Format) -> Value {
                 .unwrap_or_else(|| json!({"type": "object", "properties": {}}));
             let mut obj = Object::new();
             match to {
-                Format::Anthropic => {
+                Format::Anthropic | Format::Gemini => {
                     obj.insert("name".into(), name);
                     if let Some(d) = description {
                         obj.insert("description".into(), d);
@@ -488,6 +501,10 @@ impl std::fmt::Display for Dropped {
 /// array needs none.
 pub fn missing_fields(conversation: &Conversation, format: Format) -> Vec<&'static str> {
     if conversation.bare {
+        return Vec::new();
+    }
+    // Gemini names the model in the URL (`/v1beta/models/{model}:generateContent`).
+    if format == Format::Gemini {
         return Vec::new();
     }
     let mut keys = vec!["model"];

@@ -221,10 +221,11 @@ impl Detected {
     }
 }
 
-const FORMATS: [Format; 3] = [
+const FORMATS: [Format; 4] = [
     Format::Anthropic,
     Format::OpenAiResponses,
     Format::OpenAiChat,
+    Format::Gemini,
 ];
 
 /// Guesses the request format of a JSON body ([`detect`]'s format).
@@ -249,10 +250,30 @@ pub fn guess_format(value: &Value) -> Result<Format, FormatError> {
 pub fn detect(value: &Value) -> Result<Detected, FormatError> {
     let unrecognised = || {
         FormatError::Unrecognised(
-            "expected a request body with \"messages\" or \"input\", a message array, or a session log".into(),
+            "expected a request body with \"messages\", \"input\" or \"contents\", a message array, or a session log".into(),
         )
     };
+    if super::gemini::looks_like(value) {
+        return Ok(Detected {
+            format: Format::Gemini,
+            because: vec!["a top-level \"contents\" array of parts".into()],
+            against: Vec::new(),
+        });
+    }
     let (obj, items) = match value {
+        // A bare array of contents with parts (no `content`) is Gemini's.
+        Value::Array(items)
+            if !items.is_empty()
+                && items.iter().all(|c| {
+                    c.get("parts").is_some_and(Value::is_array) && c.get("content").is_none()
+                }) =>
+        {
+            return Ok(Detected {
+                format: Format::Gemini,
+                because: vec!["contents with \"parts\"".into()],
+                against: Vec::new(),
+            });
+        }
         Value::Array(items) => (None, items),
         Value::Object(obj) => match (obj.get("messages"), obj.get("input")) {
             (Some(Value::Array(items)), _) => (Some(obj), items),
@@ -282,7 +303,7 @@ pub fn detect(value: &Value) -> Result<Detected, FormatError> {
             against: Vec::new(),
         });
     }
-    let mut found: [Vec<String>; 3] = Default::default();
+    let mut found: [Vec<String>; 4] = Default::default();
     for (f, format) in FORMATS.iter().enumerate() {
         for signal in format.rules().signals {
             if let Some(what) = signal_in(signal, obj, items) {

@@ -81,6 +81,7 @@ pub fn write_bytes_reusing(
     let c = conversation;
     let system_key = match format {
         Format::OpenAiResponses => "instructions",
+        Format::Gemini => super::gemini::SYSTEM,
         _ => "system",
     };
     let direct = c.bare
@@ -146,6 +147,7 @@ impl Serialize for Body<'_> {
         let messages_key = self.format.messages_key();
         let system_key = match self.format {
             Format::OpenAiResponses => "instructions",
+            Format::Gemini => super::gemini::SYSTEM,
             _ => "system",
         };
         // `join_body` inserts the system prompt and the messages after the other fields; a
@@ -185,6 +187,12 @@ impl Serialize for Items<'_> {
             Format::OpenAiChat => {
                 for m in self.messages {
                     seq.serialize_element(&super::openai_chat::write_message(m))?;
+                }
+            }
+            Format::Gemini => {
+                let names = super::gemini::call_names(self.messages);
+                for m in self.messages {
+                    seq.serialize_element(&super::gemini::write_content(m, &names))?;
                 }
             }
             Format::OpenAiResponses => {

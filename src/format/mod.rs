@@ -4,8 +4,9 @@
 //! bytes -> detect -> read (lossless) -> Conversation -> ... -> write (same format) -> JSON
 //! ```
 //!
-//! Three request formats are read and written: Anthropic Messages ([`anthropic`]), OpenAI Chat
-//! Completions ([`openai_chat`]) and OpenAI Responses ([`openai_responses`]). Three session logs are
+//! Four request formats are read and written: Anthropic Messages ([`anthropic`]), OpenAI Chat
+//! Completions ([`openai_chat`]), OpenAI Responses ([`openai_responses`]) and Google Gemini
+//! `generateContent` ([`gemini`]). Three session logs are
 //! imported into a request conversation: Claude Code session JSONL ([`claude_code`], to
 //! Anthropic), Codex CLI rollouts ([`codex`], to Responses) and mini-swe-agent trajectories
 //! ([`trajectory`], to OpenAI Chat). [`convert()`] turns a conversation of one request format into
@@ -18,6 +19,8 @@ mod convert;
 pub use convert::system_text;
 pub mod detect;
 pub mod emit;
+pub mod gemini;
+mod gemini_convert;
 pub mod openai_chat;
 pub mod openai_responses;
 pub mod slices;
@@ -42,6 +45,9 @@ pub enum Format {
     /// OpenAI Responses API request body (`{"instructions", "input": [...]}`) or a bare array.
     #[serde(rename = "openai-responses")]
     OpenAiResponses,
+    /// Google Gemini `generateContent` request body (`{"systemInstruction", "contents": [...]}`)
+    /// or a bare array of contents ([`gemini`]).
+    Gemini,
 }
 
 impl Format {
@@ -51,21 +57,25 @@ impl Format {
             Format::Anthropic => "anthropic",
             Format::OpenAiChat => "openai-chat",
             Format::OpenAiResponses => "openai-responses",
+            Format::Gemini => "gemini",
         }
     }
 
-    /// The JSON key of the message list in a request body (`messages` or `input`).
+    /// The JSON key of the message list in a request body (`messages`, `input` or
+    /// `contents`).
     pub fn messages_key(self) -> &'static str {
         match self {
             Format::OpenAiResponses => "input",
+            Format::Gemini => gemini::CONTENTS,
             _ => "messages",
         }
     }
 
-    /// Whether tool results carry an explicit error flag (Anthropic `is_error`), so that a result
-    /// without it is a known success.
+    /// Whether tool results carry an explicit error flag (Anthropic `is_error`; Gemini
+    /// `response.error` against `response.output`), so that a result without it is a known
+    /// success.
     pub fn has_error_flag(self) -> bool {
-        self == Format::Anthropic
+        matches!(self, Format::Anthropic | Format::Gemini)
     }
 
     /// The provider's rule table ([`crate::rules`]): its roles, block and item types, pairs,
@@ -75,14 +85,16 @@ impl Format {
             Format::Anthropic => &crate::rules::ANTHROPIC,
             Format::OpenAiChat => &crate::rules::OPENAI_CHAT,
             Format::OpenAiResponses => &crate::rules::OPENAI_RESPONSES,
+            Format::Gemini => &crate::rules::GEMINI,
         }
     }
 
     /// The rule that tells a tool result's outcome on this wire ([`crate::outcome`]):
-    /// `is_error` for Anthropic, harness exit codes for OpenAI Chat and Responses.
+    /// `is_error` for Anthropic and Gemini (whose reader sets it from `response.error`), harness
+    /// exit codes for OpenAI Chat and Responses.
     pub fn outcome_policy(self) -> crate::outcome::OutcomePolicy {
         match self {
-            Format::Anthropic => crate::outcome::OutcomePolicy::Anthropic,
+            Format::Anthropic | Format::Gemini => crate::outcome::OutcomePolicy::Anthropic,
             Format::OpenAiChat | Format::OpenAiResponses => crate::outcome::OutcomePolicy::ExitCode,
         }
     }
@@ -103,6 +115,7 @@ impl Format {
             Format::Anthropic => anthropic::read(body),
             Format::OpenAiChat => openai_chat::read(body),
             Format::OpenAiResponses => openai_responses::read(body),
+            Format::Gemini => gemini::read(body),
         }
     }
 
@@ -119,6 +132,7 @@ impl Format {
             Format::Anthropic => anthropic::write(conversation),
             Format::OpenAiChat => openai_chat::write(conversation),
             Format::OpenAiResponses => openai_responses::write(conversation),
+            Format::Gemini => gemini::write(conversation),
         }
     }
 }
@@ -136,8 +150,9 @@ impl std::str::FromStr for Format {
             "anthropic" => Ok(Format::Anthropic),
             "openai-chat" | "openai" | "chat" => Ok(Format::OpenAiChat),
             "openai-responses" | "responses" => Ok(Format::OpenAiResponses),
+            "gemini" | "google" => Ok(Format::Gemini),
             other => Err(format!(
-                "unknown format {other:?} (expected anthropic, openai-chat or openai-responses)"
+                "unknown format {other:?} (expected anthropic, openai-chat, openai-responses or gemini)"
             )),
         }
     }
@@ -299,6 +314,8 @@ pub(crate) fn block_path(
     use crate::conversation::{Block, Role};
     match (format, j) {
         (Format::OpenAiResponses, _) => format!("input[{i}]"),
+        (Format::Gemini, None) => format!("contents[{i}]"),
+        (Format::Gemini, Some(j)) => format!("contents[{i}].parts[{j}]"),
         (_, None) => format!("messages[{i}]"),
         (Format::Anthropic, Some(j)) => format!("messages[{i}].content[{j}]"),
         (Format::OpenAiChat, Some(j)) => {
@@ -342,6 +359,7 @@ pub(crate) fn image_path(
         (Format::OpenAiChat, Some(k)) => format!("messages[{i}].content[{k}]"),
         (Format::OpenAiResponses, Some(k)) => format!("input[{i}].output[{k}]"),
         (Format::OpenAiResponses, None) => format!("input[{i}].content[{j}]"),
+        (Format::Gemini, _) => block_path(format, conv, i, Some(j)),
         (_, None) => block_path(format, conv, i, Some(j)),
     }
 }

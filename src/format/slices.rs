@@ -237,6 +237,9 @@ pub fn read(
             Format::Anthropic => super::anthropic::read_message(&value, &path),
             Format::OpenAiChat => super::openai_chat::read_message(&value, &path),
             Format::OpenAiResponses => super::openai_responses::read_item(&value, &path),
+            Format::Gemini => {
+                super::gemini::read_content(&value, &path, i, conversation.messages.last())
+            }
         }
         .ok()?;
         conversation.messages.push(message);
@@ -259,6 +262,7 @@ fn system_key(format: Format) -> Option<&'static str> {
         Format::Anthropic => Some("system"),
         Format::OpenAiChat => None,
         Format::OpenAiResponses => Some("instructions"),
+        Format::Gemini => Some(super::gemini::SYSTEM),
     }
 }
 

@@ -15,7 +15,8 @@ use serde_json::Value;
 pub struct ContextRules {
     /// Tags whose blocks are context: Claude Code's `system-reminder` (CLAUDE.md, the working
     /// directory and date, the deferred-tool list, skills), Codex's `environment_context`,
-    /// `user_instructions` and `INSTRUCTIONS` (AGENTS.md).
+    /// `user_instructions` and `INSTRUCTIONS` (AGENTS.md), Gemini CLI's `session_context`
+    /// (date, OS, workspace directories and layout).
     pub tags: Vec<String>,
     /// Phrases that make a context block noise: periodic nudges that carry no standing fact.
     pub noise: Vec<String>,
@@ -35,6 +36,7 @@ impl Default for ContextRules {
                 "environment_context",
                 "user_instructions",
                 "INSTRUCTIONS",
+                "session_context",
             ]
             .map(String::from)
             .to_vec(),

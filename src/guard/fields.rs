@@ -50,6 +50,8 @@ fn token_limits(format: Format) -> &'static [&'static str] {
         Format::Anthropic => &["max_tokens"],
         Format::OpenAiChat => &["max_tokens", "max_completion_tokens"],
         Format::OpenAiResponses => &["max_output_tokens"],
+        // Gemini's `generationConfig.maxOutputTokens` is inside the untouched envelope (D7).
+        Format::Gemini => &[],
     }
 }
 

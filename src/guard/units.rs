@@ -160,7 +160,12 @@ impl Units {
         let msgs = &conversation.messages;
         let n = msgs.len();
         let slots: Vec<Slot> = msgs.iter().map(|m| Slot::of(table, m)).collect();
-        let system = slots.iter().take_while(|s| s.is_instruction()).count();
+        let mut system = slots.iter().take_while(|s| s.is_instruction()).count();
+        // A table that pins the first message (Gemini `contents[0]`, D7) treats it as part of
+        // the leading prefix.
+        if table.pin_first && system == 0 && n > 0 {
+            system = 1;
+        }
         // Trailing instructions (a reminder after the newest tool results) are not a turn: the
         // exchange before them is still the open one.
         let turn_end = n - slots

@@ -202,6 +202,9 @@ impl<'a> Checker<'a> {
                 self.server_tools();
                 self.breakpoints();
             }
+            // Gemini's shape is Anthropic's (calls in a model turn, every response in the one
+            // user turn after it, D1): the same table-driven checks, read from its table.
+            Format::Gemini => self.anthropic(options),
             Format::OpenAiChat => self.chat(options),
             Format::OpenAiResponses => {
                 self.responses(options);

@@ -351,25 +351,25 @@ impl ViolationKind {
     /// checks of what a compaction must keep (this project's rules, not a provider's).
     pub fn rule_id(&self, format: Format) -> Option<&'static str> {
         use ViolationKind::*;
-        let (a, r, c) = match self {
-            NoMessages | EmptyContent | EmptyText => ("A0.6", "B10", "C0.3"),
-            FirstNotUser { .. } | RoleNotAllowed { .. } => ("A0.1", "B10", "C1"),
-            BlockNotAllowed { .. } => ("A0.1", "B10", "C0.3"),
-            DuplicateCall { .. } | InputNotObject { .. } => ("A0.2", "B0.1", "C0.1"),
-            ArgumentsNotJson { .. } => ("A0.2", "B0.1", "C0.1"),
+        let (a, r, c, g) = match self {
+            NoMessages | EmptyContent | EmptyText => ("A0.6", "B10", "C0.3", "D0.1"),
+            FirstNotUser { .. } | RoleNotAllowed { .. } => ("A0.1", "B10", "C1", "D2"),
+            BlockNotAllowed { .. } => ("A0.1", "B10", "C0.3", "D0.2"),
+            DuplicateCall { .. } | InputNotObject { .. } => ("A0.2", "B0.1", "C0.1", "D0.2"),
+            ArgumentsNotJson { .. } => ("A0.2", "B0.1", "C0.1", "D0.2"),
             OrphanResult { .. } | DuplicateResult { .. } | OutputTypeMismatch { .. } => {
-                ("A0.3", "B1.1", "C2.1")
+                ("A0.3", "B1.1", "C2.1", "D1")
             }
-            MissingResults { .. } => ("A0.2", "B1", "C2"),
-            ReasoningWithoutFollower { .. } => ("A0.1", "B2", "C1"),
-            TriggerNotLast => ("A0.1", "B3.1", "C1"),
-            ResultNotFirst { .. } => ("A0.4", "B1", "C2"),
+            MissingResults { .. } => ("A0.2", "B1", "C2", "D1"),
+            ReasoningWithoutFollower { .. } => ("A0.1", "B2", "C1", "D6"),
+            TriggerNotLast => ("A0.1", "B3.1", "C1", "D0.1"),
+            ResultNotFirst { .. } => ("A0.4", "B1", "C2", "D1"),
             OrphanServerResult { .. } | ServerCallWithoutResult { .. } | CallerMissing { .. } => {
-                ("A11", "B8", "C1")
+                ("A11", "B8", "C1", "D0.2")
             }
-            OrphanApproval { .. } | UnknownSafetyCheck { .. } => ("A11", "B8", "C1"),
-            TooManyCacheBreakpoints { .. } | CacheControlOnEmptyText => ("A14", "B10", "C1"),
-            BadImage { .. } => ("A0.7", "B0.2", "C0.3"),
+            OrphanApproval { .. } | UnknownSafetyCheck { .. } => ("A11", "B8", "C1", "D0.2"),
+            TooManyCacheBreakpoints { .. } | CacheControlOnEmptyText => ("A14", "B10", "C1", "D7"),
+            BadImage { .. } => ("A0.7", "B0.2", "C0.3", "D0.2"),
             SystemMessage { rule } => return Some(rule.id()),
             _ => return None,
         };
@@ -377,6 +377,7 @@ impl ViolationKind {
             Format::Anthropic => a,
             Format::OpenAiResponses => r,
             Format::OpenAiChat => c,
+            Format::Gemini => g,
         })
     }
 

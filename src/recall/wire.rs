@@ -70,7 +70,7 @@ pub fn block(format: Format, conv: &Conversation, i: usize, j: usize) -> Option<
     let b = m.content.get(j)?;
     let bytes = match format {
         Format::Anthropic => emit::write_anthropic_block(b),
-        Format::OpenAiChat | Format::OpenAiResponses => {
+        Format::OpenAiChat | Format::OpenAiResponses | Format::Gemini => {
             let one = alone(vec![m.clone()]);
             let written = format.write(&one);
             serde_json::to_vec(at(&written, &block_path(format, &one, 0, Some(j)))?).ok()?

@@ -417,4 +417,6 @@ pub static ANTHROPIC: Table = Table {
     ],
     failures: &[],
     server_state: &[],
+    model_roles: &[],
+    pin_first: false,
 };

@@ -22,11 +22,13 @@
 
 mod anthropic;
 mod doc;
+mod gemini;
 mod openai_chat;
 mod openai_responses;
 
 pub use anthropic::ANTHROPIC;
 pub use doc::markdown;
+pub use gemini::GEMINI;
 pub use openai_chat::OPENAI_CHAT;
 pub use openai_responses::OPENAI_RESPONSES;
 
@@ -60,6 +62,14 @@ pub struct Table {
     /// (Responses `previous_response_id`, `conversation`: rule B4). With one set, `input` holds
     /// only new items: outputs of calls the server holds are valid, and nothing is pruned.
     pub server_state: &'static [&'static str],
+    /// The wire name of a role the neutral model names otherwise (`assistant` is Gemini's
+    /// `model`): `(model name, wire name)`. A role read as [`crate::conversation::Role::Other`]
+    /// keeps its own name.
+    pub model_roles: &'static [(&'static str, &'static str)],
+    /// Whether the first message is pinned like a leading instruction: kept first and
+    /// byte-identical by every output (Gemini: `contents[0]`, rule D7, holds the client's
+    /// environment and the task of a tool loop that has no other user text turn).
+    pub pin_first: bool,
 }
 
 /// What a role is to compaction.
@@ -406,7 +416,19 @@ impl std::fmt::Display for Unknown {
 impl Table {
     /// What message `m` is: the kind of its role; `None` for an unknown role.
     pub fn kind_of(&self, m: &Message) -> Option<RoleKind> {
-        self.role_kind(m.role.as_str())
+        self.role_kind(self.wire_role(&m.role))
+    }
+
+    /// The wire name of `role` in this format ([`Table::model_roles`]).
+    pub fn wire_role<'r>(&self, role: &'r crate::conversation::Role) -> &'r str {
+        let name = role.as_str();
+        if role.is_other() {
+            return name;
+        }
+        self.model_roles
+            .iter()
+            .find(|(m, _)| *m == name)
+            .map_or(name, |(_, w)| w)
     }
 
     /// The kind of a block: from the model's own variants, and for a block kept verbatim
@@ -418,10 +440,20 @@ impl Table {
             Block::ToolResult(_) => Some(BlockKind::Output),
             Block::Thinking(_) => Some(BlockKind::Thinking),
             Block::Image(_) | Block::Document(_) => Some(BlockKind::Media),
-            Block::Other(v) => v
-                .get("type")
-                .and_then(serde_json::Value::as_str)
-                .and_then(|t| self.block_kind(t)),
+            Block::Other(v) => self.other_name(v).and_then(|t| self.block_kind(t)),
+        }
+    }
+
+    /// The name of a block kept verbatim: its wire `type`, or for a part without one (Gemini
+    /// names a part by its data key: `inlineData`) its first key this table lists.
+    pub fn other_name<'v>(&self, v: &'v serde_json::Value) -> Option<&'v str> {
+        match v.get("type") {
+            Some(t) => t.as_str(),
+            None => v
+                .as_object()?
+                .keys()
+                .find(|k| self.block(k).is_some())
+                .map(String::as_str),
         }
     }
 
@@ -469,8 +501,8 @@ static UNKNOWN_RULE: Rule = Rule {
 };
 
 /// Every table, in the order of `../shared/PROVIDER_RULES.md`.
-pub fn tables() -> [&'static Table; 3] {
-    [&ANTHROPIC, &OPENAI_RESPONSES, &OPENAI_CHAT]
+pub fn tables() -> [&'static Table; 4] {
+    [&ANTHROPIC, &OPENAI_RESPONSES, &OPENAI_CHAT, &GEMINI]
 }
 
 #[cfg(test)]

@@ -208,4 +208,6 @@ pub static OPENAI_CHAT: Table = Table {
     ],
     failures: &[],
     server_state: &[],
+    model_roles: &[],
+    pin_first: false,
 };

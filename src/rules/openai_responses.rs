@@ -350,4 +350,6 @@ pub static OPENAI_RESPONSES: Table = Table {
         },
     ],
     server_state: &["previous_response_id", "conversation"],
+    model_roles: &[],
+    pin_first: false,
 };

@@ -25,6 +25,7 @@
 mod api;
 pub mod body;
 pub mod error;
+mod gemini;
 mod guarded;
 pub mod listen;
 pub mod metrics;
@@ -483,6 +484,9 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/messages/count_tokens", proxy(post(proxy::anthropic)))
         .route("/v1/chat/completions", proxy(post(proxy::openai_chat)))
         .route("/v1/responses", proxy(post(proxy::openai_responses)))
+        .route("/v1beta/models/{action}", proxy(post(gemini::route)))
+        .route("/v1/models/{action}", proxy(post(gemini::route)))
+        .route("/v1alpha/models/{action}", proxy(post(gemini::route)))
         .route_layer(middleware::from_fn_with_state(state.clone(), require_token));
     Router::new()
         .route("/healthz", api(get(api::healthz)))
@@ -560,7 +564,7 @@ fn is_proxy_route(path: &str) -> bool {
     matches!(
         path,
         "/v1/messages" | "/v1/chat/completions" | "/v1/responses" | "/v1/messages/count_tokens"
-    )
+    ) || passthrough::is_gemini_path(path)
 }
 
 /// Whether the request carries the service token (always, when none is configured). On a

@@ -4,7 +4,10 @@
 //! nothing is buffered or compacted).
 //!
 //! Which upstream: `server.anthropic_upstream` when the request carries an `anthropic-version`
-//! or `x-api-key` header (every Anthropic SDK sends both), else `server.openai_upstream`.
+//! or `x-api-key` header (every Anthropic SDK sends both); `server.gemini_upstream` for a
+//! Google request ([`is_gemini`]: an `x-goog-api-key` or `x-goog-api-client` header, a `key=`
+//! query, a `/v1beta/`, `/v1alpha/` or `/upload/` path, or a `/v1/models/{model}:{method}`
+//! path); else `server.openai_upstream`.
 //! The service token, when configured, is required as on the proxy routes
 //! (`x-compactor-token`; `authorization` is the provider's key and passes through).
 //!
@@ -55,6 +58,8 @@ pub(crate) async fn forward(
         parts.headers.contains_key("anthropic-version") || parts.headers.contains_key("x-api-key");
     let base = if anthropic {
         &server.anthropic_upstream
+    } else if is_gemini(&parts.headers, parts.uri.path(), parts.uri.query()) {
+        &server.gemini_upstream
     } else {
         &server.openai_upstream
     };
@@ -71,6 +76,29 @@ pub(crate) async fn forward(
         stall: parts.extensions.get::<StallSignal>().cloned(),
     };
     upstream::send(&state, out, Vec::new(), None).await
+}
+
+/// Whether a request the service does not handle itself is Google's: an `x-goog-api-key` or
+/// `x-goog-api-client` header (`@google/genai` sends them), a `key=` query parameter (the
+/// Gemini API's other way to pass the key), a path under `/v1beta/`, `/v1alpha/` or
+/// `/upload/`, or a model method path (`/v1/models/gemini-3-flash:countTokens`; OpenAI's
+/// `/v1/models/{id}` has no `:`).
+pub(crate) fn is_gemini(headers: &HeaderMap, path: &str, query: Option<&str>) -> bool {
+    headers.contains_key("x-goog-api-key")
+        || headers.contains_key("x-goog-api-client")
+        || query.is_some_and(|q| q.split('&').any(|kv| kv.starts_with("key=")))
+        || is_gemini_path(path)
+}
+
+/// Whether `path` is one of the Gemini API's: under `/v1beta/`, `/v1alpha/` or `/upload/`, or
+/// `/v1/models/{model}:{method}`.
+pub(crate) fn is_gemini_path(path: &str) -> bool {
+    ["/v1beta/", "/v1alpha/", "/upload/"]
+        .iter()
+        .any(|p| path.starts_with(p))
+        || path
+            .strip_prefix("/v1/models/")
+            .is_some_and(|rest| rest.contains(':'))
 }
 
 /// Whether `req` is a client's start-up probe, answered here with an empty 200: `HEAD /` or

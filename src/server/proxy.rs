@@ -1,5 +1,7 @@
 //! The compacting proxy: `POST /v1/messages` (Anthropic), `POST /v1/chat/completions` (OpenAI
-//! Chat) and `POST /v1/responses` (OpenAI Responses).
+//! Chat), `POST /v1/responses` (OpenAI Responses) and `POST
+//! /v1beta/models/{model}:streamGenerateContent` (Google Gemini; the other Gemini methods pass
+//! through to the Gemini upstream).
 //!
 //! ```text
 //! client body -> seen byte for byte?       -> what was sent for it then (replay.rs)
@@ -108,9 +110,22 @@ async fn forward(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, AppError> {
+    forward_as(state, format, base, uri, uri.path(), headers, body).await
+}
+
+/// [`forward`] with the route's name for metrics, logs and the replay key.
+pub(crate) async fn forward_as(
+    state: &AppState,
+    format: Format,
+    base: &str,
+    uri: &Uri,
+    route: &str,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, AppError> {
     // A body over the limit is a JSON 413 like on every other route, not axum's plain text.
     let body = body?;
-    let route = uri.path().to_string();
+    let route = route.to_string();
     // A body seen before byte for byte: hashed here (a fraction of a millisecond for 1 MB),
     // answered without the pool, no parse, count or write.
     let replay = state.replay();

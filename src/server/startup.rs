@@ -14,6 +14,8 @@ pub(crate) struct Startup {
     pub anthropic: String,
     /// `openai_upstream`.
     pub openai: String,
+    /// `gemini_upstream`.
+    pub gemini: String,
     /// The budget in tokens (`[budget]`).
     pub budget: usize,
     /// `budget.trigger` x budget: bodies over it are compacted.
@@ -60,6 +62,7 @@ impl Startup {
         Startup {
             anthropic: settings.server.anthropic_upstream.clone(),
             openai: settings.server.openai_upstream.clone(),
+            gemini: settings.server.gemini_upstream.clone(),
             budget,
             trigger: share(settings.budget.trigger),
             target: share(settings.budget.target),
@@ -78,6 +81,7 @@ pub(crate) fn log(state: &AppState, addr: std::net::SocketAddr) {
         addr = %addr,
         anthropic_upstream = %s.anthropic,
         openai_upstream = %s.openai,
+        gemini_upstream = %s.gemini,
         budget = s.budget,
         trigger = s.trigger,
         target = s.target,
@@ -106,6 +110,7 @@ mod tests {
             Startup {
                 anthropic: "https://api.anthropic.com".into(),
                 openai: "https://api.openai.com".into(),
+                gemini: "https://generativelanguage.googleapis.com".into(),
                 budget: 40_000,
                 trigger: 32_000,
                 target: 24_000,

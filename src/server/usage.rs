@@ -15,6 +15,7 @@
 //! caching": the three together are the prompt). OpenAI Chat `usage.prompt_tokens` (a stream's
 //! last chunk with `stream_options.include_usage`); OpenAI Responses `usage.input_tokens`
 //! (stream: `response.completed` -> `response.usage`), which already includes cached tokens.
+//! Gemini `usageMetadata.promptTokenCount` (every chunk of a stream).
 
 use crate::compactor::Compactor;
 use serde_json::Value;
@@ -28,6 +29,14 @@ pub const LINE_LIMIT: usize = 1 << 20;
 /// The input tokens the provider counted, from one answer object or SSE event (see the
 /// [module docs](self)). `None` when it holds no usage.
 pub fn input_tokens(v: &Value) -> Option<u64> {
+    // Gemini: `usageMetadata.promptTokenCount` of the answer (each SSE chunk of a stream
+    // repeats it), cached tokens included (Gemini API reference, UsageMetadata).
+    if let Some(prompt) = v
+        .pointer("/usageMetadata/promptTokenCount")
+        .and_then(Value::as_u64)
+    {
+        return Some(prompt);
+    }
     let usage = [
         v.get("usage"),
         v.pointer("/message/usage"),

@@ -80,6 +80,13 @@ impl Default for MicrocompactConfig {
                 "web_fetch",
                 "web_search",
                 "fetch",
+                // Gemini CLI's reads, searches and shell.
+                "run_shell_command",
+                "list_directory",
+                "read_many_files",
+                "search_file_content",
+                "grep_search",
+                "google_web_search",
             ]
             .iter()
             .map(|s| s.to_string())

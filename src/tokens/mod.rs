@@ -430,8 +430,11 @@ pub(crate) fn block_tokens<C: TokenCounter + ?Sized>(counter: &C, block: &Block)
 /// is current, so it counts every thinking block; over-counting never breaks a budget.
 fn thinking_tokens<C: TokenCounter + ?Sized>(counter: &C, v: &Value) -> usize {
     let mut n = 0;
-    if let Some(t) = v.get("thinking").and_then(Value::as_str) {
-        n += counter.count_text(t);
+    // Anthropic `thinking`; a Gemini thought or signed text part's `text`.
+    for key in ["thinking", "text"] {
+        if let Some(t) = v.get(key).and_then(Value::as_str) {
+            n += counter.count_text(t);
+        }
     }
     if let Some(Value::Array(parts)) = v.get("summary") {
         for p in parts {
@@ -554,6 +557,11 @@ mod tests {
             json!({"type": "reasoning", "summary": [{"type": "summary_text", "text": "hello world"}], "encrypted_content": "gAAA"}),
         );
         assert_eq!(c.count_block(&reasoning), 2 + 1);
+        // A Gemini thought part: its text, not its signature.
+        let gemini = Block::Thinking(
+            json!({"text": "hello world", "thought": true, "thoughtSignature": "EqQBCkYIBxgCKkBq"}),
+        );
+        assert_eq!(c.count_block(&gemini), 2);
     }
 
     #[test]

@@ -494,7 +494,7 @@ async fn missing_request_and_unknown_format_are_400s() {
     let (status, body) = post_json(
         app(state(settings(0))),
         "/v1/compact",
-        &json!({"request": history(1), "format": "gemini"}),
+        &json!({"request": history(1), "format": "cohere"}),
     )
     .await;
     assert_eq!(status, StatusCode::BAD_REQUEST);

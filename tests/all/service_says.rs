@@ -197,6 +197,7 @@ async fn the_service_starts_from_a_file_and_the_environment_and_says_what_it_doe
         fields,
         format!(
             "{addr} addr={addr} anthropic_upstream={upstream} openai_upstream={upstream}/v1 \
+             gemini_upstream=https://generativelanguage.googleapis.com \
              budget=4000 trigger=3200 target=2400 tiers=microcompact+truncate [serve.toml] \
              llm=openai summarizer at http://127.0.0.1:9 store=in-process auth=none"
         )
