@@ -11,13 +11,16 @@ use super::{
 use crate::conversation::{Block, Message, Outcome, Role, ToolInput, ToolResult, ToolUse};
 use foldhash::{HashMap, HashMapExt, HashSet};
 
+/// Results by call id: (message index, outcome, the result).
+type Results<'m> = HashMap<&'m str, (usize, Outcome, &'m ToolResult)>;
+
 impl Facts {
     /// Reads the facts of `messages`. `has_error_flag`: the wire marks failures explicitly
     /// (Anthropic), so a result without the flag is a success.
     pub fn of(messages: &[Message], has_error_flag: bool) -> Facts {
         let mut f = Facts::default();
         // Results by call id: (message index, outcome, text).
-        let mut results: HashMap<&str, (usize, Outcome, &ToolResult)> =
+        let mut results: Results =
             HashMap::with_capacity(messages.iter().map(|m| m.tool_results().count()).sum());
         for (i, m) in messages.iter().enumerate() {
             for r in m.tool_results() {
@@ -28,131 +31,155 @@ impl Facts {
         // (`None` for a self-contained call item, which has no key.)
         let mut uses: Vec<Option<&ToolUse>> = Vec::new();
         for (i, m) in messages.iter().enumerate() {
-            // Claude Code logs a slash command's expanded prompt (`isMeta`) right after the
-            // command; the import joins them into one user message. The expansion is the
-            // command's text, not the person's: only the command and its arguments count.
-            let mut after_command = false;
-            for b in &m.content {
-                match b {
-                    Block::Text(_) if m.role == Role::User && after_command => {}
-                    Block::Text(t) if m.role == Role::User => {
-                        after_command = t.text.contains("<command-name>");
-                        if let Some(kind) = summary_kind(&t.text) {
-                            f.summaries.push(SummaryFact {
-                                message: i,
-                                kind,
-                                text: t.text.trim().to_string(),
-                            });
-                        } else if let Some(text) = person_text(&t.text) {
-                            f.user.push(UserFact { message: i, text });
-                        }
-                    }
-                    Block::Text(t) if m.role == Role::Assistant && !t.text.trim().is_empty() => {
-                        let text = t.text.trim().to_string();
-                        f.replies.push(ReplyFact {
+            f.read_message(i, m, &results, &mut uses);
+        }
+        f.show_paths();
+        f.find_fixes(&uses);
+        f
+    }
+
+    /// Reads message `i`'s blocks: the user's words and earlier summaries, the assistant's
+    /// replies, calls (each call's block pushed on `uses`, `None` for a self-contained item).
+    fn read_message<'m>(
+        &mut self,
+        i: usize,
+        m: &'m Message,
+        results: &Results,
+        uses: &mut Vec<Option<&'m ToolUse>>,
+    ) {
+        // Claude Code logs a slash command's expanded prompt (`isMeta`) right after the
+        // command; the import joins them into one user message. The expansion is the
+        // command's text, not the person's: only the command and its arguments count.
+        let mut after_command = false;
+        for b in &m.content {
+            match b {
+                Block::Text(_) if m.role == Role::User && after_command => {}
+                Block::Text(t) if m.role == Role::User => {
+                    after_command = t.text.contains("<command-name>");
+                    if let Some(kind) = summary_kind(&t.text) {
+                        self.summaries.push(SummaryFact {
                             message: i,
-                            line: crate::render::one_line_clipped(&text, REPLY_CHARS),
-                            text,
+                            kind,
+                            text: t.text.trim().to_string(),
                         });
+                    } else if let Some(text) = person_text(&t.text) {
+                        self.user.push(UserFact { message: i, text });
                     }
-                    Block::ToolUse(t) => {
-                        let input = match &t.input {
-                            ToolInput::Json(v) => std::borrow::Cow::Borrowed(v),
-                            other => std::borrow::Cow::Owned(other.to_value()),
-                        };
-                        let command = command_of(&input);
-                        let result = results.get(t.id.as_str());
-                        let outcome = result.map(|r| r.1);
-                        // The result's text is read only where it tells something: a failure's
-                        // cause, and whether a Write created its file.
-                        let needs_text = outcome == Some(Outcome::Error)
-                            || matches!(t.name.as_str(), "Write" | "write_file" | "create_file");
-                        // A result whose failure lives in its fields (a command's output
-                        // chunks, B1.2) tells its cause there.
-                        let text = match result {
-                            Some(r) if needs_text => match r.2.text() {
-                                t if t.trim().is_empty() => {
-                                    crate::outcome::field_cause(r.2).unwrap_or(t)
-                                }
-                                t => t,
-                            },
-                            _ => String::new(),
-                        };
-                        if outcome != Some(Outcome::Error) {
-                            for (path, action) in touches_of(t, &input, command.as_deref(), &text) {
-                                f.touches.push(FileTouch {
-                                    path,
-                                    // Shown once the style of every path is known (below).
-                                    shown: String::new(),
-                                    action,
-                                    id: t.id.clone(),
-                                    message: i,
-                                });
-                            }
-                        }
-                        if outcome == Some(Outcome::Error) {
-                            let (first, last) = informative_lines(&text);
-                            let first = first.unwrap_or_else(|| {
-                                crate::render::one_line_clipped(&text, ERROR_LINE_CHARS)
-                            });
-                            f.failures.push(FailureFact {
-                                call: f.calls.len(),
-                                first_line: first,
-                                last_line: last,
-                                fixed_by: None,
-                            });
-                        }
-                        uses.push(Some(t));
-                        f.calls.push(CallFact {
-                            id: t.id.clone(),
-                            tool: t.name.clone(),
-                            argument: if command.is_none() {
-                                argument_of(&input)
-                            } else {
-                                None
-                            },
-                            command_line: command
-                                .as_deref()
-                                .map(|c| crate::render::one_line_clipped(c, ARG_CHARS)),
-                            argument_line: None,
-                            command,
-                            outcome,
-                            message: i,
-                            result_message: result.map(|r| r.0),
-                        });
-                    }
-                    // A built-in call that holds its own result (Responses `mcp_call`) and
-                    // whose fields say how it went (B1.2): a call with that outcome.
-                    Block::Other(v) => {
-                        if let Some((call, failure)) = self_contained(v, i, f.calls.len()) {
-                            f.failures.extend(failure);
-                            f.calls.push(call);
-                            uses.push(None);
-                        }
-                    }
-                    _ => {}
                 }
+                Block::Text(t) if m.role == Role::Assistant && !t.text.trim().is_empty() => {
+                    let text = t.text.trim().to_string();
+                    self.replies.push(ReplyFact {
+                        message: i,
+                        line: crate::render::one_line_clipped(&text, REPLY_CHARS),
+                        text,
+                    });
+                }
+                Block::ToolUse(t) => {
+                    self.read_call(i, t, results.get(t.id.as_str()));
+                    uses.push(Some(t));
+                }
+                // A built-in call that holds its own result (Responses `mcp_call`) and
+                // whose fields say how it went (B1.2): a call with that outcome.
+                Block::Other(v) => {
+                    if let Some((call, failure)) = self_contained(v, i, self.calls.len()) {
+                        self.failures.extend(failure);
+                        self.calls.push(call);
+                        uses.push(None);
+                    }
+                }
+                _ => {}
             }
         }
-        // How paths are shown depends on every path of the history.
-        f.style = PathStyle::of(f.touches.iter().map(|t| t.path.as_str()));
-        for t in &mut f.touches {
-            t.shown = f.style.show(&t.path);
+    }
+
+    /// Reads call `t` of message `i` with its `result` (message index, outcome, the result):
+    /// the files it touched (unless it failed), its failure with the cause, and the call.
+    fn read_call(&mut self, i: usize, t: &ToolUse, result: Option<&(usize, Outcome, &ToolResult)>) {
+        let input = match &t.input {
+            ToolInput::Json(v) => std::borrow::Cow::Borrowed(v),
+            other => std::borrow::Cow::Owned(other.to_value()),
+        };
+        let command = command_of(&input);
+        let outcome = result.map(|r| r.1);
+        // The result's text is read only where it tells something: a failure's
+        // cause, and whether a Write created its file.
+        let needs_text = outcome == Some(Outcome::Error)
+            || matches!(t.name.as_str(), "Write" | "write_file" | "create_file");
+        // A result whose failure lives in its fields (a command's output
+        // chunks, B1.2) tells its cause there.
+        let text = match result {
+            Some(r) if needs_text => match r.2.text() {
+                t if t.trim().is_empty() => crate::outcome::field_cause(r.2).unwrap_or(t),
+                t => t,
+            },
+            _ => String::new(),
+        };
+        if outcome != Some(Outcome::Error) {
+            for (path, action) in touches_of(t, &input, command.as_deref(), &text) {
+                self.touches.push(FileTouch {
+                    path,
+                    // Shown once the style of every path is known (below).
+                    shown: String::new(),
+                    action,
+                    id: t.id.clone(),
+                    message: i,
+                });
+            }
         }
-        for c in &mut f.calls {
+        if outcome == Some(Outcome::Error) {
+            let (first, last) = informative_lines(&text);
+            let first =
+                first.unwrap_or_else(|| crate::render::one_line_clipped(&text, ERROR_LINE_CHARS));
+            self.failures.push(FailureFact {
+                call: self.calls.len(),
+                first_line: first,
+                last_line: last,
+                fixed_by: None,
+            });
+        }
+        self.calls.push(CallFact {
+            id: t.id.clone(),
+            tool: t.name.clone(),
+            argument: if command.is_none() {
+                argument_of(&input)
+            } else {
+                None
+            },
+            command_line: command
+                .as_deref()
+                .map(|c| crate::render::one_line_clipped(c, ARG_CHARS)),
+            argument_line: None,
+            command,
+            outcome,
+            message: i,
+            result_message: result.map(|r| r.0),
+        });
+    }
+
+    /// How paths are shown depends on every path of the history: the style, then each
+    /// touch's and argument's shown form.
+    fn show_paths(&mut self) {
+        self.style = PathStyle::of(self.touches.iter().map(|t| t.path.as_str()));
+        for t in &mut self.touches {
+            t.shown = self.style.show(&t.path);
+        }
+        for c in &mut self.calls {
             c.argument_line = c
                 .argument
                 .as_deref()
-                .map(|a| crate::render::one_line_clipped(&f.style.show(a), ARG_CHARS));
+                .map(|a| crate::render::one_line_clipped(&self.style.show(a), ARG_CHARS));
         }
-        // Fixes: walking back, the latest success of each call key seen so far is the first
-        // success after the failure at hand. A key holds the tool name, so only the calls of a
-        // tool that failed, from its first failure on, are keyed.
-        let first_failed = f.failures.first().map_or(f.calls.len(), |fl| fl.call);
-        let failed_tools: HashSet<&str> = f
+    }
+
+    /// Fixes: walking back, the latest success of each call key seen so far is the first
+    /// success after the failure at hand. A key holds the tool name, so only the calls of a
+    /// tool that failed, from its first failure on, are keyed (`uses`: each call's block).
+    fn find_fixes(&mut self, uses: &[Option<&ToolUse>]) {
+        let first_failed = self.failures.first().map_or(self.calls.len(), |fl| fl.call);
+        let failed_tools: HashSet<&str> = self
             .failures
             .iter()
-            .filter_map(|fl| f.calls.get(fl.call))
+            .filter_map(|fl| self.calls.get(fl.call))
             .map(|c| c.tool.as_str())
             .collect();
         let key = |ci: usize| {
@@ -164,7 +191,7 @@ impl Facts {
         };
         let mut success_after: HashMap<u128, usize> = HashMap::new();
         let mut fix_of: HashMap<usize, usize> = HashMap::new();
-        for (ci, c) in f.calls.iter().enumerate().skip(first_failed).rev() {
+        for (ci, c) in self.calls.iter().enumerate().skip(first_failed).rev() {
             if !failed_tools.contains(c.tool.as_str()) {
                 continue;
             }
@@ -182,16 +209,15 @@ impl Facts {
                 _ => {}
             }
         }
-        for fl in &mut f.failures {
+        for fl in &mut self.failures {
             if let Some(&s) = fix_of.get(&fl.call) {
-                let c = &f.calls[s];
+                let c = &self.calls[s];
                 fl.fixed_by = Some(Fix {
                     id: c.id.clone(),
                     message: c.message,
                 });
             }
         }
-        f
     }
 }
 
