@@ -9,10 +9,40 @@ pub(super) fn check(
     preset: String,
     extra: &[String],
 ) -> Result<Settings, ConfigError> {
-    let invalid = |key: &str, message: String| ConfigError::Invalid {
+    check_budget(&raw)?;
+    check_tiers(&raw, extra)?;
+    check_truncate(&raw)?;
+    check_summary(&raw)?;
+    check_tables(&raw)?;
+    Ok(Settings {
+        preset,
+        description: raw.description,
+        budget: raw.budget,
+        policy: raw.policy,
+        tiers_from: None,
+        tokens: raw.tokens,
+        models: raw.models,
+        truncate: raw.truncate,
+        microcompact: raw.microcompact,
+        summary: raw.summary,
+        llm: raw.llm,
+        server: raw.server,
+        store: raw.store,
+        recall: raw.recall,
+        carry: raw.carry,
+    })
+}
+
+/// The error for `key`: `message` says what is wrong.
+fn invalid(key: &str, message: String) -> ConfigError {
+    ConfigError::Invalid {
         key: key.into(),
         message,
-    };
+    }
+}
+
+/// `[budget]`: trigger in (0, 1], target in (0, trigger], a budget above 0.
+fn check_budget(raw: &RawSettings) -> Result<(), ConfigError> {
     let b = &raw.budget;
     if !(b.trigger > 0.0 && b.trigger <= 1.0) {
         return Err(invalid(
@@ -35,6 +65,12 @@ pub(super) fn check(
             "the budget (window - reserve) is 0".into(),
         ));
     }
+    Ok(())
+}
+
+/// `policy.tiers` (not empty) and `policy.optional`: every name a known strategy or one of
+/// `extra`.
+fn check_tiers(raw: &RawSettings, extra: &[String]) -> Result<(), ConfigError> {
     if raw.policy.tiers.is_empty() {
         return Err(invalid("policy.tiers", "no strategy listed".into()));
     }
@@ -57,6 +93,11 @@ pub(super) fn check(
             ));
         }
     }
+    Ok(())
+}
+
+/// `[truncate]`: digest_share in [0, 1), digest_max_share in [digest_share, 1).
+fn check_truncate(raw: &RawSettings) -> Result<(), ConfigError> {
     if !(0.0..1.0).contains(&raw.truncate.digest_share) {
         return Err(invalid(
             "truncate.digest_share",
@@ -73,6 +114,12 @@ pub(super) fn check(
             ),
         ));
     }
+    Ok(())
+}
+
+/// `[summary]` and `[llm]`, with `policy.cache_ttl_secs`: shares, token counts and durations
+/// in range, a model named, a window larger than the summary.
+fn check_summary(raw: &RawSettings) -> Result<(), ConfigError> {
     let sm = &raw.summary;
     if !(0.0..1.0).contains(&sm.keep_recent_share) {
         return Err(invalid(
@@ -103,6 +150,12 @@ pub(super) fn check(
             ));
         }
     }
+    Ok(())
+}
+
+/// The tables and sections that check themselves: `[tokens.models]`, `[models]`,
+/// `[server]`, `[store]`, `[recall]`.
+fn check_tables(raw: &RawSettings) -> Result<(), ConfigError> {
     for (pattern, rule) in &raw.tokens.models {
         if let Err(message) = rule.check(pattern) {
             return Err(invalid(&format!("tokens.models.{pattern}"), message));
@@ -122,21 +175,5 @@ pub(super) fn check(
     if let Err((key, message)) = raw.recall.check() {
         return Err(invalid(key, message));
     }
-    Ok(Settings {
-        preset,
-        description: raw.description,
-        budget: raw.budget,
-        policy: raw.policy,
-        tiers_from: None,
-        tokens: raw.tokens,
-        models: raw.models,
-        truncate: raw.truncate,
-        microcompact: raw.microcompact,
-        summary: raw.summary,
-        llm: raw.llm,
-        server: raw.server,
-        store: raw.store,
-        recall: raw.recall,
-        carry: raw.carry,
-    })
+    Ok(())
 }
