@@ -1,49 +1,108 @@
 //! Prometheus metrics kept in the state (one registry per [`super::AppState`], no globals).
 
 use crate::report::Report;
+use prometheus::core::Collector;
 use prometheus::{
     CounterVec, Encoder, GaugeVec, HistogramOpts, HistogramVec, IntCounter, IntCounterVec,
-    IntGaugeVec, Opts, Registry, TextEncoder,
+    IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
 /// The service's counters and histograms.
 #[derive(Clone)]
 pub struct Metrics {
     registry: Registry,
+    runs: RunMetrics,
+    proxy: ProxyMetrics,
+    held: HeldMetrics,
+    store: StoreMetrics,
+    /// Summary-tier LLM calls. The summary tier feeds this; until it is configured it stays 0.
+    pub llm_calls: IntCounter,
+    /// Summary-tier LLM calls that failed (fed by the summary tier, like `llm_calls`).
+    pub llm_failures: IntCounter,
+    /// Attempts the open circuit breaker refused without a call.
+    pub llm_refused: IntCounter,
+}
+
+/// What compaction runs did: runs, tokens, time, refusals, panics, opaque units, input cost.
+#[derive(Clone)]
+struct RunMetrics {
     compactions: IntCounterVec,
     tokens_before: IntCounterVec,
     tokens_after: IntCounterVec,
     latency: HistogramVec,
     guard_rejections: IntCounter,
-    /// Summary-tier LLM calls. The summary tier feeds this; until it is configured it stays 0.
-    pub llm_calls: IntCounter,
-    /// Summary-tier LLM calls that failed (fed by the summary tier, like `llm_calls`).
-    pub llm_failures: IntCounter,
-    proxy: IntCounterVec,
+    panics: IntCounter,
+    opaque: IntCounterVec,
+    input_tokens: IntCounterVec,
+    input_cost: CounterVec,
+}
+
+/// What the proxy did with bodies, and its replay and read caches.
+#[derive(Clone)]
+struct ProxyMetrics {
+    requests: IntCounterVec,
     skipped: IntCounterVec,
     counts: IntCounter,
-    token_ratio: GaugeVec,
-    learned_bytes: IntGaugeVec,
-    panics: IntCounter,
-    memory_bytes: IntGaugeVec,
-    memory_max_bytes: IntGaugeVec,
-    /// Attempts the open circuit breaker refused without a call.
-    pub llm_refused: IntCounter,
-    store_up: IntGaugeVec,
-    store_over_budget: IntCounterVec,
-    store_oom: IntCounterVec,
-    store_errors: IntCounterVec,
-    store_bytes: IntGaugeVec,
-    token_cache_bytes: IntGaugeVec,
     replay_bytes: IntGaugeVec,
     replay_hits: IntCounter,
     read_bytes: IntGaugeVec,
-    recall_entries: prometheus::IntGauge,
+}
+
+/// What the service holds in memory: compaction memory, token count cache, learned ratios,
+/// recall store.
+#[derive(Clone)]
+struct HeldMetrics {
+    memory_bytes: IntGaugeVec,
+    memory_max_bytes: IntGaugeVec,
+    token_cache_bytes: IntGaugeVec,
+    token_ratio: GaugeVec,
+    learned_bytes: IntGaugeVec,
+    recall_entries: IntGauge,
     recall_bytes: IntGaugeVec,
     recall_evictions: IntCounter,
-    input_tokens: IntCounterVec,
-    input_cost: CounterVec,
-    opaque: IntCounterVec,
+}
+
+/// The shared store: up, refusals, errors, bytes.
+#[derive(Clone)]
+struct StoreMetrics {
+    up: IntGaugeVec,
+    over_budget: IntCounterVec,
+    oom: IntCounterVec,
+    errors: IntCounterVec,
+    bytes: IntGaugeVec,
+}
+
+/// Makes metrics and registers each in a registry.
+struct Registrar<'r>(&'r Registry);
+
+impl Registrar<'_> {
+    /// Registers `metric` and gives it back.
+    fn add<C: Collector + Clone + 'static>(&self, metric: C) -> Result<C, prometheus::Error> {
+        self.0.register(Box::new(metric.clone()))?;
+        Ok(metric)
+    }
+
+    fn counter(&self, name: &str, help: &str) -> Result<IntCounter, prometheus::Error> {
+        self.add(IntCounter::new(name, help)?)
+    }
+
+    fn counters(
+        &self,
+        name: &str,
+        help: &str,
+        labels: &[&str],
+    ) -> Result<IntCounterVec, prometheus::Error> {
+        self.add(IntCounterVec::new(Opts::new(name, help), labels)?)
+    }
+
+    fn gauges(
+        &self,
+        name: &str,
+        help: &str,
+        labels: &[&str],
+    ) -> Result<IntGaugeVec, prometheus::Error> {
+        self.add(IntGaugeVec::new(Opts::new(name, help), labels)?)
+    }
 }
 
 impl Metrics {
@@ -53,260 +112,25 @@ impl Metrics {
     /// A prometheus error if a metric is malformed (a bug, caught by the tests).
     pub fn new() -> Result<Metrics, prometheus::Error> {
         let registry = Registry::new();
-        let compactions = IntCounterVec::new(
-            Opts::new(
-                "compactor_compactions_total",
-                "Compaction runs by strategy preset and status.",
-            ),
-            &["strategy", "status"],
-        )?;
-        let tokens_before = IntCounterVec::new(
-            Opts::new(
-                "compactor_tokens_before_total",
-                "Tokens of the inputs of compaction runs.",
-            ),
-            &["strategy"],
-        )?;
-        let tokens_after = IntCounterVec::new(
-            Opts::new(
-                "compactor_tokens_after_total",
-                "Tokens of the outputs of compaction runs.",
-            ),
-            &["strategy"],
-        )?;
-        let latency = HistogramVec::new(
-            HistogramOpts::new(
-                "compactor_compaction_seconds",
-                "Wall time of compaction runs.",
-            )
-            .buckets(vec![
-                0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
-                10.0, 30.0,
-            ]),
-            &["strategy"],
-        )?;
-        let guard_rejections = IntCounter::new(
-            "compactor_guard_rejections_total",
-            "Strategy outputs the guard refused.",
-        )?;
-        let llm_calls = IntCounter::new(
-            "compactor_llm_calls_total",
-            "HTTP attempts sent to the summary model (retries included).",
-        )?;
-        let llm_failures = IntCounter::new(
-            "compactor_llm_failures_total",
-            "HTTP attempts to the summary model that failed (transport, timeout, error status, answer over the cap).",
-        )?;
-        let proxy = IntCounterVec::new(
-            Opts::new(
-                "compactor_proxy_requests_total",
-                "Proxied requests by route and what was done to the body (passthrough, compacted, reused, repaired, skipped; route other: forwarded as it came, or probe: a client's start-up probe answered here).",
-            ),
-            &["route", "body"],
-        )?;
-        let skipped = IntCounterVec::new(
-            Opts::new(
-                "compactor_proxy_skipped_total",
-                "Proxied bodies forwarded as they came, by route and reason (not_json, not_a_request_body, invalid_history, internal_error); also counted as body=skipped in compactor_proxy_requests_total.",
-            ),
-            &["route", "reason"],
-        )?;
-        let counts = IntCounter::new(
-            "compactor_count_tokens_total",
-            "Bodies of the proxy's /v1/messages/count_tokens route the pipeline ran on (counts, not compactions: not in compactor_compactions_total).",
-        )?;
-        registry.register(Box::new(skipped.clone()))?;
-        registry.register(Box::new(counts.clone()))?;
-        // Labels are the format and what kind of thing was unknown, never its name: a client
-        // sending random type names does not grow /metrics.
-        let opaque = IntCounterVec::new(
-            Opts::new(
-                "compactor_opaque_units_total",
-                "Messages of compacted bodies holding a role or block/item type the rule table does not know (kept in place, byte-identical), by format and kind (role, block, nested_block).",
-            ),
-            &["format", "kind"],
-        )?;
-        registry.register(Box::new(opaque.clone()))?;
-        let panics = IntCounter::new(
-            "compactor_panics_total",
-            "Compactions that panicked (API: answered 500; proxy: the original body forwarded).",
-        )?;
-        registry.register(Box::new(panics.clone()))?;
-        let memory_bytes = IntGaugeVec::new(
-            Opts::new(
-                "compactor_memory_bytes",
-                "Estimated bytes held by the compaction memory, by strategy preset.",
-            ),
-            &["strategy"],
-        )?;
-        let memory_max_bytes = IntGaugeVec::new(
-            Opts::new(
-                "compactor_memory_max_bytes",
-                "Bound of the compaction memory in bytes (server.memory_bytes), by strategy preset.",
-            ),
-            &["strategy"],
-        )?;
-        registry.register(Box::new(memory_bytes.clone()))?;
-        let recall_entries = prometheus::IntGauge::new(
-            "compactor_recall_entries",
-            "Originals held by the recall store (cleared blocks and dropped spans).",
-        )?;
-        let recall_bytes = IntGaugeVec::new(
-            Opts::new(
-                "compactor_recall_bytes",
-                "Bytes of the originals held by the recall store (kind=used), and its bound (kind=max, recall.max_bytes).",
-            ),
-            &["kind"],
-        )?;
-        let recall_evictions = IntCounter::new(
-            "compactor_recall_evictions_total",
-            "Originals evicted from the recall store by its byte bound (their ids answer 410).",
-        )?;
-        registry.register(Box::new(recall_entries.clone()))?;
-        registry.register(Box::new(recall_bytes.clone()))?;
-        registry.register(Box::new(recall_evictions.clone()))?;
-        registry.register(Box::new(memory_max_bytes.clone()))?;
-        registry.register(Box::new(compactions.clone()))?;
-        registry.register(Box::new(tokens_before.clone()))?;
-        registry.register(Box::new(tokens_after.clone()))?;
-        registry.register(Box::new(latency.clone()))?;
-        registry.register(Box::new(guard_rejections.clone()))?;
-        registry.register(Box::new(llm_calls.clone()))?;
-        registry.register(Box::new(llm_failures.clone()))?;
-        registry.register(Box::new(proxy.clone()))?;
-        let llm_refused = IntCounter::new(
-            "compactor_llm_refused_total",
-            "Attempts to the summary model refused by the open circuit breaker (no call made).",
-        )?;
-        registry.register(Box::new(llm_refused.clone()))?;
-        let store_up = IntGaugeVec::new(
-            Opts::new(
-                "compactor_store_up",
-                "1 while the shared store answers, 0 while the service runs on its local store alone.",
-            ),
-            &["backend"],
-        )?;
-        let store_errors = IntCounterVec::new(
-            Opts::new(
-                "compactor_store_errors_total",
-                "Shared store operations that failed (the local store served instead).",
-            ),
-            &["backend"],
-        )?;
-        let store_bytes = IntGaugeVec::new(
-            Opts::new(
-                "compactor_store_bytes",
-                "Bytes this service keeps in the shared store (its eviction count), and its bound (kind=max).",
-            ),
-            &["backend", "kind"],
-        )?;
-        let token_cache_bytes = IntGaugeVec::new(
-            Opts::new(
-                "compactor_token_cache_bytes",
-                "Estimated bytes of the token count cache of the pipelines' vocabulary (kind=used, shared by every preset counting with it), and its bound (kind=max, server.token_cache_bytes).",
-            ),
-            &["kind", "tokenizer"],
-        )?;
-        let store_over_budget = IntCounterVec::new(
-            Opts::new(
-                "compactor_store_over_budget_total",
-                "Requests whose shared store reads or writes ran past their budget (store.timeout_ms) and were given up.",
-            ),
-            &["backend"],
-        )?;
-        let store_oom = IntCounterVec::new(
-            Opts::new(
-                "compactor_store_oom_total",
-                "Shared store operations Redis refused because it reached its maxmemory (OOM).",
-            ),
-            &["backend"],
-        )?;
-        registry.register(Box::new(store_over_budget.clone()))?;
-        registry.register(Box::new(store_oom.clone()))?;
-        registry.register(Box::new(store_up.clone()))?;
-        registry.register(Box::new(store_errors.clone()))?;
-        registry.register(Box::new(store_bytes.clone()))?;
-        registry.register(Box::new(token_cache_bytes.clone()))?;
-        let replay_bytes = IntGaugeVec::new(
-            Opts::new(
-                "compactor_replay_cache_bytes",
-                "Estimated bytes of the proxy's replay cache (kind=used), and its bound (kind=max, server.replay_cache_bytes).",
-            ),
-            &["kind"],
-        )?;
-        let replay_hits = IntCounter::new(
-            "compactor_replay_hits_total",
-            "Proxied bodies seen before byte for byte and answered from the replay cache (also counted in compactor_proxy_requests_total).",
-        )?;
-        registry.register(Box::new(replay_bytes.clone()))?;
-        registry.register(Box::new(replay_hits.clone()))?;
-        let read_bytes = IntGaugeVec::new(
-            Opts::new(
-                "compactor_read_cache_bytes",
-                "Estimated bytes of the proxy's read cache (kind=used: session bodies and their parsed histories), and its bound (kind=max, server.read_cache_bytes).",
-            ),
-            &["kind"],
-        )?;
-        registry.register(Box::new(read_bytes.clone()))?;
-        let token_ratio = token_ratio_gauge()?;
-        registry.register(Box::new(token_ratio.clone()))?;
-        let learned_bytes = IntGaugeVec::new(
-            Opts::new(
-                "compactor_learned_ratios_bytes",
-                "Estimated bytes of the learned per-model token ratios (kind=used), and their bound (kind=max, [tokens] learned_bytes).",
-            ),
-            &["kind"],
-        )?;
-        registry.register(Box::new(learned_bytes.clone()))?;
-        let input_tokens = IntCounterVec::new(
-            Opts::new(
-                "compactor_input_tokens_total",
-                "Estimated input tokens of compacted requests in model tokens, by body (forwarded: what the proxy sent; client: the client's body as it came) and kind (cache_read, cache_write, plain), with prompt caching.",
-            ),
-            &["body", "kind"],
-        )?;
-        let input_cost = CounterVec::new(
-            Opts::new(
-                "compactor_input_cost_total",
-                "Estimated input cost of compacted requests by body (forwarded, client) and unit (usd: priced by the [models] table; input_tokens: input-token equivalents of a model the table does not price).",
-            ),
-            &["body", "unit"],
-        )?;
-        registry.register(Box::new(input_tokens.clone()))?;
-        registry.register(Box::new(input_cost.clone()))?;
+        let r = Registrar(&registry);
         Ok(Metrics {
-            input_tokens,
-            input_cost,
-            opaque,
+            runs: RunMetrics::new(&r)?,
+            proxy: ProxyMetrics::new(&r)?,
+            held: HeldMetrics::new(&r)?,
+            store: StoreMetrics::new(&r)?,
+            llm_calls: r.counter(
+                "compactor_llm_calls_total",
+                "HTTP attempts sent to the summary model (retries included).",
+            )?,
+            llm_failures: r.counter(
+                "compactor_llm_failures_total",
+                "HTTP attempts to the summary model that failed (transport, timeout, error status, answer over the cap).",
+            )?,
+            llm_refused: r.counter(
+                "compactor_llm_refused_total",
+                "Attempts to the summary model refused by the open circuit breaker (no call made).",
+            )?,
             registry,
-            compactions,
-            tokens_before,
-            tokens_after,
-            latency,
-            guard_rejections,
-            llm_calls,
-            llm_failures,
-            proxy,
-            skipped,
-            counts,
-            token_ratio,
-            learned_bytes,
-            panics,
-            memory_bytes,
-            memory_max_bytes,
-            recall_entries,
-            recall_bytes,
-            recall_evictions,
-            llm_refused,
-            store_up,
-            store_over_budget,
-            store_oom,
-            store_errors,
-            store_bytes,
-            token_cache_bytes,
-            replay_bytes,
-            replay_hits,
-            read_bytes,
         })
     }
 
@@ -316,26 +140,33 @@ impl Metrics {
             .ok()
             .and_then(|v| v.as_str().map(str::to_owned))
             .unwrap_or_default();
-        self.compactions
+        self.runs
+            .compactions
             .with_label_values(&[report.strategy.as_str(), status.as_str()])
             .inc();
-        self.tokens_before
+        self.runs
+            .tokens_before
             .with_label_values(&[report.strategy.as_str()])
             .inc_by(report.tokens_before as u64);
-        self.tokens_after
+        self.runs
+            .tokens_after
             .with_label_values(&[report.strategy.as_str()])
             .inc_by(report.tokens_after as u64);
-        self.latency
+        self.runs
+            .latency
             .with_label_values(&[report.strategy.as_str()])
             .observe(report.timings.total_ms / 1000.0);
-        self.guard_rejections.inc_by(report.rejections() as u64);
+        self.runs
+            .guard_rejections
+            .inc_by(report.rejections() as u64);
         for unit in &report.opaque {
             let kind = match unit.what {
                 crate::rules::Unknown::Role(_) => "role",
                 crate::rules::Unknown::Block { nested: false, .. } => "block",
                 crate::rules::Unknown::Block { nested: true, .. } => "nested_block",
             };
-            self.opaque
+            self.runs
+                .opaque
                 .with_label_values(&[report.format.as_str(), kind])
                 .inc();
         }
@@ -356,13 +187,15 @@ impl Metrics {
                 ("cache_write", t.cache_write),
                 ("plain", t.plain),
             ] {
-                self.input_tokens
+                self.runs
+                    .input_tokens
                     .with_label_values(&[body, kind])
                     .inc_by(n as u64);
             }
             let unit = if c.priced { "usd" } else { "input_tokens" };
             let scale = if c.priced { 1.0 } else { 1e6 };
-            self.input_cost
+            self.runs
+                .input_cost
                 .with_label_values(&[body, unit])
                 .inc_by((cost * scale).max(0.0));
         }
@@ -370,19 +203,19 @@ impl Metrics {
 
     /// Records what the proxy did with a body.
     pub fn proxied(&self, route: &str, body: &str) {
-        self.proxy.with_label_values(&[route, body]).inc();
+        self.proxy.requests.with_label_values(&[route, body]).inc();
     }
 
     /// Records a body the proxy forwarded as it came, and why (`reason`: one of a fixed set,
     /// `proxy::Skip`); counted as `body="skipped"` as well.
     pub fn skipped(&self, route: &str, reason: &str) {
         self.proxied(route, "skipped");
-        self.skipped.with_label_values(&[route, reason]).inc();
+        self.proxy.skipped.with_label_values(&[route, reason]).inc();
     }
 
     /// Records one `count_tokens` body the pipeline ran on (a count, not a compaction).
     pub fn counted(&self) {
-        self.counts.inc();
+        self.proxy.counts.inc();
     }
 
     /// Sets `compactor_model_token_ratio` to the learned ratios in force, `(model, ratio)`,
@@ -393,7 +226,7 @@ impl Metrics {
     /// label per string a client may send would let clients grow /metrics without bound and
     /// carry their text into it): a family's series is the mean of its models' ratios.
     pub fn token_ratios(&self, ratios: &[(String, f64)], bytes: u64, max_bytes: u64) {
-        self.token_ratio.reset();
+        self.held.token_ratio.reset();
         let mut families: std::collections::BTreeMap<&str, (f64, u32)> = Default::default();
         for (model, ratio) in ratios {
             let f = families.entry(model_family(model)).or_default();
@@ -401,19 +234,20 @@ impl Metrics {
             f.1 += 1;
         }
         for (family, (sum, n)) in families {
-            self.token_ratio
+            self.held
+                .token_ratio
                 .with_label_values(&[family])
                 .set(sum / f64::from(n.max(1)));
         }
-        used_and_max(&self.learned_bytes, bytes, max_bytes);
+        used_and_max(&self.held.learned_bytes, bytes, max_bytes);
     }
 
     /// Sets the shared store's refusals: requests whose reads or writes ran past their budget,
     /// and operations Redis refused for its `maxmemory` (running totals).
     pub fn store_refusals(&self, over_budget: u64, oom: u64) {
         for (counter, total) in [
-            (&self.store_over_budget, over_budget),
-            (&self.store_oom, oom),
+            (&self.store.over_budget, over_budget),
+            (&self.store.oom, oom),
         ] {
             let c = counter.with_label_values(&["redis"]);
             c.inc_by(total.saturating_sub(c.get()));
@@ -423,7 +257,7 @@ impl Metrics {
     /// Records a compaction that gave no value ([`super::pool::PoolError`]): only panics count.
     pub fn panicked(&self, e: &super::pool::PoolError) {
         if matches!(e, super::pool::PoolError::Panicked(_)) {
-            self.panics.inc();
+            self.runs.panics.inc();
         }
     }
 
@@ -431,24 +265,31 @@ impl Metrics {
     /// running total).
     pub fn recall(&self, stats: crate::recall::RecallStats) {
         let gauge = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
-        self.recall_entries.set(gauge(stats.entries));
-        self.recall_bytes
+        self.held.recall_entries.set(gauge(stats.entries));
+        self.held
+            .recall_bytes
             .with_label_values(&["used"])
             .set(gauge(stats.bytes));
-        self.recall_bytes
+        self.held
+            .recall_bytes
             .with_label_values(&["max"])
             .set(gauge(stats.max_bytes));
-        self.recall_evictions
-            .inc_by(stats.evictions.saturating_sub(self.recall_evictions.get()));
+        self.held.recall_evictions.inc_by(
+            stats
+                .evictions
+                .saturating_sub(self.held.recall_evictions.get()),
+        );
     }
 
     /// Sets the compaction memory's size and bound (bytes) of preset `strategy`.
     pub fn memory(&self, strategy: &str, bytes: u64, max_bytes: u64) {
         let gauge = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
-        self.memory_bytes
+        self.held
+            .memory_bytes
             .with_label_values(&[strategy])
             .set(gauge(bytes));
-        self.memory_max_bytes
+        self.held
+            .memory_max_bytes
             .with_label_values(&[strategy])
             .set(gauge(max_bytes));
     }
@@ -458,16 +299,18 @@ impl Metrics {
     /// before it ever answered).
     pub fn store(&self, up: bool, errors: u64, used: Option<u64>, max: u64) {
         let gauge = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
-        self.store_up
+        self.store
+            .up
             .with_label_values(&["redis"])
             .set(i64::from(up));
-        let counter = self.store_errors.with_label_values(&["redis"]);
+        let counter = self.store.errors.with_label_values(&["redis"]);
         counter.inc_by(errors.saturating_sub(counter.get()));
-        let used_gauge = self.store_bytes.with_label_values(&["redis", "used"]);
+        let used_gauge = self.store.bytes.with_label_values(&["redis", "used"]);
         if let Some(used) = used {
             used_gauge.set(gauge(used));
         }
-        self.store_bytes
+        self.store
+            .bytes
             .with_label_values(&["redis", "max"])
             .set(gauge(max));
     }
@@ -476,27 +319,29 @@ impl Metrics {
     /// `tokenizer` (`o200k_base`, `cl100k_base`).
     pub fn token_cache(&self, tokenizer: &str, bytes: u64, max_bytes: u64) {
         let gauge = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
-        self.token_cache_bytes
+        self.held
+            .token_cache_bytes
             .with_label_values(&["used", tokenizer])
             .set(gauge(bytes));
-        self.token_cache_bytes
+        self.held
+            .token_cache_bytes
             .with_label_values(&["max", tokenizer])
             .set(gauge(max_bytes));
     }
 
     /// Sets the replay cache's estimated size and bound, in bytes.
     pub fn replay_cache(&self, bytes: u64, max_bytes: u64) {
-        used_and_max(&self.replay_bytes, bytes, max_bytes);
+        used_and_max(&self.proxy.replay_bytes, bytes, max_bytes);
     }
 
     /// Sets the read cache's estimated size and bound, in bytes.
     pub fn read_cache(&self, bytes: u64, max_bytes: u64) {
-        used_and_max(&self.read_bytes, bytes, max_bytes);
+        used_and_max(&self.proxy.read_bytes, bytes, max_bytes);
     }
 
     /// Counts one body answered from the replay cache.
     pub fn replayed(&self) {
-        self.replay_hits.inc();
+        self.proxy.replay_hits.inc();
     }
 
     /// The text exposition format.
@@ -505,6 +350,174 @@ impl Metrics {
         // Encoding into a Vec cannot fail for well-formed metrics.
         let _ = TextEncoder::new().encode(&self.registry.gather(), &mut out);
         String::from_utf8_lossy(&out).into_owned()
+    }
+}
+
+impl RunMetrics {
+    fn new(r: &Registrar) -> Result<RunMetrics, prometheus::Error> {
+        Ok(RunMetrics {
+            compactions: r.counters(
+                "compactor_compactions_total",
+                "Compaction runs by strategy preset and status.",
+                &["strategy", "status"],
+            )?,
+            tokens_before: r.counters(
+                "compactor_tokens_before_total",
+                "Tokens of the inputs of compaction runs.",
+                &["strategy"],
+            )?,
+            tokens_after: r.counters(
+                "compactor_tokens_after_total",
+                "Tokens of the outputs of compaction runs.",
+                &["strategy"],
+            )?,
+            latency: r.add(HistogramVec::new(
+                HistogramOpts::new(
+                    "compactor_compaction_seconds",
+                    "Wall time of compaction runs.",
+                )
+                .buckets(vec![
+                    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+                    5.0, 10.0, 30.0,
+                ]),
+                &["strategy"],
+            )?)?,
+            guard_rejections: r.counter(
+                "compactor_guard_rejections_total",
+                "Strategy outputs the guard refused.",
+            )?,
+            panics: r.counter(
+                "compactor_panics_total",
+                "Compactions that panicked (API: answered 500; proxy: the original body forwarded).",
+            )?,
+            // Labels are the format and what kind of thing was unknown, never its name: a
+            // client sending random type names does not grow /metrics.
+            opaque: r.counters(
+                "compactor_opaque_units_total",
+                "Messages of compacted bodies holding a role or block/item type the rule table does not know (kept in place, byte-identical), by format and kind (role, block, nested_block).",
+                &["format", "kind"],
+            )?,
+            input_tokens: r.counters(
+                "compactor_input_tokens_total",
+                "Estimated input tokens of compacted requests in model tokens, by body (forwarded: what the proxy sent; client: the client's body as it came) and kind (cache_read, cache_write, plain), with prompt caching.",
+                &["body", "kind"],
+            )?,
+            input_cost: r.add(CounterVec::new(
+                Opts::new(
+                    "compactor_input_cost_total",
+                    "Estimated input cost of compacted requests by body (forwarded, client) and unit (usd: priced by the [models] table; input_tokens: input-token equivalents of a model the table does not price).",
+                ),
+                &["body", "unit"],
+            )?)?,
+        })
+    }
+}
+
+impl ProxyMetrics {
+    fn new(r: &Registrar) -> Result<ProxyMetrics, prometheus::Error> {
+        Ok(ProxyMetrics {
+            requests: r.counters(
+                "compactor_proxy_requests_total",
+                "Proxied requests by route and what was done to the body (passthrough, compacted, reused, repaired, skipped; route other: forwarded as it came, or probe: a client's start-up probe answered here).",
+                &["route", "body"],
+            )?,
+            skipped: r.counters(
+                "compactor_proxy_skipped_total",
+                "Proxied bodies forwarded as they came, by route and reason (not_json, not_a_request_body, invalid_history, internal_error); also counted as body=skipped in compactor_proxy_requests_total.",
+                &["route", "reason"],
+            )?,
+            counts: r.counter(
+                "compactor_count_tokens_total",
+                "Bodies of the proxy's /v1/messages/count_tokens route the pipeline ran on (counts, not compactions: not in compactor_compactions_total).",
+            )?,
+            replay_bytes: r.gauges(
+                "compactor_replay_cache_bytes",
+                "Estimated bytes of the proxy's replay cache (kind=used), and its bound (kind=max, server.replay_cache_bytes).",
+                &["kind"],
+            )?,
+            replay_hits: r.counter(
+                "compactor_replay_hits_total",
+                "Proxied bodies seen before byte for byte and answered from the replay cache (also counted in compactor_proxy_requests_total).",
+            )?,
+            read_bytes: r.gauges(
+                "compactor_read_cache_bytes",
+                "Estimated bytes of the proxy's read cache (kind=used: session bodies and their parsed histories), and its bound (kind=max, server.read_cache_bytes).",
+                &["kind"],
+            )?,
+        })
+    }
+}
+
+impl HeldMetrics {
+    fn new(r: &Registrar) -> Result<HeldMetrics, prometheus::Error> {
+        Ok(HeldMetrics {
+            memory_bytes: r.gauges(
+                "compactor_memory_bytes",
+                "Estimated bytes held by the compaction memory, by strategy preset.",
+                &["strategy"],
+            )?,
+            memory_max_bytes: r.gauges(
+                "compactor_memory_max_bytes",
+                "Bound of the compaction memory in bytes (server.memory_bytes), by strategy preset.",
+                &["strategy"],
+            )?,
+            token_cache_bytes: r.gauges(
+                "compactor_token_cache_bytes",
+                "Estimated bytes of the token count cache of the pipelines' vocabulary (kind=used, shared by every preset counting with it), and its bound (kind=max, server.token_cache_bytes).",
+                &["kind", "tokenizer"],
+            )?,
+            token_ratio: r.add(token_ratio_gauge()?)?,
+            learned_bytes: r.gauges(
+                "compactor_learned_ratios_bytes",
+                "Estimated bytes of the learned per-model token ratios (kind=used), and their bound (kind=max, [tokens] learned_bytes).",
+                &["kind"],
+            )?,
+            recall_entries: r.add(IntGauge::new(
+                "compactor_recall_entries",
+                "Originals held by the recall store (cleared blocks and dropped spans).",
+            )?)?,
+            recall_bytes: r.gauges(
+                "compactor_recall_bytes",
+                "Bytes of the originals held by the recall store (kind=used), and its bound (kind=max, recall.max_bytes).",
+                &["kind"],
+            )?,
+            recall_evictions: r.counter(
+                "compactor_recall_evictions_total",
+                "Originals evicted from the recall store by its byte bound (their ids answer 410).",
+            )?,
+        })
+    }
+}
+
+impl StoreMetrics {
+    fn new(r: &Registrar) -> Result<StoreMetrics, prometheus::Error> {
+        Ok(StoreMetrics {
+            up: r.gauges(
+                "compactor_store_up",
+                "1 while the shared store answers, 0 while the service runs on its local store alone.",
+                &["backend"],
+            )?,
+            over_budget: r.counters(
+                "compactor_store_over_budget_total",
+                "Requests whose shared store reads or writes ran past their budget (store.timeout_ms) and were given up.",
+                &["backend"],
+            )?,
+            oom: r.counters(
+                "compactor_store_oom_total",
+                "Shared store operations Redis refused because it reached its maxmemory (OOM).",
+                &["backend"],
+            )?,
+            errors: r.counters(
+                "compactor_store_errors_total",
+                "Shared store operations that failed (the local store served instead).",
+                &["backend"],
+            )?,
+            bytes: r.gauges(
+                "compactor_store_bytes",
+                "Bytes this service keeps in the shared store (its eviction count), and its bound (kind=max).",
+                &["backend", "kind"],
+            )?,
+        })
     }
 }
 
