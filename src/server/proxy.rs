@@ -47,6 +47,9 @@ use serde_json::Value;
 use std::borrow::Cow;
 use std::sync::Arc;
 
+mod header;
+use header::tokens_header;
+
 /// The response header that says what the proxy did.
 pub const TOKENS_HEADER: &str = "x-compactor-tokens";
 /// The response header with the estimated input cost of the forwarded body and of the
@@ -413,27 +416,8 @@ async fn decide(
     conversation: &Conversation,
     hashes: Option<&PrefixHashes>,
 ) -> Outgoing {
-    let metrics = state.metrics();
     let compactor = state.default_compactor();
-    // With a shared store: the longest compaction of this history another replica made,
-    // loaded into the local memory first (only over the trigger: under it nothing is read).
-    let shared = state
-        .store()
-        .filter(|_| compactor.settings().policy.remember && over_trigger(&compactor, conversation))
-        .map(|store| {
-            let tag = budget_tag(&compactor, conversation);
-            let hashes = match hashes {
-                Some(h) if h.tag() == tag => Cow::Borrowed(h),
-                _ => Cow::Owned(PrefixHashes::of(conversation, tag)),
-            };
-            (store, hashes)
-        });
-    if let Some((store, hashes)) = &shared {
-        let preset = &compactor.settings().preset;
-        store
-            .prefetch(compactor.memory(), preset, format, hashes)
-            .await;
-    }
+    let shared = prefetch_shared(state, &compactor, format, conversation, hashes).await;
     let result = compactor
         .compact_shared(conversation, format, None, None, hashes)
         .await;
@@ -466,7 +450,7 @@ async fn decide(
             skipped(state, route, body, Skip::InvalidHistory)
         }
         Ok(compacted) => {
-            record(metrics, route, &compacted.report);
+            record(state.metrics(), route, &compacted.report);
             if let Some(store) = state.store() {
                 let tenant = crate::recall::scope::tenant();
                 let mut puts = compactor.recall_store().map_or_else(Vec::new, |local| {
@@ -478,111 +462,154 @@ async fn decide(
                 });
                 store.write_off_path(puts, index);
             }
-            let report = &compacted.report;
-            warn_new_shapes(state, route, report);
-            // Continued from the compactor's memory without compacting again: the prefix
-            // sent last time is sent again (prompt-cache hit).
-            let reused =
-                report.continued_from.is_some() && report.tiers.iter().all(|t| !t.accepted);
-            let applied = if reused {
-                format!("{}; prefix=reused", report.applied())
-            } else {
-                report.applied()
+            let sent = Sent {
+                state,
+                compactor: &compactor,
+                format,
+                route,
+                conversation,
+                hashes,
             };
-            for repair in &report.repairs {
-                tracing::warn!(route = %route, path = %repair.path, reason = repair.reason.removed_because(), "proxy: unusable image replaced by a placeholder");
-            }
-            let header = (
-                TOKENS_HEADER,
-                format!(
-                    "{}->{}; {}tier={applied}{}{}{}",
-                    report.tokens_before,
-                    report.tokens_after,
-                    counting_note(report),
-                    repaired_note(report),
-                    status_note(report.status),
-                    request_note(report.request)
-                ),
-            );
-            let cost = report.cost.as_ref().map(crate::cost::CostEstimate::header);
-            let probe = report
-                .counting
-                .model
-                .clone()
-                .map(|m| (m, report.counted_after));
-            // Kept for a repeat of this body: the two answers a repeat gives again.
-            let keep = |body: Option<Bytes>, label: &'static str| Replayed {
-                body,
-                header: header.1.clone(),
-                probe: probe.clone(),
-                label,
-                report: compacted.report.clone(),
-                model: conversation
-                    .extra
-                    .get("model")
-                    .and_then(Value::as_str)
-                    .map(str::to_string),
-                basis: compacted.report.counting.clone(),
-            };
-            match &compacted.conversation {
-                None => {
-                    metrics.proxied(route, "passthrough");
-                    log_outcome(route, report, "passthrough", false);
-                    // Under the trigger; not an input every tier failed to shorten (a
-                    // repeat would run them again).
-                    let untouched = compacted.report.tiers.is_empty();
-                    let keep = untouched.then(|| keep(None, "passthrough"));
-                    Outgoing {
-                        body,
-                        header,
-                        probe,
-                        keep,
-                        cost,
-                    }
-                }
-                Some(c) => {
-                    // Only repaired: under the trigger, or no tier's output taken.
-                    let repaired_only = report.status == crate::report::Status::Repaired;
-                    let label = match (reused, repaired_only) {
-                        (true, _) => "reused",
-                        (false, true) => "repaired",
-                        (false, false) => "compacted",
-                    };
-                    metrics.proxied(route, label);
-                    log_outcome(route, report, label, false);
-                    // A continuation of an output written before: only its new messages are
-                    // written, the rest copied from last time's bytes.
-                    let prefix = compacted
-                        .written
-                        .as_ref()
-                        .filter(|w| w.format == format)
-                        .map(|w| ((*w.items).as_ref(), w.messages));
-                    let (out, span) = format::emit::write_bytes_reusing(format, c, prefix);
-                    let out = Bytes::from(out);
-                    if let (Some(span), Some(h)) = (span, hashes) {
-                        let written = Written {
-                            format,
-                            messages: c.messages.len(),
-                            held_bytes: out.len(),
-                            items: Arc::new(out.slice(span)),
-                        };
-                        compactor.memory().attach_written(h, c, written);
-                    }
-                    // Only a remembered output no tier had to work on, or the input repaired
-                    // under the trigger: a repeat would run the same tiers again (a summary
-                    // that failed might answer next time).
-                    let settled = (reused || repaired_only) && compacted.report.tiers.is_empty();
-                    let keep = settled.then(|| keep(Some(out.clone()), label));
-                    Outgoing {
-                        body: out,
-                        header,
-                        probe,
-                        keep,
-                        cost,
-                    }
-                }
-            }
+            sent.outgoing(body, &compacted)
         }
+    }
+}
+
+/// With a shared store: the longest compaction of this history another replica made, loaded
+/// into the local memory first (only over the trigger: under it nothing is read); the store
+/// and the history's prefix hashes, for the write that shares this compaction.
+async fn prefetch_shared<'a>(
+    state: &'a AppState,
+    compactor: &crate::compactor::Compactor,
+    format: Format,
+    conversation: &Conversation,
+    hashes: Option<&'a PrefixHashes>,
+) -> Option<(&'a Arc<super::store::SharedStore>, Cow<'a, PrefixHashes>)> {
+    let shared = state
+        .store()
+        .filter(|_| compactor.settings().policy.remember && over_trigger(compactor, conversation))
+        .map(|store| {
+            let tag = budget_tag(compactor, conversation);
+            let hashes = match hashes {
+                Some(h) if h.tag() == tag => Cow::Borrowed(h),
+                _ => Cow::Owned(PrefixHashes::of(conversation, tag)),
+            };
+            (store, hashes)
+        });
+    if let Some((store, hashes)) = &shared {
+        let preset = &compactor.settings().preset;
+        store
+            .prefetch(compactor.memory(), preset, format, hashes)
+            .await;
+    }
+    shared
+}
+
+/// What [`decide`] knows of a body the pipeline ran on, to say what is sent for it.
+struct Sent<'a> {
+    state: &'a AppState,
+    compactor: &'a crate::compactor::Compactor,
+    format: Format,
+    route: &'a str,
+    conversation: &'a Conversation,
+    hashes: Option<&'a PrefixHashes>,
+}
+
+impl Sent<'_> {
+    /// What is sent for `body` once `compacted`: the original bytes (under the trigger), or the
+    /// output's bytes; with the tokens header, the probe, the cost, and what a repeat of the
+    /// body may be answered with.
+    fn outgoing(&self, body: Bytes, compacted: &crate::compactor::SharedCompacted) -> Outgoing {
+        let (metrics, route) = (self.state.metrics(), self.route);
+        let report = &compacted.report;
+        warn_new_shapes(self.state, route, report);
+        // Continued from the compactor's memory without compacting again: the prefix
+        // sent last time is sent again (prompt-cache hit).
+        let reused = report.continued_from.is_some() && report.tiers.iter().all(|t| !t.accepted);
+        for repair in &report.repairs {
+            tracing::warn!(route = %route, path = %repair.path, reason = repair.reason.removed_because(), "proxy: unusable image replaced by a placeholder");
+        }
+        let header = (TOKENS_HEADER, tokens_header(report, reused));
+        let cost = report.cost.as_ref().map(crate::cost::CostEstimate::header);
+        let probe = report
+            .counting
+            .model
+            .clone()
+            .map(|m| (m, report.counted_after));
+        // Kept for a repeat of this body: the two answers a repeat gives again.
+        let keep = |body: Option<Bytes>, label: &'static str| Replayed {
+            body,
+            header: header.1.clone(),
+            probe: probe.clone(),
+            label,
+            report: compacted.report.clone(),
+            model: self
+                .conversation
+                .extra
+                .get("model")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+            basis: compacted.report.counting.clone(),
+        };
+        let Some(c) = &compacted.conversation else {
+            metrics.proxied(route, "passthrough");
+            log_outcome(route, report, "passthrough", false);
+            // Under the trigger; not an input every tier failed to shorten (a
+            // repeat would run them again).
+            let untouched = compacted.report.tiers.is_empty();
+            let keep = untouched.then(|| keep(None, "passthrough"));
+            return Outgoing {
+                body,
+                header,
+                probe,
+                keep,
+                cost,
+            };
+        };
+        // Only repaired: under the trigger, or no tier's output taken.
+        let repaired_only = report.status == crate::report::Status::Repaired;
+        let label = match (reused, repaired_only) {
+            (true, _) => "reused",
+            (false, true) => "repaired",
+            (false, false) => "compacted",
+        };
+        metrics.proxied(route, label);
+        log_outcome(route, report, label, false);
+        let out = self.write(c, compacted.written.as_deref());
+        // Only a remembered output no tier had to work on, or the input repaired
+        // under the trigger: a repeat would run the same tiers again (a summary
+        // that failed might answer next time).
+        let settled = (reused || repaired_only) && compacted.report.tiers.is_empty();
+        let keep = settled.then(|| keep(Some(out.clone()), label));
+        Outgoing {
+            body: out,
+            header,
+            probe,
+            keep,
+            cost,
+        }
+    }
+
+    /// The bytes of output `c`. A continuation of an output written before (`written`): only
+    /// its new messages are written, the rest copied from last time's bytes; the items written
+    /// are attached to the memory for the next turn.
+    fn write(&self, c: &Arc<Conversation>, written: Option<&Written>) -> Bytes {
+        let format = self.format;
+        let prefix = written
+            .filter(|w| w.format == format)
+            .map(|w| ((*w.items).as_ref(), w.messages));
+        let (out, span) = format::emit::write_bytes_reusing(format, c, prefix);
+        let out = Bytes::from(out);
+        if let (Some(span), Some(h)) = (span, self.hashes) {
+            let written = Written {
+                format,
+                messages: c.messages.len(),
+                held_bytes: out.len(),
+                items: Arc::new(out.slice(span)),
+            };
+            self.compactor.memory().attach_written(h, c, written);
+        }
+        out
     }
 }
 
@@ -611,19 +638,6 @@ fn budget_tag(compactor: &crate::compactor::Compactor, c: &Conversation) -> u64 
     compactor.budget_for(None, model).limit as u64
 }
 
-/// `; repaired=N` for the tokens header when N unusable images were replaced by placeholders
-/// (the report's `repairs`, each logged with its path); empty otherwise.
-fn repaired_note(report: &crate::report::Report) -> String {
-    match report.repairs.len() {
-        0 => String::new(),
-        n => format!("; repaired={n}"),
-    }
-}
-
-/// `; status=degraded` (a fallback's output, also when reused from memory),
-/// `; status=over_budget` (the best valid output is still over the budget) or
-/// `; status=repaired` (only image repairs changed the body) for the tokens header; empty for
-/// the other statuses.
 /// One WARN per shape the rule table does not know (format and role or type) and process: the
 /// body was compacted around it, the unit kept in place, byte-identical.
 fn warn_new_shapes(state: &AppState, route: &str, report: &crate::report::Report) {
@@ -638,31 +652,4 @@ fn warn_new_shapes(state: &AppState, route: &str, report: &crate::report::Report
             }
         }
     }
-}
-
-/// `; request=client_summary (to the context window)` for the tokens header when the body was
-/// the client's own summary request, compacted to the window and not the budget.
-fn request_note(request: crate::report::RequestKind) -> &'static str {
-    match request {
-        crate::report::RequestKind::ClientSummary => {
-            "; request=client_summary (to the context window)"
-        }
-        crate::report::RequestKind::Turn => "",
-    }
-}
-
-fn status_note(status: crate::report::Status) -> &'static str {
-    match status {
-        crate::report::Status::Degraded => "; status=degraded",
-        crate::report::Status::OverBudget => "; status=over_budget",
-        crate::report::Status::Repaired => "; status=repaired",
-        crate::report::Status::Unchanged | crate::report::Status::Compacted => "",
-    }
-}
-
-/// `model=M; ratio=R (SOURCE); overhead=N; ` for the tokens header: the counting of its
-/// figures, also when they are the counter's own (`model=-; ratio=1.000 (counter); …` when no
-/// model is named).
-fn counting_note(report: &crate::report::Report) -> String {
-    format!("{}; ", report.counting.describe())
 }
