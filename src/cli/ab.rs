@@ -111,9 +111,32 @@ pub(crate) fn run(args: Args) -> Result<ExitCode, Failure> {
         file: config,
         ..compactor::config::Loader::from_environment()
     };
-    // Fail fast (exit 2, one message) on a strategy that names no preset or a bad
-    // config, and on an input that is not there, rather than print empty tables.
-    for s in &strategies {
+    fail_fast(&strategies, &base, &files)?;
+    let arms: Vec<ab::Arm> = strategies.iter().map(|s| ab::Arm::load(s, &base)).collect();
+    let transcripts = transcripts(&files, whole_log)?;
+    let report = run_with_progress(&transcripts, &arms, &options)?;
+    let timing = if no_timings {
+        Timing::Hide
+    } else {
+        Timing::Show
+    };
+    let outputs = Outputs {
+        json,
+        markdown,
+        html,
+    };
+    outputs.write(&report, timing)?;
+    verdict(&report)
+}
+
+/// Fails fast (exit 2, one message) on a strategy that names no preset or a bad config, and
+/// on an input that is not there, rather than print empty tables.
+fn fail_fast(
+    strategies: &[String],
+    base: &compactor::config::Loader,
+    files: &[PathBuf],
+) -> Result<(), Failure> {
+    for s in strategies {
         compactor::config::Loader {
             preset: Some(s.clone()),
             ..base.clone()
@@ -128,8 +151,17 @@ pub(crate) fn run(args: Args) -> Result<ExitCode, Failure> {
             missing.display()
         )));
     }
-    let arms: Vec<ab::Arm> = strategies.iter().map(|s| ab::Arm::load(s, &base)).collect();
-    let paths = ab::expand(&files)
+    Ok(())
+}
+
+/// The transcripts of `files` (directories listed), each loaded (a log whole when
+/// `whole_log`); an error when there are none.
+fn transcripts(
+    files: &[PathBuf],
+    whole_log: bool,
+) -> Result<Vec<compactor::ab::Transcript>, Failure> {
+    use compactor::ab;
+    let paths = ab::expand(files)
         .context("listing inputs")
         .map_err(Failure::Unreadable)?;
     if paths.is_empty() {
@@ -143,11 +175,20 @@ pub(crate) fn run(args: Args) -> Result<ExitCode, Failure> {
         )));
     }
     let import = format::detect::ImportOptions { whole_log };
-    let transcripts: Vec<ab::Transcript> = paths
+    Ok(paths
         .iter()
         .map(|p| ab::Transcript::load(p, import))
-        .collect();
-    let bar = indicatif::ProgressBar::new(ab::steps(&transcripts, &arms, &options));
+        .collect())
+}
+
+/// Runs the comparison, with a progress bar on a terminal's stderr.
+fn run_with_progress(
+    transcripts: &[compactor::ab::Transcript],
+    arms: &[compactor::ab::Arm],
+    options: &compactor::ab::Options,
+) -> Result<compactor::ab::AbReport, Failure> {
+    use compactor::ab;
+    let bar = indicatif::ProgressBar::new(ab::steps(transcripts, arms, options));
     if !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
         bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
     }
@@ -161,39 +202,60 @@ pub(crate) fn run(args: Args) -> Result<ExitCode, Failure> {
         .build()
         .context("starting the runtime")
         .map_err(Failure::Invalid)?;
-    let report = runtime.block_on(ab::run(&transcripts, &arms, &options, &mut |label| {
+    let report = runtime.block_on(ab::run(transcripts, arms, options, &mut |label| {
         bar.set_message(label.to_string());
         bar.inc(1);
     }));
     bar.finish_and_clear();
-    let timing = if no_timings {
-        Timing::Hide
-    } else {
-        Timing::Show
-    };
-    let write = |path: &Path, text: String| -> Result<(), Failure> {
-        if path == Path::new("-") {
-            write_stdout(text.as_bytes())
-        } else {
-            std::fs::write(path, text)
-                .with_context(|| format!("writing {}", path.display()))
-                .map_err(Failure::Write)
+    Ok(report)
+}
+
+/// Where the reports go besides the text tables on stdout (`-`: stdout, instead of them).
+struct Outputs {
+    json: Option<PathBuf>,
+    markdown: Option<PathBuf>,
+    html: Option<PathBuf>,
+}
+
+impl Outputs {
+    /// Prints the tables (unless the Markdown goes to stdout) and writes each report asked for.
+    fn write(
+        &self,
+        report: &compactor::ab::AbReport,
+        timing: compactor::ab::output::Timing,
+    ) -> Result<(), Failure> {
+        use compactor::ab;
+        let write = |path: &Path, text: String| -> Result<(), Failure> {
+            if path == Path::new("-") {
+                write_stdout(text.as_bytes())
+            } else {
+                std::fs::write(path, text)
+                    .with_context(|| format!("writing {}", path.display()))
+                    .map_err(Failure::Write)
+            }
+        };
+        let markdown_to_stdout = self.markdown.as_deref() == Some(Path::new("-"));
+        if !markdown_to_stdout {
+            write_stdout(ab::output::text(report, timing).as_bytes())?;
         }
-    };
-    let markdown_to_stdout = markdown.as_deref() == Some(Path::new("-"));
-    if !markdown_to_stdout {
-        write_stdout(ab::output::text(&report, timing).as_bytes())?;
+        if let Some(p) = &self.markdown {
+            write(p, ab::output::markdown(report, timing))?;
+        }
+        if let Some(p) = &self.json {
+            let text =
+                serde_json::to_string_pretty(report).map_err(|e| Failure::Invalid(e.into()))?;
+            write(p, text + "\n")?;
+        }
+        if let Some(p) = &self.html {
+            write(p, ab::html::page(report, timing))?;
+        }
+        Ok(())
     }
-    if let Some(p) = &markdown {
-        write(p, ab::output::markdown(&report, timing))?;
-    }
-    if let Some(p) = &json {
-        let text = serde_json::to_string_pretty(&report).map_err(|e| Failure::Invalid(e.into()))?;
-        write(p, text + "\n")?;
-    }
-    if let Some(p) = &html {
-        write(p, ab::html::page(&report, timing))?;
-    }
+}
+
+/// The exit: an error when no transcript could be read, 1 when some compacted output is
+/// invalid (said on stderr), else success.
+fn verdict(report: &compactor::ab::AbReport) -> Result<ExitCode, Failure> {
     if report.files.iter().all(|f| f.skipped.is_some()) {
         let reasons: Vec<String> = report
             .files
