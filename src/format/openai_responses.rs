@@ -289,66 +289,18 @@ pub fn write(conversation: &Conversation) -> Value {
     super::join_body(conversation, "input", "instructions", items)
 }
 
+/// Writes message `m` as Responses items onto `items`: its text, image, file and other parts
+/// gathered into message items, each call, result and reasoning item as its own item, in order.
 pub(crate) fn write_message(m: &Message, items: &mut Vec<Value>) {
     let mut parts: Vec<Value> = Vec::new();
     let flush = |parts: &mut Vec<Value>, items: &mut Vec<Value>| {
         if !parts.is_empty() {
-            let mut obj = Object::new();
-            if m.form == ContentForm::Blocks || m.form == ContentForm::String {
-                // extra carries `type: "message"`, `id`, `status` when the item had them.
-            } else {
-                obj.insert("type".into(), "message".into());
-            }
-            obj.insert("role".into(), Value::String(m.role.as_str().into()));
-            let content = std::mem::take(parts);
-            let text_only = matches!(m.form, ContentForm::String) && content.len() == 1;
-            let as_string = if text_only {
-                content[0].get("text").cloned()
-            } else {
-                None
-            };
-            match as_string {
-                Some(s)
-                    if content[0]
-                        .as_object()
-                        .map(|o| o.len() == 2)
-                        .unwrap_or(false) =>
-                {
-                    obj.insert("content".into(), s);
-                }
-                _ => {
-                    obj.insert("content".into(), Value::Array(content));
-                }
-            }
-            for (k, v) in &m.extra {
-                obj.insert(k.clone(), v.clone());
-            }
-            items.push(Value::Object(obj));
+            items.push(message_item(m, std::mem::take(parts)));
         }
     };
     for b in &m.content {
         match b {
-            Block::Text(t) => {
-                let mut obj = Object::new();
-                let default = if m.role == Role::Assistant {
-                    "output_text"
-                } else {
-                    "input_text"
-                };
-                let kind = t
-                    .extra
-                    .get("type")
-                    .cloned()
-                    .unwrap_or_else(|| Value::String(default.into()));
-                obj.insert("type".into(), kind);
-                obj.insert("text".into(), Value::String(t.text.clone()));
-                for (k, v) in &t.extra {
-                    if k != "type" {
-                        obj.insert(k.clone(), v.clone());
-                    }
-                }
-                parts.push(Value::Object(obj));
-            }
+            Block::Text(t) => parts.push(text_part(m, t)),
             Block::Image(v) | Block::Document(v) => parts.push(v.clone()),
             Block::Other(v) if m.form != ContentForm::Absent => parts.push(v.clone()),
             Block::Other(v) | Block::Thinking(v) => {
@@ -356,103 +308,180 @@ pub(crate) fn write_message(m: &Message, items: &mut Vec<Value>) {
                 items.push(v.clone());
             }
             Block::ToolUse(t) if is_native(t) => {
-                // A built-in tool's call: its input fields go back into the item.
                 flush(&mut parts, items);
-                let mut obj = Object::new();
-                for (k, v) in &t.extra {
-                    obj.insert(k.clone(), v.clone());
-                }
-                obj.insert("call_id".into(), Value::String(t.id.clone()));
-                match &t.input {
-                    ToolInput::Json(Value::Object(fields)) => {
-                        for (k, v) in fields {
-                            obj.insert(k.clone(), v.clone());
-                        }
-                    }
-                    ToolInput::Json(v) => {
-                        obj.insert("action".into(), v.clone());
-                    }
-                    ToolInput::Arguments(s) | ToolInput::Freeform(s) => {
-                        obj.insert("action".into(), Value::String(s.clone()));
-                    }
-                }
-                items.push(Value::Object(obj));
+                items.push(native_call_item(t));
             }
             Block::ToolUse(t) => {
                 flush(&mut parts, items);
-                let mut obj = Object::new();
-                let (kind, key, raw) = match &t.input {
-                    ToolInput::Arguments(s) => ("function_call", "arguments", s.clone()),
-                    ToolInput::Json(v) => ("function_call", "arguments", v.to_string()),
-                    ToolInput::Freeform(s) => ("custom_tool_call", "input", s.clone()),
-                };
-                if !t.extra.contains_key("type") {
-                    obj.insert("type".into(), kind.into());
-                }
-                for (k, v) in &t.extra {
-                    obj.insert(k.clone(), v.clone());
-                }
-                obj.insert("call_id".into(), Value::String(t.id.clone()));
-                obj.insert("name".into(), Value::String(t.name.clone()));
-                obj.insert(key.into(), Value::String(raw));
-                items.push(Value::Object(obj));
+                items.push(call_item(t));
             }
             Block::ToolResult(r) => {
                 flush(&mut parts, items);
-                let mut obj = Object::new();
-                if !r.extra.contains_key("type") {
-                    obj.insert("type".into(), "function_call_output".into());
-                }
-                for (k, v) in &r.extra {
-                    obj.insert(k.clone(), v.clone());
-                }
-                // An output that named its call by the pair's other field (read so, kept in
-                // the item) gets no `call_id`.
-                let by_alt = OPENAI_RESPONSES
-                    .pair_of_output(output_type(r))
-                    .and_then(|p| p.output_id_alt)
-                    .is_some_and(|alt| {
-                        r.extra.get(alt).and_then(Value::as_str) == Some(r.tool_use_id.as_str())
-                    });
-                if !by_alt {
-                    obj.insert("call_id".into(), Value::String(r.tool_use_id.clone()));
-                }
-                let output = match &r.content {
-                    None => Value::String(String::new()),
-                    Some(ToolResultContent::Text(s)) => Value::String(s.clone()),
-                    Some(ToolResultContent::Blocks(bs)) => {
-                        let mut sub = Vec::new();
-                        let tmp = Message::new(Role::User, bs.clone());
-                        for b in &tmp.content {
-                            if let Block::Text(t) = b {
-                                let mut o = Object::new();
-                                o.insert(
-                                    "type".into(),
-                                    t.extra
-                                        .get("type")
-                                        .cloned()
-                                        .unwrap_or_else(|| "input_text".into()),
-                                );
-                                o.insert("text".into(), Value::String(t.text.clone()));
-                                sub.push(Value::Object(o));
-                            } else if let Block::Image(v) | Block::Document(v) | Block::Other(v) = b
-                            {
-                                sub.push(v.clone());
-                            }
-                        }
-                        Value::Array(sub)
-                    }
-                };
-                // An output read without text content (a command's chunks, a tool search's
-                // tools) was kept in the item as it came: nothing to add.
-                if r.content.is_some() || !r.extra.contains_key("type") {
-                    obj.insert("output".into(), output);
-                }
-                items.push(Value::Object(obj));
+                items.push(result_item(r));
             }
         }
     }
     flush(&mut parts, items);
+}
+
+/// The message item of `m` holding `content` (its parts gathered so far): `content` a string
+/// when the message was read with string content and this is its one plain text part.
+fn message_item(m: &Message, content: Vec<Value>) -> Value {
+    let mut obj = Object::new();
+    if m.form == ContentForm::Blocks || m.form == ContentForm::String {
+        // extra carries `type: "message"`, `id`, `status` when the item had them.
+    } else {
+        obj.insert("type".into(), "message".into());
+    }
+    obj.insert("role".into(), Value::String(m.role.as_str().into()));
+    let text_only = matches!(m.form, ContentForm::String) && content.len() == 1;
+    let as_string = if text_only {
+        content[0].get("text").cloned()
+    } else {
+        None
+    };
+    match as_string {
+        Some(s)
+            if content[0]
+                .as_object()
+                .map(|o| o.len() == 2)
+                .unwrap_or(false) =>
+        {
+            obj.insert("content".into(), s);
+        }
+        _ => {
+            obj.insert("content".into(), Value::Array(content));
+        }
+    }
+    for (k, v) in &m.extra {
+        obj.insert(k.clone(), v.clone());
+    }
+    Value::Object(obj)
+}
+
+/// A text part of message `m`: its type as read (`output_text` for the assistant,
+/// `input_text` otherwise when it had none), its text, its other fields.
+fn text_part(m: &Message, t: &Text) -> Value {
+    let mut obj = Object::new();
+    let default = if m.role == Role::Assistant {
+        "output_text"
+    } else {
+        "input_text"
+    };
+    let kind = t
+        .extra
+        .get("type")
+        .cloned()
+        .unwrap_or_else(|| Value::String(default.into()));
+    obj.insert("type".into(), kind);
+    obj.insert("text".into(), Value::String(t.text.clone()));
+    for (k, v) in &t.extra {
+        if k != "type" {
+            obj.insert(k.clone(), v.clone());
+        }
+    }
+    Value::Object(obj)
+}
+
+/// A built-in tool's call ([`is_native`]): its input fields go back into the item.
+fn native_call_item(t: &ToolUse) -> Value {
+    let mut obj = Object::new();
+    for (k, v) in &t.extra {
+        obj.insert(k.clone(), v.clone());
+    }
+    obj.insert("call_id".into(), Value::String(t.id.clone()));
+    match &t.input {
+        ToolInput::Json(Value::Object(fields)) => {
+            for (k, v) in fields {
+                obj.insert(k.clone(), v.clone());
+            }
+        }
+        ToolInput::Json(v) => {
+            obj.insert("action".into(), v.clone());
+        }
+        ToolInput::Arguments(s) | ToolInput::Freeform(s) => {
+            obj.insert("action".into(), Value::String(s.clone()));
+        }
+    }
+    Value::Object(obj)
+}
+
+/// A function call (`arguments` a JSON string) or a custom tool call (`input`, free text).
+fn call_item(t: &ToolUse) -> Value {
+    let mut obj = Object::new();
+    let (kind, key, raw) = match &t.input {
+        ToolInput::Arguments(s) => ("function_call", "arguments", s.clone()),
+        ToolInput::Json(v) => ("function_call", "arguments", v.to_string()),
+        ToolInput::Freeform(s) => ("custom_tool_call", "input", s.clone()),
+    };
+    if !t.extra.contains_key("type") {
+        obj.insert("type".into(), kind.into());
+    }
+    for (k, v) in &t.extra {
+        obj.insert(k.clone(), v.clone());
+    }
+    obj.insert("call_id".into(), Value::String(t.id.clone()));
+    obj.insert("name".into(), Value::String(t.name.clone()));
+    obj.insert(key.into(), Value::String(raw));
+    Value::Object(obj)
+}
+
+/// A call's output item: its type and fields as read, the call it answers, its output.
+fn result_item(r: &ToolResult) -> Value {
+    let mut obj = Object::new();
+    if !r.extra.contains_key("type") {
+        obj.insert("type".into(), "function_call_output".into());
+    }
+    for (k, v) in &r.extra {
+        obj.insert(k.clone(), v.clone());
+    }
+    // An output that named its call by the pair's other field (read so, kept in
+    // the item) gets no `call_id`.
+    let by_alt = OPENAI_RESPONSES
+        .pair_of_output(output_type(r))
+        .and_then(|p| p.output_id_alt)
+        .is_some_and(|alt| {
+            r.extra.get(alt).and_then(Value::as_str) == Some(r.tool_use_id.as_str())
+        });
+    if !by_alt {
+        obj.insert("call_id".into(), Value::String(r.tool_use_id.clone()));
+    }
+    // An output read without text content (a command's chunks, a tool search's
+    // tools) was kept in the item as it came: nothing to add.
+    if r.content.is_some() || !r.extra.contains_key("type") {
+        obj.insert("output".into(), result_output(r));
+    }
+    Value::Object(obj)
+}
+
+/// A result's `output`: its text, or its parts (text as `input_text` unless typed otherwise,
+/// images, files and other parts as read); empty text when it had none.
+fn result_output(r: &ToolResult) -> Value {
+    match &r.content {
+        None => Value::String(String::new()),
+        Some(ToolResultContent::Text(s)) => Value::String(s.clone()),
+        Some(ToolResultContent::Blocks(bs)) => {
+            let mut sub = Vec::new();
+            let tmp = Message::new(Role::User, bs.clone());
+            for b in &tmp.content {
+                if let Block::Text(t) = b {
+                    let mut o = Object::new();
+                    o.insert(
+                        "type".into(),
+                        t.extra
+                            .get("type")
+                            .cloned()
+                            .unwrap_or_else(|| "input_text".into()),
+                    );
+                    o.insert("text".into(), Value::String(t.text.clone()));
+                    sub.push(Value::Object(o));
+                } else if let Block::Image(v) | Block::Document(v) | Block::Other(v) = b {
+                    sub.push(v.clone());
+                }
+            }
+            Value::Array(sub)
+        }
+    }
 }
 
 #[cfg(test)]
