@@ -251,36 +251,129 @@ fn pct(sorted: &[Duration], p: f64) -> f64 {
     sorted[i].as_secs_f64() * 1000.0
 }
 
+/// The command line: binary, clients, seconds, body, budget and mode.
+struct Args {
+    bin: String,
+    clients: usize,
+    seconds: u64,
+    /// BODY.json, when given.
+    fixed: Option<String>,
+    budget: usize,
+    distinct: bool,
+    grow: bool,
+}
+
+impl Args {
+    fn parse() -> anyhow::Result<Args> {
+        let args: Vec<String> = std::env::args().collect();
+        let mode = args.get(6).map_or("", String::as_str);
+        Ok(Args {
+            bin: args
+                .get(1)
+                .cloned()
+                .unwrap_or_else(|| "target/debug/compactor".into()),
+            clients: args.get(2).map_or(Ok(16), |s| s.parse())?,
+            seconds: args.get(3).map_or(Ok(10), |s| s.parse())?,
+            fixed: args.get(4).map(std::fs::read_to_string).transpose()?,
+            budget: args.get(5).map_or(Ok(6000), |s| s.parse())?,
+            distinct: mode == "distinct",
+            grow: mode == "grow",
+        })
+    }
+
+    /// What each client sends.
+    fn bodies(&self) -> anyhow::Result<Bodies> {
+        Ok(match (&self.fixed, self.grow) {
+            (None, _) => Bodies::Generated,
+            (Some(body), false) => Bodies::Fixed {
+                body: body.clone(),
+                distinct: self.distinct,
+            },
+            (Some(body), true) => {
+                let start = std::env::var("LOAD_CHECK_GROW_START")
+                    .ok()
+                    .map_or(Ok(0.6), |s| s.parse::<f64>())?;
+                Bodies::Grow(std::sync::Arc::new(grow_bodies(body, start)?))
+            }
+        })
+    }
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let args: Vec<String> = std::env::args().collect();
-    let bin = args
-        .get(1)
-        .cloned()
-        .unwrap_or_else(|| "target/debug/compactor".into());
-    let clients: usize = args.get(2).map_or(Ok(16), |s| s.parse())?;
-    let seconds: u64 = args.get(3).map_or(Ok(10), |s| s.parse())?;
-    let fixed = args.get(4).map(std::fs::read_to_string).transpose()?;
-    let budget: usize = args.get(5).map_or(Ok(6000), |s| s.parse())?;
-    let mode = args.get(6).map_or("", String::as_str);
-    let (distinct, grow) = (mode == "distinct", mode == "grow");
-    let bodies = match (&fixed, grow) {
-        (None, _) => Bodies::Generated,
-        (Some(body), false) => Bodies::Fixed {
-            body: body.clone(),
-            distinct,
-        },
-        (Some(body), true) => {
-            let start = std::env::var("LOAD_CHECK_GROW_START")
-                .ok()
-                .map_or(Ok(0.6), |s| s.parse::<f64>())?;
-            Bodies::Grow(std::sync::Arc::new(grow_bodies(body, start)?))
-        }
-    };
+    let args = Args::parse()?;
+    let bodies = args.bodies()?;
     // Only a fixed body is sent once before the proxy phase; grow mode warms each client.
-    let fixed = fixed.filter(|_| !grow);
-    let extra = std::env::var("LOAD_CHECK_SERVER").unwrap_or_default();
+    let fixed = args.fixed.clone().filter(|_| !args.grow);
+    let upstream_addr = fake_upstream().await?;
+    let (mut child, proxy) = start_service(&args, upstream_addr).await?;
+    let http = reqwest::Client::new();
 
+    let half = Duration::from_secs(args.seconds);
+    let base = run(
+        &format!("http://{upstream_addr}"),
+        args.clients,
+        half,
+        bodies.clone(),
+        "direct",
+        None,
+    )
+    .await;
+    // With a fixed body: one request first, so the proxy phase runs on a warm memory (the
+    // cold compaction's time is printed apart).
+    let warmup = match &fixed {
+        Some(body) => Some(warm_up(&http, &proxy, body).await?),
+        None => None,
+    };
+    let probe = spawn_probe(format!("{proxy}/healthz"), half);
+    let cpu_before = child.id().and_then(cpu_seconds);
+    let prox = run(
+        &proxy,
+        args.clients,
+        half,
+        bodies.clone(),
+        "proxy",
+        Some(probe.1),
+    )
+    .await;
+    let cpu_after = child.id().and_then(cpu_seconds);
+    let health = probe
+        .0
+        .join()
+        .map_err(|_| anyhow::anyhow!("the /healthz probe panicked"))??;
+    let metrics = http
+        .get(format!("{proxy}/metrics"))
+        .send()
+        .await?
+        .text()
+        .await?;
+    let peak_rss = child
+        .id()
+        .and_then(peak_rss)
+        .unwrap_or_else(|| "unknown".into());
+    child.start_kill()?;
+    let _ = child.wait().await;
+
+    let results = Results {
+        base,
+        prox,
+        health,
+        warmup,
+        peak_rss,
+        cpu: cpu_before.zip(cpu_after),
+        metrics,
+    };
+    results.print(&args, &bodies);
+    anyhow::ensure!(
+        results.prox.errors == 0,
+        "{} errors through the proxy",
+        results.prox.errors
+    );
+    Ok(())
+}
+
+/// Starts the fake Anthropic upstream on 127.0.0.1 and gives its address.
+async fn fake_upstream() -> anyhow::Result<std::net::SocketAddr> {
     let upstream = Router::new().route(
         "/v1/messages",
         // The body is read whole (as a provider does): an unread 700 KB body makes hyper reset
@@ -295,7 +388,16 @@ async fn main() -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let upstream_addr = listener.local_addr()?;
     tokio::spawn(async move { axum::serve(listener, upstream).await });
+    Ok(upstream_addr)
+}
 
+/// Starts `compactor serve` on a free port of 127.0.0.1, pointed at `upstream_addr`, and
+/// waits until it answers: the child and the proxy's base URL.
+async fn start_service(
+    args: &Args,
+    upstream_addr: std::net::SocketAddr,
+) -> anyhow::Result<(tokio::process::Child, String)> {
+    let extra = std::env::var("LOAD_CHECK_SERVER").unwrap_or_default();
     let port = {
         let l = std::net::TcpListener::bind("127.0.0.1:0")?;
         l.local_addr()?.port()
@@ -303,13 +405,14 @@ async fn main() -> anyhow::Result<()> {
     let dir = std::env::temp_dir().join(format!("compactor-load-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let config = dir.join("load.toml");
+    let budget = args.budget;
     std::fs::write(
         &config,
         format!(
             "[budget]\ntokens = {budget}\n[server]\nanthropic_upstream = \"http://{upstream_addr}\"\n{extra}\n"
         ),
     )?;
-    let mut child = tokio::process::Command::new(&bin)
+    let child = tokio::process::Command::new(&args.bin)
         .args(["serve", "--config"])
         .arg(&config)
         .args(["--listen", &format!("127.0.0.1:{port}")])
@@ -327,156 +430,154 @@ async fn main() -> anyhow::Result<()> {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     anyhow::ensure!(up, "compactor serve did not come up on {proxy}");
+    Ok((child, proxy))
+}
 
-    let half = Duration::from_secs(seconds);
-    let base = run(
-        &format!("http://{upstream_addr}"),
-        clients,
-        half,
-        bodies.clone(),
-        "direct",
-        None,
-    )
-    .await;
-    // With a fixed body: one request first, so the proxy phase runs on a warm memory (the
-    // cold compaction's time is printed apart).
-    let warmup = match &fixed {
-        Some(body) => {
-            let t0 = Instant::now();
-            http.post(format!("{proxy}/v1/messages"))
-                .header("x-api-key", "sk-load-check")
-                .header("content-type", "application/json")
-                .body(body.clone())
-                .send()
-                .await?
-                .bytes()
-                .await?;
-            Some(t0.elapsed())
-        }
-        None => None,
-    };
-    // Its own thread and runtime: the 128 client tasks and the fake upstream of this program
-    // must not delay the probe's own polling.
-    let probe = {
-        let url = format!("{proxy}/healthz");
-        let (started_tx, started_rx) = std::sync::mpsc::channel::<Instant>();
-        let thread = std::thread::spawn(move || -> anyhow::Result<Vec<Duration>> {
-            // From the phase's start (after grow mode's untimed first bodies) to its end.
-            let deadline = started_rx.recv()? + half;
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()?;
-            rt.block_on(async move {
-                let http = reqwest::Client::new();
-                let mut lat = Vec::new();
-                while Instant::now() < deadline {
-                    let t0 = Instant::now();
-                    if let Ok(r) = http.get(&url).send().await
-                        && r.bytes().await.is_ok()
-                    {
-                        lat.push(t0.elapsed());
-                    }
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                }
-                lat.sort();
-                Ok(lat)
-            })
-        });
-        (thread, started_tx)
-    };
-    let bodies_note = bodies.clone();
-    let cpu_before = child.id().and_then(cpu_seconds);
-    let prox = run(&proxy, clients, half, bodies, "proxy", Some(probe.1)).await;
-    let cpu_after = child.id().and_then(cpu_seconds);
-    let health = probe
-        .0
-        .join()
-        .map_err(|_| anyhow::anyhow!("the /healthz probe panicked"))??;
-    let metrics = http
-        .get(format!("{proxy}/metrics"))
+/// Sends `body` once through the proxy: the time of that first (cold) request.
+async fn warm_up(http: &reqwest::Client, proxy: &str, body: &str) -> anyhow::Result<Duration> {
+    let t0 = Instant::now();
+    http.post(format!("{proxy}/v1/messages"))
+        .header("x-api-key", "sk-load-check")
+        .header("content-type", "application/json")
+        .body(body.to_string())
         .send()
         .await?
-        .text()
+        .bytes()
         .await?;
-    // Peak resident set of the service (Linux: VmHWM in /proc/PID/status).
-    let peak_rss = child
-        .id()
-        .and_then(|pid| std::fs::read_to_string(format!("/proc/{pid}/status")).ok())
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmHWM:"))
-                .map(|l| l.trim_start_matches("VmHWM:").trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown".into());
-    child.start_kill()?;
-    let _ = child.wait().await;
+    Ok(t0.elapsed())
+}
 
-    let rps = |o: &Outcome| o.latencies.len() as f64 / o.elapsed.as_secs_f64();
-    println!(
-        "load check: {clients} clients, {seconds} s per phase{}, 127.0.0.1 only, binary {bin}",
-        if distinct {
-            ", distinct bodies"
-        } else if grow {
-            ", growing histories"
-        } else {
-            ""
+/// The `/healthz` probe at `url`, every 20 ms for `half` from the instant sent on the channel
+/// returned: its thread (giving the sorted latencies) and that channel. Its own thread and
+/// runtime: the 128 client tasks and the fake upstream of this program must not delay the
+/// probe's own polling.
+fn spawn_probe(
+    url: String,
+    half: Duration,
+) -> (
+    std::thread::JoinHandle<anyhow::Result<Vec<Duration>>>,
+    std::sync::mpsc::Sender<Instant>,
+) {
+    let (started_tx, started_rx) = std::sync::mpsc::channel::<Instant>();
+    let thread = std::thread::spawn(move || -> anyhow::Result<Vec<Duration>> {
+        // From the phase's start (after grow mode's untimed first bodies) to its end.
+        let deadline = started_rx.recv()? + half;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        rt.block_on(async move {
+            let http = reqwest::Client::new();
+            let mut lat = Vec::new();
+            while Instant::now() < deadline {
+                let t0 = Instant::now();
+                if let Ok(r) = http.get(&url).send().await
+                    && r.bytes().await.is_ok()
+                {
+                    lat.push(t0.elapsed());
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            lat.sort();
+            Ok(lat)
+        })
+    });
+    (thread, started_tx)
+}
+
+/// Peak resident set of process `pid` (Linux: VmHWM in /proc/PID/status).
+fn peak_rss(pid: u32) -> Option<String> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    s.lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .map(|l| l.trim_start_matches("VmHWM:").trim().to_string())
+}
+
+/// What the two phases measured.
+struct Results {
+    base: Outcome,
+    prox: Outcome,
+    /// The `/healthz` probe's latencies during the proxy phase, sorted.
+    health: Vec<Duration>,
+    /// The first (cold) request through the proxy, with a fixed body.
+    warmup: Option<Duration>,
+    peak_rss: String,
+    /// CPU seconds of the service before and after the proxy phase.
+    cpu: Option<(f64, f64)>,
+    /// The service's /metrics text after the run.
+    metrics: String,
+}
+
+impl Results {
+    fn print(&self, args: &Args, bodies: &Bodies) {
+        let (base, prox, clients) = (&self.base, &self.prox, args.clients);
+        let rps = |o: &Outcome| o.latencies.len() as f64 / o.elapsed.as_secs_f64();
+        println!(
+            "load check: {clients} clients, {} s per phase{}, 127.0.0.1 only, binary {}",
+            args.seconds,
+            if args.distinct {
+                ", distinct bodies"
+            } else if args.grow {
+                ", growing histories"
+            } else {
+                ""
+            },
+            args.bin
+        );
+        if let Bodies::Grow(cuts) = bodies {
+            println!(
+                "  grow: {} cuts per session; sessions begun again during the proxy phase: {} (fresh compactions)",
+                cuts.len(),
+                prox.restarts
+            );
         }
-    );
-    if let Bodies::Grow(cuts) = &bodies_note {
+        for (name, o) in [("direct", base), ("proxy", prox)] {
+            println!(
+                "{name:>7}: {:>6} ok, {:>3} errors, {:>8.1} req/s, p50 {:>7.2} ms, p99 {:>7.2} ms",
+                o.latencies.len(),
+                o.errors,
+                rps(o),
+                pct(&o.latencies, 0.5),
+                pct(&o.latencies, 0.99)
+            );
+        }
         println!(
-            "  grow: {} cuts per session; sessions begun again during the proxy phase: {} (fresh compactions)",
-            cuts.len(),
-            prox.restarts
+            "  added: p50 {:.2} ms, p99 {:.2} ms",
+            pct(&prox.latencies, 0.5) - pct(&base.latencies, 0.5),
+            pct(&prox.latencies, 0.99) - pct(&base.latencies, 0.99)
         );
-    }
-    for (name, o) in [("direct", &base), ("proxy", &prox)] {
+        let health = &self.health;
         println!(
-            "{name:>7}: {:>6} ok, {:>3} errors, {:>8.1} req/s, p50 {:>7.2} ms, p99 {:>7.2} ms",
-            o.latencies.len(),
-            o.errors,
-            rps(o),
-            pct(&o.latencies, 0.5),
-            pct(&o.latencies, 0.99)
+            "  /healthz while loaded: {} probes, p50 {:.2} ms, p99 {:.2} ms",
+            health.len(),
+            pct(health, 0.5),
+            pct(health, 0.99)
         );
+        if let Some(w) = self.warmup {
+            println!(
+                "  first (cold) request through the proxy: {:.1} ms",
+                w.as_secs_f64() * 1000.0
+            );
+        }
+        println!("  peak RSS of compactor serve: {}", self.peak_rss);
+        if let Some((a, b)) = self.cpu {
+            // Grow mode's untimed first bodies (one per client) ran in the phase too.
+            let served = prox.latencies.len() + if args.grow { clients } else { 0 };
+            println!(
+                "  CPU of compactor serve over the proxy phase: {:.2} s, {:.2} ms per request",
+                b - a,
+                (b - a) * 1000.0 / served.max(1) as f64
+            );
+        }
+        for line in self.metrics.lines().filter(|l| {
+            l.starts_with("compactor_proxy_requests_total")
+                || l.starts_with("compactor_replay")
+                || l.starts_with("compactor_memory")
+                || l.starts_with("compactor_token_cache")
+                || l.starts_with("compactor_read_cache")
+        }) {
+            println!("  {line}");
+        }
     }
-    println!(
-        "  added: p50 {:.2} ms, p99 {:.2} ms",
-        pct(&prox.latencies, 0.5) - pct(&base.latencies, 0.5),
-        pct(&prox.latencies, 0.99) - pct(&base.latencies, 0.99)
-    );
-    println!(
-        "  /healthz while loaded: {} probes, p50 {:.2} ms, p99 {:.2} ms",
-        health.len(),
-        pct(&health, 0.5),
-        pct(&health, 0.99)
-    );
-    if let Some(w) = warmup {
-        println!(
-            "  first (cold) request through the proxy: {:.1} ms",
-            w.as_secs_f64() * 1000.0
-        );
-    }
-    println!("  peak RSS of compactor serve: {peak_rss}");
-    if let (Some(a), Some(b)) = (cpu_before, cpu_after) {
-        // Grow mode's untimed first bodies (one per client) ran in the phase too.
-        let served = prox.latencies.len() + if grow { clients } else { 0 };
-        println!(
-            "  CPU of compactor serve over the proxy phase: {:.2} s, {:.2} ms per request",
-            b - a,
-            (b - a) * 1000.0 / served.max(1) as f64
-        );
-    }
-    for line in metrics.lines().filter(|l| {
-        l.starts_with("compactor_proxy_requests_total")
-            || l.starts_with("compactor_replay")
-            || l.starts_with("compactor_memory")
-            || l.starts_with("compactor_token_cache")
-            || l.starts_with("compactor_read_cache")
-    }) {
-        println!("  {line}");
-    }
-    anyhow::ensure!(prox.errors == 0, "{} errors through the proxy", prox.errors);
-    Ok(())
 }
 
 /// User plus system CPU seconds of process `pid` so far (Linux: fields 14 and 15 of

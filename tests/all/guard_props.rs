@@ -317,143 +317,162 @@ impl Renderer {
         let n = t.calls.len();
         let order: Vec<usize> = (0..n).map(|k| (k + t.rotate) % n).collect();
         match self.format {
-            Format::Anthropic => {
-                let mut content = Vec::new();
-                if let Some(th) = &t.thinking {
-                    content.push(self.thinking(th));
-                }
-                if let Some(p) = &t.pre_text {
-                    content.push(json!({"type": "text", "text": p}));
-                }
-                let server = t.special.then(|| self.id("srvtoolu_"));
-                if let Some(srv) = &server {
-                    content.push(
-                        json!({"type": "server_tool_use", "id": srv, "name": "web_search",
-                                        "input": {"query": t.calls[0].arg}}),
-                    );
-                    content.push(json!({"type": "web_search_tool_result", "tool_use_id": srv,
-                                        "content": [{"type": "web_search_result", "url": "https://example.com/",
-                                                     "title": t.calls[0].result, "encrypted_content": "EqWs"}]}));
-                }
-                for (c, id) in t.calls.iter().zip(&ids) {
-                    let mut b = json!({"type": "tool_use", "id": id, "name": c.name,
-                                        "input": {"arg": c.arg}});
-                    if let Some(srv) = &server {
-                        b["caller"] = json!({"type": "code_execution_20250825", "tool_id": srv});
-                    }
-                    content.push(b);
-                }
-                self.items
-                    .push(json!({"role": "assistant", "content": content}));
-                if !open {
-                    let mut results = Vec::new();
-                    for &k in &order {
-                        let c = &t.calls[k];
-                        let mut b = json!({"type": "tool_result", "tool_use_id": ids[k]});
-                        b["content"] = if c.result_blocks {
-                            json!([{"type": "text", "text": c.result}])
-                        } else {
-                            json!(c.result)
-                        };
-                        if c.is_error {
-                            b["is_error"] = json!(true);
-                        }
-                        results.push(b);
-                    }
-                    if let Some(a) = &t.after_text {
-                        results.push(json!({"type": "text", "text": a}));
-                    }
-                    self.items.push(json!({"role": "user", "content": results}));
-                }
-            }
-            Format::OpenAiChat => {
-                if t.special && !open {
-                    let c = &t.calls[0];
-                    self.items.push(
-                        json!({"role": "assistant", "content": null, "function_call": {
-                        "name": c.name, "arguments": json!({"arg": c.arg}).to_string()}}),
-                    );
-                    self.items.push(json!({"role": "function", "name": c.name,
-                                           "content": self.result_text(c)}));
-                    self.exchanges.push((start, self.items.len(), false));
-                    start = self.items.len();
-                }
-                let calls: Vec<Value> = t
-                    .calls
-                    .iter()
-                    .zip(&ids)
-                    .map(|(c, id)| {
-                        json!({"id": id, "type": "function", "function": {
-                            "name": c.name, "arguments": json!({"arg": c.arg}).to_string()}})
-                    })
-                    .collect();
-                let content = t.pre_text.as_ref().map_or(Value::Null, |p| json!(p));
-                self.items
-                    .push(json!({"role": "assistant", "content": content, "tool_calls": calls}));
-                if !open {
-                    for &k in &order {
-                        let c = &t.calls[k];
-                        let text = self.result_text(c);
-                        let content = if c.result_blocks {
-                            json!([{"type": "text", "text": text}])
-                        } else {
-                            json!(text)
-                        };
-                        self.items.push(
-                            json!({"role": "tool", "tool_call_id": ids[k], "content": content}),
-                        );
-                    }
-                }
-            }
-            Format::OpenAiResponses => {
-                if let Some(th) = &t.thinking {
-                    let item = self.thinking(th);
-                    self.items.push(item);
-                }
-                if let Some(p) = &t.pre_text {
-                    let id = self.id("msg_");
-                    self.items
-                        .push(json!({"type": "message", "role": "assistant", "id": id,
-                        "content": [{"type": "output_text", "text": p, "annotations": []}]}));
-                }
-                if t.special {
-                    let req = self.id("mcpr_");
-                    let call = self.id("mcp_");
-                    self.items
-                        .push(json!({"type": "mcp_approval_request", "id": req,
-                        "server_label": "db", "name": "run_sql", "arguments": "{}"}));
-                    self.items.push(json!({"type": "mcp_approval_response",
-                        "approval_request_id": req, "approve": true}));
-                    self.items
-                        .push(json!({"type": "mcp_call", "id": call, "server_label": "db",
-                        "name": "run_sql", "approval_request_id": req, "arguments": "{}",
-                        "output": t.calls[0].result}));
-                }
-                for (c, id) in t.calls.iter().zip(&ids) {
-                    let item_id = self.id("fc_");
-                    self.items.push(
-                        json!({"type": "function_call", "id": item_id, "call_id": id,
-                        "name": c.name, "arguments": json!({"arg": c.arg}).to_string()}),
-                    );
-                }
-                if !open {
-                    for &k in &order {
-                        let c = &t.calls[k];
-                        let text = self.result_text(c);
-                        let output = if c.result_blocks {
-                            json!([{"type": "input_text", "text": text}])
-                        } else {
-                            json!(text)
-                        };
-                        self.items
-                            .push(json!({"type": "function_call_output", "call_id": ids[k],
-                                               "output": output}));
-                    }
-                }
-            }
+            Format::Anthropic => self.turn_anthropic(t, &ids, &order, open),
+            Format::OpenAiChat => self.turn_chat(t, &ids, &order, open, &mut start),
+            Format::OpenAiResponses => self.turn_responses(t, &ids, &order, open),
             _ => unreachable!("a format the generator does not know"),
         }
         self.exchanges.push((start, self.items.len(), open));
+    }
+
+    /// An Anthropic turn: the assistant's message with its calls (a server tool's call and
+    /// result first when `special`), then the results in `order` unless `open`.
+    fn turn_anthropic(&mut self, t: &Turn, ids: &[String], order: &[usize], open: bool) {
+        let mut content = Vec::new();
+        if let Some(th) = &t.thinking {
+            content.push(self.thinking(th));
+        }
+        if let Some(p) = &t.pre_text {
+            content.push(json!({"type": "text", "text": p}));
+        }
+        let server = t.special.then(|| self.id("srvtoolu_"));
+        if let Some(srv) = &server {
+            content.push(
+                json!({"type": "server_tool_use", "id": srv, "name": "web_search",
+                                "input": {"query": t.calls[0].arg}}),
+            );
+            content.push(json!({"type": "web_search_tool_result", "tool_use_id": srv,
+                                "content": [{"type": "web_search_result", "url": "https://example.com/",
+                                             "title": t.calls[0].result, "encrypted_content": "EqWs"}]}));
+        }
+        for (c, id) in t.calls.iter().zip(ids) {
+            let mut b = json!({"type": "tool_use", "id": id, "name": c.name,
+                                "input": {"arg": c.arg}});
+            if let Some(srv) = &server {
+                b["caller"] = json!({"type": "code_execution_20250825", "tool_id": srv});
+            }
+            content.push(b);
+        }
+        self.items
+            .push(json!({"role": "assistant", "content": content}));
+        if !open {
+            let mut results = Vec::new();
+            for &k in order {
+                let c = &t.calls[k];
+                let mut b = json!({"type": "tool_result", "tool_use_id": ids[k]});
+                b["content"] = if c.result_blocks {
+                    json!([{"type": "text", "text": c.result}])
+                } else {
+                    json!(c.result)
+                };
+                if c.is_error {
+                    b["is_error"] = json!(true);
+                }
+                results.push(b);
+            }
+            if let Some(a) = &t.after_text {
+                results.push(json!({"type": "text", "text": a}));
+            }
+            self.items.push(json!({"role": "user", "content": results}));
+        }
+    }
+
+    /// A Chat turn: a legacy `function_call` exchange first when `special` (its own exchange,
+    /// moving `start` past it), the assistant's message with its calls, then the results in
+    /// `order` unless `open`.
+    fn turn_chat(
+        &mut self,
+        t: &Turn,
+        ids: &[String],
+        order: &[usize],
+        open: bool,
+        start: &mut usize,
+    ) {
+        if t.special && !open {
+            let c = &t.calls[0];
+            self.items.push(
+                json!({"role": "assistant", "content": null, "function_call": {
+                "name": c.name, "arguments": json!({"arg": c.arg}).to_string()}}),
+            );
+            self.items.push(json!({"role": "function", "name": c.name,
+                                   "content": self.result_text(c)}));
+            self.exchanges.push((*start, self.items.len(), false));
+            *start = self.items.len();
+        }
+        let calls: Vec<Value> = t
+            .calls
+            .iter()
+            .zip(ids)
+            .map(|(c, id)| {
+                json!({"id": id, "type": "function", "function": {
+                    "name": c.name, "arguments": json!({"arg": c.arg}).to_string()}})
+            })
+            .collect();
+        let content = t.pre_text.as_ref().map_or(Value::Null, |p| json!(p));
+        self.items
+            .push(json!({"role": "assistant", "content": content, "tool_calls": calls}));
+        if !open {
+            for &k in order {
+                let c = &t.calls[k];
+                let text = self.result_text(c);
+                let content = if c.result_blocks {
+                    json!([{"type": "text", "text": text}])
+                } else {
+                    json!(text)
+                };
+                self.items
+                    .push(json!({"role": "tool", "tool_call_id": ids[k], "content": content}));
+            }
+        }
+    }
+
+    /// A Responses turn: reasoning and text items, an MCP approval exchange when `special`,
+    /// one `function_call` item per call, then the outputs in `order` unless `open`.
+    fn turn_responses(&mut self, t: &Turn, ids: &[String], order: &[usize], open: bool) {
+        if let Some(th) = &t.thinking {
+            let item = self.thinking(th);
+            self.items.push(item);
+        }
+        if let Some(p) = &t.pre_text {
+            let id = self.id("msg_");
+            self.items
+                .push(json!({"type": "message", "role": "assistant", "id": id,
+                "content": [{"type": "output_text", "text": p, "annotations": []}]}));
+        }
+        if t.special {
+            let req = self.id("mcpr_");
+            let call = self.id("mcp_");
+            self.items
+                .push(json!({"type": "mcp_approval_request", "id": req,
+                "server_label": "db", "name": "run_sql", "arguments": "{}"}));
+            self.items.push(json!({"type": "mcp_approval_response",
+                "approval_request_id": req, "approve": true}));
+            self.items
+                .push(json!({"type": "mcp_call", "id": call, "server_label": "db",
+                "name": "run_sql", "approval_request_id": req, "arguments": "{}",
+                "output": t.calls[0].result}));
+        }
+        for (c, id) in t.calls.iter().zip(ids) {
+            let item_id = self.id("fc_");
+            self.items.push(
+                json!({"type": "function_call", "id": item_id, "call_id": id,
+                "name": c.name, "arguments": json!({"arg": c.arg}).to_string()}),
+            );
+        }
+        if !open {
+            for &k in order {
+                let c = &t.calls[k];
+                let text = self.result_text(c);
+                let output = if c.result_blocks {
+                    json!([{"type": "input_text", "text": text}])
+                } else {
+                    json!(text)
+                };
+                self.items
+                    .push(json!({"type": "function_call_output", "call_id": ids[k],
+                                       "output": output}));
+            }
+        }
     }
 }
 
