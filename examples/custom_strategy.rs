@@ -36,10 +36,7 @@ impl Strategy for KeepTail {
             c.kind == CutKind::RoundStart && tokens.tail(c.index) <= budget.target
         });
         let Some(cut) = cut.filter(|c| c.kind == CutKind::RoundStart) else {
-            return Ok(Compaction::unchanged(
-                conversation,
-                "keep_tail: no round start fits",
-            ));
+            return Ok(Compaction::unchanged("keep_tail: no round start fits"));
         };
         let pinned = layout.pinned();
         // A plan, not an output: the guard builds the output (and refuses the plan, naming

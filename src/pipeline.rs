@@ -24,10 +24,11 @@
 //! violations. A tier's output that is smaller but short of the target, with a tier after it,
 //! is passed on before that verdict and judged only if it ends up the output.
 //!
-//! Here: the run of one compaction (`compact_shared`). Beside it: what a compaction returns
-//! and its report's figures (`output`), the tier loop (`tiers`), continuing from a
-//! remembered compaction and remembering the output (`continuation`), and repairing the
-//! input's unusable images (`repair`).
+//! Here: the run of one compaction (`compact_shared`: validate the input, `compact_run`:
+//! count, continue or lay out, run the tiers, remember). Beside it: what a compaction returns
+//! and its report's figures (`output`), the tier loop and what follows it (`tiers`),
+//! continuing from a remembered compaction and remembering the output (`continuation`), and
+//! repairing the input's unusable images (`repair`).
 
 mod continuation;
 mod output;
@@ -47,13 +48,15 @@ use crate::policy::{self, Targets};
 use crate::report::{Report, RequestKind, Status};
 use crate::strategy::Strategy;
 use crate::tokens::{ModelTokens, TokenCounter, Tokenizer};
-use continuation::{continue_from, remember_output};
+use continuation::{
+    Next, continue_or_lay_out, remember_compacted, remember_output, send_continuation,
+};
+use output::first_report;
 pub use output::{CompactError, Compacted, SharedCompacted};
-use output::{finish, first_report};
 use std::borrow::Cow;
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
-use tiers::{Pending, run_tiers, settle_pending};
+use tiers::{Pending, compact_afresh};
 
 /// What the pipeline needs of its owner, [`crate::Compactor`] (which implements it; the
 /// pipeline does not import it, so the two modules do not depend on each other).
@@ -173,6 +176,10 @@ pub(crate) async fn compact<'a>(
 /// when the caller has them (the proxy extends last turn's, [`PrefixHashes::extended`]);
 /// used when made under this budget's tag and covering every input message, else the input
 /// is hashed here.
+///
+/// The steps: validate the input ([`check_input`]), then [`compact_run`]: continue a
+/// remembered compaction or lay the input out ([`continue_or_lay_out`]), run the tiers
+/// ([`compact_afresh`]) and remember the output ([`remember_compacted`]).
 pub(crate) async fn compact_shared(
     compactor: &dyn Host,
     input: &Conversation,
@@ -197,12 +204,7 @@ pub(crate) async fn compact_shared(
     } else {
         RequestKind::Turn
     };
-    let budget_settings = match request {
-        RequestKind::ClientSummary => Cow::Owned(compactor.settings().budget.to_window()),
-        RequestKind::Turn => Cow::Borrowed(&compactor.settings().budget),
-    };
-    let explicit = budget.filter(|_| request == RequestKind::Turn);
-    let targets = Targets::of(&budget_settings, &basis, explicit, entry);
+    let targets = targets_of(compactor.settings(), &basis, request, budget, entry);
     let remember = compactor.settings().policy.remember;
     // Hysteresis: the remembered compaction of the longest remembered prefix, looked up first
     // so that the input's validation and count start from that prefix's junction.
@@ -220,39 +222,23 @@ pub(crate) async fn compact_shared(
             .filter(|c| c.basis == basis && c.input.messages() == r.len)
             .map(|c| (r.len, c))
     });
-    let input_options = ValidateOptions {
-        allow_open_tail: true,
-    };
-    let (mut invalid, input_junction) = match known
-        .as_ref()
-        .and_then(|(_, c)| guard::validate_continuation(input, &c.input, format, input_options))
-    {
-        Some((violations, junction)) => (violations, Some(junction)),
-        None => (guard::validate(input, format, input_options), None),
-    };
-    // A fault every output repairs (surplus cache_control) does not refuse the input.
-    invalid.retain(|v| !v.kind.is_repairable());
-    // Nor does an unusable image outside the newest exchange: compaction works on a copy
-    // with it replaced (one in the newest exchange stays in `invalid` and refuses it).
-    let repaired = repair::repair_input(input, format, context.clone(), &mut invalid);
-    if !invalid.is_empty() {
-        if let (Some(r), Some(h)) = (recalled, hashes) {
-            r.put_back(compactor.memory(), h);
-        }
-        return Err(CompactError::InvalidInput(invalid));
-    }
+    let checked = check_input(
+        compactor,
+        (input, format),
+        &context,
+        known.as_ref(),
+        &mut recalled,
+        hashes,
+    )?;
+    let CheckedInput {
+        repaired,
+        layout,
+        repairs,
+        junction: input_junction,
+    } = checked;
     // The input as compaction sees it from here on (the original, or its repaired copy):
     // the remembered prefix is continued by its new messages, and the tiers work on it.
-    let (repaired, layout, repairs) = match repaired {
-        None => (None, OnceLock::new(), Vec::new()),
-        Some(r) => (Some(r.conversation), OnceLock::from(r.layout), r.repairs),
-    };
     let work: &Conversation = repaired.as_ref().unwrap_or(input);
-    if let Some(r) = recalled.as_mut()
-        && repairs.iter().any(|x| x.message >= r.len)
-    {
-        r.extend_from(work);
-    }
     // Whether the input ends inside a tool loop: from the junction on when continuing (no
     // reference beyond call / result pairs, so the last exchange is found there), else from
     // the layout.
@@ -277,289 +263,305 @@ pub(crate) async fn compact_shared(
         request,
         recall: compactor.recall_store(),
     };
-    let t0 = Instant::now();
-    // A continuation: the remembered prefix's count plus the new messages' (the count of a
-    // request is the sum of its system prompt's, its tools' and its messages' counts).
-    let tokens_before = match (&known, &input_junction) {
-        (Some((len, c)), Some(_)) => {
-            c.input_tokens
-                + work.messages[*len..]
-                    .iter()
-                    .map(|m| counter.count_message(m))
-                    .sum::<usize>()
-        }
-        // The count of a request is its system prompt's, its tools' and its messages' (each
-        // message counted once, kept for the tiers).
-        _ => {
-            counter.count_system(input.system.as_ref())
-                + counter.count_tools(input.tools())
-                + run.tokens().tail(0)
-        }
+    let begun = Begun {
+        compactor,
+        input,
+        hashes,
+        input_junction,
+        entry,
+        started,
+        repairs,
+        repaired: repaired.is_some(),
     };
-    let prices = entry.map(crate::models::ModelEntry::prices);
-    // The client's previous body, when a remembered compaction knows it (counted tokens).
-    let mut known_input = known.as_ref().map(|(_, c)| c.input_tokens);
-    // Counted tokens of the previous forwarded body, and its messages, when continued.
-    let (mut sent, mut prefix_messages) = (0, 0);
-    let mut report = first_report(compactor, &run, tokens_before);
+    let (mut report, under_trigger) =
+        match compact_run(begun, &mut run, (recalled, known), instructions).await {
+            Ending::Done(done) => return Ok(done),
+            Ending::Unchanged {
+                report,
+                under_trigger,
+            } => (report, under_trigger),
+        };
+    // The repaired copy is the output: what the provider would refuse must not go out.
+    let conversation = repaired_output(format, input, repaired, &mut report)?;
+    if under_trigger {
+        report.timings.total_ms = ms(started);
+    } else {
+        report.messages_after = conversation
+            .as_ref()
+            .map_or(input.messages.len(), |c| c.messages.len());
+    }
+    Ok(SharedCompacted {
+        conversation,
+        report,
+        written: None,
+    })
+}
+
+/// The targets of a compaction: of the budget settings (of the context window for the client's
+/// own summary request, where a budget the caller names does not apply either).
+fn targets_of(
+    settings: &Settings,
+    basis: &ModelTokens,
+    request: RequestKind,
+    budget: Option<usize>,
+    entry: Option<&crate::models::ModelEntry>,
+) -> Targets {
+    let budget_settings = match request {
+        RequestKind::ClientSummary => Cow::Owned(settings.budget.to_window()),
+        RequestKind::Turn => Cow::Borrowed(&settings.budget),
+    };
+    let explicit = budget.filter(|_| request == RequestKind::Turn);
+    Targets::of(&budget_settings, basis, explicit, entry)
+}
+
+/// What the run of a checked input starts from besides the [`Run`]: the pipeline's owner, the
+/// input as it came, its prefix hashes when remembering, its junction when continuing, the
+/// model's table entry, when the compaction started, and the images repaired.
+struct Begun<'s> {
+    compactor: &'s dyn Host,
+    input: &'s Conversation,
+    hashes: Option<&'s PrefixHashes>,
+    input_junction: Option<Junction>,
+    entry: Option<&'s crate::models::ModelEntry>,
+    started: Instant,
+    repairs: Vec<guard::ImageRepair>,
+    /// Whether the run's input is a repaired copy of the input.
+    repaired: bool,
+}
+
+/// How a run ends: with its output, or with none of its own (the input, or its repaired copy,
+/// is the output; `under_trigger`: nothing was tried).
+enum Ending {
+    Done(SharedCompacted),
+    Unchanged { report: Report, under_trigger: bool },
+}
+
+/// The run of a checked input: count it, stop under the trigger, continue a remembered
+/// compaction ([`continue_or_lay_out`]) and send it as it is when it stays within the budget,
+/// else run the tiers ([`compact_afresh`]) and remember their output.
+async fn compact_run(
+    begun: Begun<'_>,
+    run: &mut Run<'_>,
+    (recalled, known): (
+        Option<policy::Recalled>,
+        Option<(usize, Arc<crate::memory::Continuation>)>,
+    ),
+    instructions: Option<&str>,
+) -> Ending {
+    let compactor = begun.compactor;
+    let t0 = Instant::now();
+    let tokens_before = count_input(
+        begun.input,
+        run,
+        known.as_ref().map(|(len, c)| (*len, c.input_tokens)),
+        begun.input_junction.is_some(),
+    );
+    let mut report = first_report(compactor, run, tokens_before);
     report.timings.count_ms = ms(t0);
-    report.repairs = repairs;
-    if request == RequestKind::ClientSummary {
+    report.repairs = begun.repairs;
+    if run.request == RequestKind::ClientSummary {
         report.notes.push(format!(
             "the client's own summary request: compacted only as far as the context window \
              ({} tokens) requires, not to the budget",
-            targets.model.limit
+            run.targets.model.limit
         ));
     }
-    if targets.untouched(tokens_before) {
-        let what = match repaired {
-            None => "nothing to do",
-            Some(_) => "only the repairs",
+    let shared = Shared {
+        compactor,
+        input: begun.input,
+        hashes: begun.hashes,
+        input_junction: begun.input_junction,
+        tokens_before,
+        entry: begun.entry,
+        prices: begun.entry.map(crate::models::ModelEntry::prices),
+        started: begun.started,
+    };
+    if run.targets.untouched(tokens_before) {
+        let what = if begun.repaired {
+            "only the repairs"
+        } else {
+            "nothing to do"
         };
         report.notes.push(format!(
             "under the trigger ({} <= {} tokens): {what}",
-            report.tokens_before, targets.model_trigger
+            report.tokens_before, run.targets.model_trigger
         ));
-        if let (Some(r), Some(h)) = (recalled, hashes) {
+        if let (Some(r), Some(h)) = (recalled, shared.hashes) {
             r.put_back(compactor.memory(), h);
         }
-        report.cost = Some(output::cost(&run, prices, tokens_before, None, None));
-        // The repaired copy is the output: what the provider would refuse must not go out.
-        let conversation = repaired_output(run.format, input, repaired, &mut report)?;
-        report.timings.total_ms = ms(started);
-        return Ok(SharedCompacted {
-            conversation,
+        report.cost = Some(output::cost(run, shared.prices, tokens_before, None, None));
+        return Ending::Unchanged {
             report,
-            written: None,
-        });
+            under_trigger: true,
+        };
     }
     report
         .notes
         .extend(compactor.skipped_tiers().iter().cloned());
     report.skipped = compactor.skipped_tiers().to_vec();
-    let mut best = Best {
-        conversation: None,
-        layout: None,
-        per: None,
-        tokens: tokens_before,
-        degraded: None,
-        records: Vec::new(),
-        pending: None,
-    };
-    // The output junction of a continuation that was taken.
-    let mut continued: Option<Junction> = None;
-    // The remembered compaction a taken continuation continues.
-    let mut predecessor: Option<Predecessor> = None;
-    // The remembered output's written items, for a continuation taken.
-    let mut written = None;
-    if let Some(mut recalled) = recalled {
-        let items = recalled.written.take();
-        match continue_from(
-            &run,
-            recalled,
-            known.as_ref().map(|(_, c)| c.as_ref()),
-            &mut best,
-            &mut continued,
-            &mut report,
-        ) {
-            Ok(c) => {
-                // The client's previous body and the previous forwarded one: this turn's
-                // input and output less the new messages.
-                known_input = Some(tokens_before.saturating_sub(c.new_tokens));
-                sent = best.tokens.saturating_sub(c.new_tokens);
-                prefix_messages = c.output_messages;
-                predecessor = Some(c.predecessor);
-                // Bytes written for messages whose breakpoint moved are stale.
-                written = items.filter(|_| !c.rewritten);
-            }
-            Err(recalled) => {
-                if let Some(h) = hashes {
-                    (*recalled).put_back(compactor.memory(), h);
-                }
-            }
-        }
-    }
-    // The cost policy (see [`policy`]): the cycle of the remembered compaction, and whether
-    // its prefix has left the provider's cache (the session idle past the cache's lifetime).
-    let cycle = known.as_ref().map(|(_, c)| c.cycle);
-    let ttl = compactor.settings().policy.cache_ttl_secs;
-    let cold = cycle.is_some_and(|c| c.sent.elapsed().as_secs_f64() > ttl);
-    if predecessor.is_some() {
-        // New blocks over the caps are capped as they arrive (the prefix stays as it was),
-        // whether the continuation then goes out as it is or is compacted again: a block
-        // first sent whole would be written to the cache whole, and the turn that caps it
-        // later rewrites the prefix from there.
-        if continuation::cap_on_arrival(compactor, &run, &mut best, prefix_messages, &mut report)
-            .is_some()
-        {
-            continued = None;
-        }
-    }
-    if predecessor.is_some()
-        && targets.continues(best.tokens, cold)
-        && let Some(conversation) = best.conversation.take()
-    {
-        // Still within the budget after the new messages (under the trigger once the cache is
-        // cold): the remembered prefix is the output, each turn appends to it.
-        let conversation = Arc::new(conversation);
-        if let Some(hashes) = hashes {
-            let input = input_junction.unwrap_or_else(|| Junction::of(input, format));
-            let output = continued.unwrap_or_else(|| Junction::of(&conversation, format));
-            remember_output(
-                compactor,
-                hashes,
-                &run,
-                tokens_before,
-                &best,
-                &conversation,
-                (input, output),
-                predecessor,
-            );
-        }
-        finish(
-            &run,
-            &mut report,
-            true,
-            best.tokens,
-            best.degraded.is_some(),
-        );
-        // The previous forwarded body is this one's prefix.
-        report.cost = Some(output::cost(
-            &run,
-            prices,
-            tokens_before,
-            known_input,
-            Some((best.tokens, sent)),
-        ));
-        report.messages_after = conversation.messages.len();
-        report.timings.total_ms = ms(started);
-        return Ok(SharedCompacted {
-            conversation: Some(conversation),
-            report,
-            written: written.take(),
-        });
-    }
-    // Continued but over the trigger: the tiers compact the continuation afresh and what
-    // they make is remembered for the whole input; the compaction it continued (taken out of
-    // the memory) is not put back: the history has grown past it and its prefix is no longer
-    // what is sent (keeping it held a stale whole output per crossing, docs/service.md).
-    let recompacting = predecessor.take().is_some();
-    if recompacting && let Some(c) = best.conversation.as_mut() {
-        // The breakpoints the remembered prefix carries were the client's of earlier turns;
-        // the re-compaction rewrites that prefix, so they mark nothing cached any more.
-        guard::cache::remove_before(c, prefix_messages);
-    }
-    if let Some(c) = &best.conversation
-        && best.layout.is_none()
-    {
-        // Continued but over the budget: the tiers work on the continuation's layout.
-        best.layout = Some(run.layout_of(c));
-    }
-    if let Some(c) = cycle.filter(|_| recompacting) {
-        // A re-compaction goes deep enough to pay back its cache write.
-        let fixed =
-            counter.count_system(input.system.as_ref()) + counter.count_tools(input.tools());
-        let prices = entry.map_or(crate::models::Prices::RELATIVE, |e| e.prices());
-        let growth = c.growth(best.tokens);
-        let deep = targets.recompaction(best.tokens, fixed, growth, &prices, cold);
-        if deep < targets.counted.target {
-            run.targets.counted.target = deep;
-            report.target = run.basis.to_model(deep);
-            report.notes.push(format!(
-                "re-compaction target {} tokens: the cache write pays back at {} tokens a turn",
-                report.target,
-                run.basis.to_model(growth)
-            ));
-        }
-        if cold {
-            report.notes.push(format!(
-                "the cached prefix is cold (idle over {ttl} s): compacted at the trigger"
-            ));
-        }
-    }
-    let tiers = compactor.tiers();
-    run_tiers(&run, tiers, instructions, true, &mut best, &mut report).await;
-    if let Some(refused) = settle_pending(&run, &mut best, &mut report) {
-        // The tiers after a refused output ran on it: they run again on the output before it
-        // (judged at once). `report.tiers` holds one run per tier so far, in tier order.
-        let after = tiers.get(refused + 1..).unwrap_or_default();
-        run_tiers(&run, after, instructions, false, &mut best, &mut report).await;
-    }
-    if let Some(why) = output::lossy_without_payback(&run, &best, &report, tokens_before) {
-        // Still over the budget, and the words or rounds it dropped bought too little: the
-        // request goes as it is (status over_budget, the reason in the notes).
-        report.notes.push(why);
-        best.conversation = None;
-        best.tokens = tokens_before;
-    }
-    if format == Format::Anthropic
-        && let Some(c) = best.conversation.as_mut()
-        && let Some(site) = guard::cache::mark_kept_prefix(input, c)
-    {
-        // The prefix a re-compaction keeps is read from the cache, not written again.
-        report.cache_breakpoint = Some(site.to_string());
-    }
-    finish(
-        &run,
-        &mut report,
-        best.conversation.is_some(),
-        best.tokens,
-        best.degraded.is_some(),
-    );
-    if best.conversation.is_some() && !run.targets.reached(best.tokens) {
-        report.notes.push(format!(
-            "target not reached: {} > {} tokens",
-            run.basis.to_model(best.tokens),
-            report.target
-        ));
-    }
-    // Compacted afresh: the tools and system prompt stay cached, the messages are written.
-    let fixed = counter.count_system(input.system.as_ref()) + counter.count_tools(input.tools());
-    let after = best.conversation.as_ref().map(|_| (best.tokens, fixed));
-    report.cost = Some(output::cost(
-        &run,
-        prices,
-        tokens_before,
-        known_input,
-        after,
-    ));
-    report.timings.total_ms = ms(started);
-    let conversation = match best.conversation.take() {
-        Some(c) => {
-            let c = Arc::new(c);
-            if let Some(hashes) = hashes {
-                // Remembered under the input's own prefix (the next turn resends it as it
-                // came); its junction keeps the input's bad images, so a continuation repairs
-                // them again.
-                // The output junction of the continuation when no tier replaced it.
-                let output = continued
-                    .filter(|_| report.tiers.iter().all(|t| !t.accepted))
-                    .unwrap_or_else(|| Junction::of(&c, format));
-                let input = input_junction
-                    .unwrap_or_else(|| Junction::of_laid_out(input, format, run.layout()));
-                remember_output(
-                    compactor,
-                    hashes,
-                    &run,
-                    tokens_before,
+    let known = known.as_ref().map(|(_, c)| c.as_ref());
+    let (mut best, continuing) =
+        match continue_or_lay_out(&shared, run, recalled, known, &mut report) {
+            Next::Send(conversation, best, continuing) => {
+                return Ending::Done(send_continuation(
+                    &shared,
+                    run,
                     &best,
-                    &c,
-                    (input, output),
-                    None,
-                );
+                    conversation,
+                    continuing,
+                    report,
+                ));
             }
-            Some(c)
-        }
-        // No tier's output taken: the repaired copy, if there is one, is the output.
-        None => repaired_output(run.format, input, repaired, &mut report)?,
+            Next::Compact(best, continuing) => (best, continuing),
+        };
+    compact_afresh(
+        &shared,
+        run,
+        instructions,
+        &mut best,
+        continuing.known_input,
+        &mut report,
+    )
+    .await;
+    let Some(c) = best.conversation.take() else {
+        return Ending::Unchanged {
+            report,
+            under_trigger: false,
+        };
     };
-    report.messages_after = conversation
-        .as_ref()
-        .map_or(input.messages.len(), |c| c.messages.len());
-    Ok(SharedCompacted {
-        conversation,
+    let c = remember_compacted(&shared, run, &best, c, continuing.continued, &report);
+    report.messages_after = c.messages.len();
+    Ending::Done(SharedCompacted {
+        conversation: Some(c),
         report,
         written: None,
+    })
+}
+
+/// Counted tokens of the run's input: the remembered prefix's count (`known`: its messages and
+/// count, when continuing from its junction) plus the new messages', else the system prompt's,
+/// the tools' and every message's (each message counted once, kept for the tiers).
+fn count_input(
+    input: &Conversation,
+    run: &Run<'_>,
+    known: Option<(usize, usize)>,
+    from_junction: bool,
+) -> usize {
+    let counter = run.counter;
+    match known {
+        Some((len, tokens)) if from_junction => {
+            tokens
+                + run.input.messages[len..]
+                    .iter()
+                    .map(|m| counter.count_message(m))
+                    .sum::<usize>()
+        }
+        _ => {
+            counter.count_system(input.system.as_ref())
+                + counter.count_tools(input.tools())
+                + run.tokens().tail(0)
+        }
+    }
+}
+
+/// What the steps after the input's check share: the pipeline's owner, the input (as it
+/// came), its prefix hashes when remembering, its junction when continuing, its count, the
+/// model's prices and when the compaction started.
+struct Shared<'s> {
+    compactor: &'s dyn Host,
+    input: &'s Conversation,
+    hashes: Option<&'s PrefixHashes>,
+    input_junction: Option<Junction>,
+    tokens_before: usize,
+    entry: Option<&'s crate::models::ModelEntry>,
+    prices: Option<crate::models::Prices>,
+    started: Instant,
+}
+
+impl Shared<'_> {
+    /// Remembers `output` (the best output) as the compaction of the input when remembering
+    /// ([`remember_output`]), with the input's junction (the one continued from, else
+    /// `input_junction`'s) and the output's, and the compaction it continues.
+    fn remember(
+        &self,
+        run: &Run<'_>,
+        best: &Best,
+        output: &Arc<Conversation>,
+        (input_junction, output_junction): (impl FnOnce() -> Junction, impl FnOnce() -> Junction),
+        predecessor: Option<Predecessor>,
+    ) {
+        let Some(hashes) = self.hashes else {
+            return;
+        };
+        let input = self.input_junction.clone().unwrap_or_else(input_junction);
+        remember_output(
+            self.compactor,
+            hashes,
+            run,
+            self.tokens_before,
+            best,
+            output,
+            (input, output_junction()),
+            predecessor,
+        );
+    }
+}
+
+/// The input as checked: its repaired copy and that copy's layout (when an image was
+/// repaired), the repairs, and the junction its validation started from (continuing).
+struct CheckedInput {
+    repaired: Option<Conversation>,
+    layout: OnceLock<Layout>,
+    repairs: Vec<guard::ImageRepair>,
+    junction: Option<Junction>,
+}
+
+/// Validates the input (from the remembered prefix's junction when `known`), repairs what
+/// compaction repairs (surplus cache_control, an unusable image outside the newest exchange)
+/// and refuses it for any other fault, putting the remembered compaction back then.
+fn check_input(
+    compactor: &dyn Host,
+    (input, format): (&Conversation, Format),
+    context: &Arc<crate::guard::ContextRules>,
+    known: Option<&(usize, Arc<crate::memory::Continuation>)>,
+    recalled: &mut Option<policy::Recalled>,
+    hashes: Option<&PrefixHashes>,
+) -> Result<CheckedInput, CompactError> {
+    let input_options = ValidateOptions {
+        allow_open_tail: true,
+    };
+    let (mut invalid, junction) = match known
+        .and_then(|(_, c)| guard::validate_continuation(input, &c.input, format, input_options))
+    {
+        Some((violations, junction)) => (violations, Some(junction)),
+        None => (guard::validate(input, format, input_options), None),
+    };
+    // A fault every output repairs (surplus cache_control) does not refuse the input.
+    invalid.retain(|v| !v.kind.is_repairable());
+    // Nor does an unusable image outside the newest exchange: compaction works on a copy
+    // with it replaced (one in the newest exchange stays in `invalid` and refuses it).
+    let repaired = repair::repair_input(input, format, context.clone(), &mut invalid);
+    if !invalid.is_empty() {
+        if let (Some(r), Some(h)) = (recalled.take(), hashes) {
+            r.put_back(compactor.memory(), h);
+        }
+        return Err(CompactError::InvalidInput(invalid));
+    }
+    let (repaired, layout, repairs) = match repaired {
+        None => (None, OnceLock::new(), Vec::new()),
+        Some(r) => (Some(r.conversation), OnceLock::from(r.layout), r.repairs),
+    };
+    if let Some(r) = recalled.as_mut()
+        && let Some(work) = &repaired
+        && repairs.iter().any(|x| x.message >= r.len)
+    {
+        r.extend_from(work);
+    }
+    Ok(CheckedInput {
+        repaired,
+        layout,
+        repairs,
+        junction,
     })
 }
 

@@ -225,10 +225,7 @@ impl Strategy for Blank {
                 && matches!(m.content.first(), Some(crate::conversation::Block::Text(_)))
         });
         let Some((message, _)) = at else {
-            return Ok(Compaction::unchanged(
-                conversation,
-                "blank: nothing to blank",
-            ));
+            return Ok(Compaction::unchanged("blank: nothing to blank"));
         };
         Ok(Compaction {
             plan: vec![crate::guard::UnitEdit::Cap {
@@ -260,11 +257,11 @@ impl Strategy for Idle {
     }
     async fn compact(
         &self,
-        conversation: &Conversation,
+        _conversation: &Conversation,
         _budget: Budget,
         _cx: &Context<'_>,
     ) -> Result<Compaction, StrategyError> {
-        Ok(Compaction::unchanged(conversation, "idle"))
+        Ok(Compaction::unchanged("idle"))
     }
 }
 

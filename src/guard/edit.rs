@@ -88,6 +88,10 @@ pub struct CarriedOut {
 /// Builds the output of `plan` on `input` (whose layout is `layout`). `records` are the typed
 /// failure records of `input` itself (from an earlier apply), `None` when unknown.
 ///
+/// The steps: check each edit and collect the replaced blocks and the drop ([`check_plan`]),
+/// check the drop's span ([`check_span`]), splice the output ([`splice`]), then carry the
+/// failure records over ([`output_records`]).
+///
 /// # Errors
 /// [`PlanError`] naming the first faulty edit; nothing is built then.
 pub fn apply(
@@ -96,35 +100,58 @@ pub fn apply(
     plan: Vec<UnitEdit>,
     records: Option<&[FailureRecord]>,
 ) -> Result<Applied, PlanError> {
-    let pinned = layout.pinned();
-    let mut drop: Option<(usize, usize, Marker)> = None;
-    let mut blocks: BTreeMap<(usize, usize), (usize, Block)> = BTreeMap::new();
-    // Repaired images (message, block, nested) -> edit; and the repairs applied.
+    let checked = check_plan(input, layout, plan)?;
+    let carried = check_span(input, layout, &checked, records)?;
+    let Checked {
+        drop,
+        blocks,
+        repairs,
+    } = checked;
+    let (out, fresh, carried) = splice(input, layout, blocks, drop, carried);
+    let records = output_records(records, &out.at, fresh);
+    Ok(Applied {
+        conversation: Conversation {
+            system: input.system.clone(),
+            messages: out.messages,
+            extra: input.extra.clone(),
+            bare: input.bare,
+        },
+        records,
+        unchanged: out.unchanged,
+        repairs,
+        carried,
+    })
+}
+
+/// A plan whose edits each passed their checks: the drop (its edit, its end, its marker),
+/// the replaced blocks by (message, block) with the edit that replaced them, and the image
+/// repairs in plan order.
+struct Checked {
+    drop: Option<(usize, usize, Marker)>,
+    blocks: BTreeMap<(usize, usize), (usize, Block)>,
+    repairs: Vec<ImageRepair>,
+}
+
+/// Checks each edit of `plan` on its own (a legal cut, no protected message, a block of the
+/// same kind and call id, a failure stays one, no two edits on one block) and collects what
+/// it replaces.
+fn check_plan(
+    input: &Conversation,
+    layout: &Layout,
+    plan: Vec<UnitEdit>,
+) -> Result<Checked, PlanError> {
+    let mut checked = Checked {
+        drop: None,
+        blocks: BTreeMap::new(),
+        repairs: Vec::new(),
+    };
+    // Repaired images (message, block, nested) -> edit.
     let mut repaired: BTreeMap<(usize, usize, Option<usize>), usize> = BTreeMap::new();
-    let mut repairs = Vec::new();
     for (edit, e) in plan.into_iter().enumerate() {
         let (to, marker) = match e {
             UnitEdit::Drop { to, marker } => (to, marker),
             // A summary is written here, from its parts, then stands for its span as a marker.
-            UnitEdit::Summarize { to, summary } => {
-                if summary.forged() {
-                    return Err(PlanError::ForgedLedger { edit });
-                }
-                let text = summary.text();
-                let Marker {
-                    failures,
-                    user_words,
-                    ..
-                } = summary.ledger;
-                (
-                    to,
-                    Marker {
-                        text,
-                        failures,
-                        user_words,
-                    },
-                )
-            }
+            UnitEdit::Summarize { to, summary } => (to, summary_marker(edit, summary)?),
             UnitEdit::Cap {
                 message,
                 block,
@@ -144,7 +171,7 @@ pub fn apply(
                     }),
                     other => other,
                 };
-                insert(&mut blocks, edit, message, block, with)?;
+                insert(&mut checked.blocks, edit, message, block, with)?;
                 continue;
             }
             UnitEdit::Clear {
@@ -163,34 +190,15 @@ pub fn apply(
                     &with,
                     Rewrite::Cleared,
                 )?;
-                insert(&mut blocks, edit, message, block, with)?;
+                insert(&mut checked.blocks, edit, message, block, with)?;
                 continue;
             }
             UnitEdit::RepairImage(r) => {
-                let key = (r.message, r.block);
-                if let Some(&other) = repaired.get(&(r.message, r.block, r.nested)) {
-                    return Err(PlanError::Conflict { edit, other });
-                }
-                // Several images of one tool result: each repair goes on from the last one's
-                // block; any other edit of the block conflicts.
-                let current = match blocks.get(&key) {
-                    Some((other, _)) if !repaired.keys().any(|&(m, b, _)| (m, b) == key) => {
-                        return Err(PlanError::Conflict {
-                            edit,
-                            other: *other,
-                        });
-                    }
-                    Some((first, b)) => Some((*first, b)),
-                    None => None,
-                };
-                let with = repaired_block(input, layout, edit, &r, current.map(|(_, b)| b))?;
-                blocks.insert(key, (current.map_or(edit, |(first, _)| first), with));
-                repaired.insert((r.message, r.block, r.nested), edit);
-                repairs.push(r);
+                check_repair(input, layout, edit, r, &mut checked, &mut repaired)?;
                 continue;
             }
         };
-        if let Some((other, _, _)) = &drop {
+        if let Some((other, _, _)) = &checked.drop {
             return Err(PlanError::Conflict {
                 edit,
                 other: *other,
@@ -203,28 +211,105 @@ pub fn apply(
         {
             return Err(PlanError::IllegalCut { edit, to });
         }
-        drop = Some((edit, to, marker));
+        checked.drop = Some((edit, to, marker));
     }
-    let to = drop.as_ref().map_or(pinned, |(_, to, _)| *to);
-    let carried = match &drop {
-        Some((d, _, marker)) => {
-            if let Some((&(message, _), &(edit, _))) = blocks.range((pinned, 0)..(to, 0)).next() {
-                return Err(PlanError::EditsDropped {
-                    edit,
-                    message,
-                    drop: *d,
-                });
-            }
-            let carried =
-                layout
-                    .carry(input, to)
-                    .map_err(|why| PlanError::Carry { edit: *d, to, why })?;
-            let kept: Vec<usize> = carried.kept.iter().map(|k| k.0).collect();
-            check_drop(input, *d, pinned..to, &kept, marker, records)?;
-            carried
+    Ok(checked)
+}
+
+/// The marker a summary stands for its span as: its text written from its parts, its ledger's
+/// failures and user words.
+fn summary_marker(edit: usize, summary: SummaryParts) -> Result<Marker, PlanError> {
+    if summary.forged() {
+        return Err(PlanError::ForgedLedger { edit });
+    }
+    let text = summary.text();
+    let Marker {
+        failures,
+        user_words,
+        ..
+    } = summary.ledger;
+    Ok(Marker {
+        text,
+        failures,
+        user_words,
+    })
+}
+
+/// Checks an image repair and puts the repaired block in `checked` (several images of one
+/// tool result: each repair goes on from the last one's block; any other edit of the block
+/// conflicts).
+fn check_repair(
+    input: &Conversation,
+    layout: &Layout,
+    edit: usize,
+    r: ImageRepair,
+    checked: &mut Checked,
+    repaired: &mut BTreeMap<(usize, usize, Option<usize>), usize>,
+) -> Result<(), PlanError> {
+    let key = (r.message, r.block);
+    if let Some(&other) = repaired.get(&(r.message, r.block, r.nested)) {
+        return Err(PlanError::Conflict { edit, other });
+    }
+    let current = match checked.blocks.get(&key) {
+        Some((other, _)) if !repaired.keys().any(|&(m, b, _)| (m, b) == key) => {
+            return Err(PlanError::Conflict {
+                edit,
+                other: *other,
+            });
         }
-        None => Carried::default(),
+        Some((first, b)) => Some((*first, b)),
+        None => None,
     };
+    let with = repaired_block(input, layout, edit, &r, current.map(|(_, b)| b))?;
+    checked
+        .blocks
+        .insert(key, (current.map_or(edit, |(first, _)| first), with));
+    repaired.insert((r.message, r.block, r.nested), edit);
+    checked.repairs.push(r);
+    Ok(())
+}
+
+/// The checks of the drop's span, if there is one: no other edit inside it, a legal carry
+/// ([`Layout::carry`]), every failure in it recorded and no call parted from its result
+/// ([`check_drop`]). Returns what the drop carries (nothing without a drop).
+fn check_span(
+    input: &Conversation,
+    layout: &Layout,
+    checked: &Checked,
+    records: Option<&[FailureRecord]>,
+) -> Result<Carried, PlanError> {
+    let Some((d, to, marker)) = &checked.drop else {
+        return Ok(Carried::default());
+    };
+    let (d, to, pinned) = (*d, *to, layout.pinned());
+    if let Some((&(message, _), &(edit, _))) = checked.blocks.range((pinned, 0)..(to, 0)).next() {
+        return Err(PlanError::EditsDropped {
+            edit,
+            message,
+            drop: d,
+        });
+    }
+    let carried = layout
+        .carry(input, to)
+        .map_err(|why| PlanError::Carry { edit: d, to, why })?;
+    let kept: Vec<usize> = carried.kept.iter().map(|k| k.0).collect();
+    check_drop(input, d, pinned..to, &kept, marker, records)?;
+    Ok(carried)
+}
+
+/// Splices the output: the pinned prefix, then (with a drop) the kept provider compaction
+/// items, the marker, the carried units and system message and the tail, else every message
+/// after the prefix; each kept message with its replaced blocks. Returns the output, the
+/// marker's failure records and what the drop carried, as built.
+fn splice(
+    input: &Conversation,
+    layout: &Layout,
+    mut blocks: BTreeMap<(usize, usize), (usize, Block)>,
+    drop: Option<(usize, usize, Marker)>,
+    carried: Carried,
+) -> (Output, Vec<FailureRecord>, CarriedOut) {
+    let pinned = layout.pinned();
+    let to = drop.as_ref().map_or(pinned, |(_, to, _)| *to);
     let capacity = input.messages.len() - (to - pinned) + 2 + carried.kept.len();
     let mut out = Output {
         messages: Vec::with_capacity(capacity),
@@ -241,11 +326,113 @@ pub fn apply(
             let ((_, j), (_, b)) = entry.remove_entry();
             with.push((j, b));
         }
+        out.keep(i, m, with);
+    };
+    for (i, m) in input.messages.iter().enumerate().take(pinned) {
+        kept(i, m, &mut out);
+    }
+    let mut fresh: Vec<FailureRecord> = Vec::new();
+    let mut carried_out = CarriedOut::default();
+    let Some((_, _, marker)) = drop else {
+        for (i, m) in input.messages.iter().enumerate().skip(to) {
+            kept(i, m, &mut out);
+        }
+        return (out, fresh, carried_out);
+    };
+    // OpenAI Responses ignores every item before the latest `compaction` item (B3): a kept
+    // one goes before the marker, so the marker is read. (Anthropic's compaction block sits
+    // in an assistant message, which cannot open the history: it stays after the marker.)
+    let lead: Vec<usize> = if layout.format() == crate::format::Format::Anthropic {
+        Vec::new()
+    } else {
+        carried
+            .kept
+            .iter()
+            .filter(|k| matches!(k.1, Kept::ProviderCompaction))
+            .map(|k| k.0)
+            .collect()
+    };
+    for &i in &lead {
+        kept(i, &input.messages[i], &mut out);
+    }
+    let at = out.messages.len();
+    fresh.extend(
+        marker
+            .failures
+            .into_iter()
+            .map(|id| FailureRecord { id, message: at }),
+    );
+    out.messages.push(marker_message(marker.text, &carried));
+    out.unchanged.push(None);
+    carried_out.context = carried
+        .context
+        .iter()
+        .map(|(i, tag, _)| (*i, tag.clone()))
+        .collect();
+    // What stays in force after the marker: the kept units, then the tail, with the one
+    // carried system message at its slot.
+    let rest: Vec<usize> = carried
+        .kept
+        .iter()
+        .map(|k| k.0)
+        .filter(|i| !lead.contains(i))
+        .chain(to..input.messages.len())
+        .collect();
+    let system_at = carried.system.as_ref().map(|(_, at)| *at);
+    for (n, &i) in rest.iter().enumerate() {
+        if system_at == Some(n)
+            && let Some((system, _)) = &carried.system
+        {
+            carried_out.system = Some(out.messages.len());
+            out.messages.push(system.clone());
+            out.unchanged.push(None);
+        }
+        kept(i, &input.messages[i], &mut out);
+    }
+    carried_out.kept = carried.kept;
+    carried_out.system_from = carried.system_from;
+    (out, fresh, carried_out)
+}
+
+/// Failure records of the output: the input's own follow their messages (`at`: where each
+/// input message went); the marker's (`fresh`) are new. When the input's own records are
+/// unknown, so are the output's.
+fn output_records(
+    records: Option<&[FailureRecord]>,
+    at: &[Option<usize>],
+    fresh: Vec<FailureRecord>,
+) -> Option<Vec<FailureRecord>> {
+    records.map(|r| {
+        r.iter()
+            .filter_map(|f| {
+                let message = at.get(f.message).copied().flatten()?;
+                Some(FailureRecord {
+                    id: f.id.clone(),
+                    message,
+                })
+            })
+            .chain(fresh)
+            .collect()
+    })
+}
+
+/// The output being built, and where each input message went.
+struct Output {
+    messages: Vec<Message>,
+    unchanged: Vec<Option<usize>>,
+    /// Per input message: its index in the output, when kept.
+    at: Vec<Option<usize>>,
+}
+
+impl Output {
+    /// Puts input message `i` (`m`) in the output, with `with` (its replaced blocks, in block
+    /// order) in place of its own; a message without one is copied whole.
+    fn keep(&mut self, i: usize, m: &Message, mut with: Vec<(usize, Block)>) {
         with.retain(|(j, _)| *j < m.content.len());
-        out.at[i] = Some(out.messages.len());
+        self.at[i] = Some(self.messages.len());
         if with.is_empty() {
-            out.messages.push(m.clone());
-            out.unchanged.push(Some(i));
+            self.messages.push(m.clone());
+            self.unchanged.push(Some(i));
             return;
         }
         // An edited message: a replaced block is not copied first.
@@ -259,121 +446,22 @@ pub fn apply(
                 None => b.clone(),
             })
             .collect();
-        out.messages.push(Message {
+        self.messages.push(Message {
             role: m.role.clone(),
             content,
             extra: m.extra.clone(),
             form: m.form,
         });
-        out.unchanged.push(None);
-    };
-    for (i, m) in input.messages.iter().enumerate().take(pinned) {
-        kept(i, m, &mut out);
+        self.unchanged.push(None);
     }
-    let mut fresh: Vec<FailureRecord> = Vec::new();
-    let mut carried_out = CarriedOut::default();
-    if let Some((_, _, marker)) = drop {
-        // OpenAI Responses ignores every item before the latest `compaction` item (B3): a kept
-        // one goes before the marker, so the marker is read. (Anthropic's compaction block sits
-        // in an assistant message, which cannot open the history: it stays after the marker.)
-        let lead: Vec<usize> = if layout.format() == crate::format::Format::Anthropic {
-            Vec::new()
-        } else {
-            carried
-                .kept
-                .iter()
-                .filter(|k| matches!(k.1, Kept::ProviderCompaction))
-                .map(|k| k.0)
-                .collect()
-        };
-        for &i in &lead {
-            kept(i, &input.messages[i], &mut out);
-        }
-        let at = out.messages.len();
-        fresh.extend(
-            marker
-                .failures
-                .into_iter()
-                .map(|id| FailureRecord { id, message: at }),
-        );
-        out.messages
-            .push(marker_message(input, marker.text, &carried));
-        out.unchanged.push(None);
-        carried_out.context = carried
-            .context
-            .iter()
-            .map(|(i, tag, _)| (*i, tag.clone()))
-            .collect();
-        // What stays in force after the marker: the kept units, then the tail, with the one
-        // carried system message at its slot.
-        let rest: Vec<usize> = carried
-            .kept
-            .iter()
-            .map(|k| k.0)
-            .filter(|i| !lead.contains(i))
-            .chain(to..input.messages.len())
-            .collect();
-        let system_at = carried.system.as_ref().map(|(_, at)| *at);
-        for (n, &i) in rest.iter().enumerate() {
-            if system_at == Some(n)
-                && let Some((system, _)) = &carried.system
-            {
-                carried_out.system = Some(out.messages.len());
-                out.messages.push(system.clone());
-                out.unchanged.push(None);
-            }
-            kept(i, &input.messages[i], &mut out);
-        }
-        carried_out.kept = carried.kept;
-        carried_out.system_from = carried.system_from;
-    } else {
-        for (i, m) in input.messages.iter().enumerate().skip(to) {
-            kept(i, m, &mut out);
-        }
-    }
-    // Failure records: the input's own follow their messages; the marker's are new. When the
-    // input's own records are unknown, so are the output's.
-    let new_records: Option<Vec<FailureRecord>> = records.map(|r| {
-        r.iter()
-            .filter_map(|f| {
-                let message = out.at.get(f.message).copied().flatten()?;
-                Some(FailureRecord {
-                    id: f.id.clone(),
-                    message,
-                })
-            })
-            .chain(fresh)
-            .collect()
-    });
-    Ok(Applied {
-        conversation: Conversation {
-            system: input.system.clone(),
-            messages: out.messages,
-            extra: input.extra.clone(),
-            bare: input.bare,
-        },
-        records: new_records,
-        unchanged: out.unchanged,
-        repairs,
-        carried: carried_out,
-    })
-}
-
-/// The output being built, and where each input message went.
-struct Output {
-    messages: Vec<Message>,
-    unchanged: Vec<Option<usize>>,
-    /// Per input message: its index in the output, when kept.
-    at: Vec<Option<usize>>,
 }
 
 /// The marker message: the client's carried context blocks, then the marker's text (a plain
 /// string when nothing is carried, as before).
-fn marker_message(input: &Conversation, text: String, carried: &Carried) -> Message {
+fn marker_message(text: String, carried: &Carried) -> Message {
     if carried.context.is_empty() {
         return Message::text(Role::User, text);
     }
-    let _ = input;
     let mut content: Vec<Block> = carried.context.iter().map(|(_, _, b)| b.clone()).collect();
     content.push(Block::text(text));
     Message::new(Role::User, content)

@@ -2,7 +2,9 @@
 //! output, and the output is taken when it is smaller; a tier's output may be passed on to the
 //! next tier before its verdict ([`Pending`]).
 
-use super::{Best, Run, ms};
+use super::output::{self, finish};
+use super::{Best, Run, Shared, ms};
+use crate::format::Format;
 use crate::guard::{self, MessageTokens};
 use crate::report::{Report, TierRun, violation_lines};
 use crate::strategy::{Context, Strategy};
@@ -75,6 +77,8 @@ pub(super) fn settle_pending(run: &Run<'_>, best: &mut Best, report: &mut Report
 /// Runs one tier on the best output so far (or the input) and takes its output when the guard
 /// accepts it and it is smaller. With `more` tiers after it, an output that is smaller but
 /// does not reach the target is taken for the next tier without a verdict yet ([`Pending`]).
+/// The steps: plan ([`Strategy::compact`]), build ([`build`]: `guard::apply`, settle, count),
+/// judge and take ([`take`]).
 async fn run_tier(
     run: &Run<'_>,
     tier: &dyn Strategy,
@@ -136,43 +140,96 @@ async fn run_tier(
     tier_run.notes = compaction.notes;
     tier_run.degraded.clone_from(&compaction.degraded);
     tier_run.edits = compaction.edits;
-    if tier_run.edits.is_empty() {
-        return tier_run;
-    }
     // The guard builds the output of the plan (a faulty plan is refused, naming the edit).
-    if compaction.plan.is_empty() {
+    if tier_run.edits.is_empty() || compaction.plan.is_empty() {
         return tier_run;
     }
-    let (mut output, records, unchanged) =
-        match guard::apply(base, layout, compaction.plan, Some(&best.records)) {
-            Ok(applied) => {
-                tier_run.carried = crate::report::Carried {
-                    kept: applied
-                        .carried
-                        .kept
-                        .into_iter()
-                        .map(|(message, because)| crate::report::KeptMessage { message, because })
-                        .collect(),
-                    system_from: applied.carried.system_from,
-                    context: applied
-                        .carried
-                        .context
-                        .into_iter()
-                        .map(|(message, tag)| crate::report::CarriedContext { message, tag })
-                        .collect(),
-                };
-                (
-                    applied.conversation,
-                    applied.records.unwrap_or_default(),
-                    applied.unchanged,
-                )
-            }
-            Err(e) => {
-                tracing::warn!(strategy = tier.name(), error = %e, "guard refused a plan");
-                tier_run.violations = vec![format!("plan refused: {e}")];
-                return tier_run;
-            }
-        };
+    let tier_in = TierInput {
+        base,
+        layout,
+        per,
+        records: &best.records,
+    };
+    let Some(built) = build(run, tier.name(), tier_in, compaction.plan, &mut tier_run) else {
+        return tier_run;
+    };
+    let entries = sink.take();
+    take(
+        run,
+        (tier.name(), more),
+        built,
+        (compaction.degraded, entries),
+        best,
+        report,
+        &mut tier_run,
+    );
+    tier_run
+}
+
+/// What a tier worked on: the conversation, its layout, its per-message counts and its
+/// failure records.
+#[derive(Clone, Copy)]
+struct TierInput<'b> {
+    base: &'b crate::conversation::Conversation,
+    layout: &'b guard::Layout,
+    per: &'b MessageTokens,
+    records: &'b [guard::FailureRecord],
+}
+
+/// A tier's output as built by the guard, with its facts and its count.
+struct Built {
+    output: crate::conversation::Conversation,
+    records: Vec<guard::FailureRecord>,
+    per: MessageTokens,
+    /// Counted tokens of the whole output (system prompt and tools included).
+    tokens: usize,
+}
+
+/// Builds the output of `plan` on the tier's input ([`guard::apply`], then [`guard::settle`])
+/// and counts it; the tier's run gets what the drop carried, the settle notes and the count.
+/// `None` when the guard refuses the plan (the run names why).
+fn build(
+    run: &Run<'_>,
+    name: &str,
+    tier_in: TierInput<'_>,
+    plan: Vec<guard::UnitEdit>,
+    tier_run: &mut TierRun,
+) -> Option<Built> {
+    let TierInput {
+        base,
+        layout,
+        per,
+        records,
+    } = tier_in;
+    let (mut output, records, unchanged) = match guard::apply(base, layout, plan, Some(records)) {
+        Ok(applied) => {
+            tier_run.carried = crate::report::Carried {
+                kept: applied
+                    .carried
+                    .kept
+                    .into_iter()
+                    .map(|(message, because)| crate::report::KeptMessage { message, because })
+                    .collect(),
+                system_from: applied.carried.system_from,
+                context: applied
+                    .carried
+                    .context
+                    .into_iter()
+                    .map(|(message, tag)| crate::report::CarriedContext { message, tag })
+                    .collect(),
+            };
+            (
+                applied.conversation,
+                applied.records.unwrap_or_default(),
+                applied.unchanged,
+            )
+        }
+        Err(e) => {
+            tracing::warn!(strategy = name, error = %e, "guard refused a plan");
+            tier_run.violations = vec![format!("plan refused: {e}")];
+            return None;
+        }
+    };
     let settled = guard::settle(run.format, &mut output);
     tier_run
         .notes
@@ -191,6 +248,32 @@ async fn run_tier(
         + run.counter.count_tools(output.tools())
         + out_per.tail(0);
     tier_run.tokens_after = run.basis.to_model(tokens);
+    Some(Built {
+        output,
+        records,
+        per: out_per,
+        tokens,
+    })
+}
+
+/// Judges a tier's built output (now, or later when it is passed on to the next tier
+/// unjudged, [`Pending`]) and takes it as the best output when the guard accepts it and it is
+/// smaller; the originals it names by recall id (`entries`) are then kept.
+fn take(
+    run: &Run<'_>,
+    (name, more): (&str, bool),
+    built: Built,
+    (degraded, entries): (Option<String>, Vec<crate::recall::Entry>),
+    best: &mut Best,
+    report: &mut Report,
+    tier_run: &mut TierRun,
+) {
+    let Built {
+        output,
+        records,
+        per: out_per,
+        tokens,
+    } = built;
     // Judged now unless it is taken for the next tier only (at most one output waits).
     let defer = more
         && best.pending.is_none()
@@ -207,13 +290,13 @@ async fn run_tier(
             .map(ToString::to_string)
             .unwrap_or_default();
         tracing::warn!(
-            strategy = tier.name(),
+            strategy = name,
             violations = violations.len(),
             first = %first,
             "guard rejected a strategy output"
         );
         tier_run.violations = violation_lines(&violations);
-        return tier_run;
+        return;
     }
     if !run.targets.takes(tokens, best.tokens) {
         tier_run.notes.push(format!(
@@ -221,24 +304,23 @@ async fn run_tier(
             run.basis.to_model(tokens),
             run.basis.to_model(best.tokens)
         ));
-        return tier_run;
+        return;
     }
     tier_run.accepted = true;
     // The originals the output names by recall id are kept from now on.
-    let entries = sink.take();
     if let Some(store) = run.recall {
         for e in &entries {
             store.put(e);
         }
     }
     tier_run.recall = entries.into_iter().map(|e| e.reference).collect();
-    let note = compaction.degraded.clone();
+    let note = degraded.clone();
     let taken = Best {
         conversation: Some(output),
         layout: None,
         per: Some(out_per),
         tokens,
-        degraded: compaction.degraded.or_else(|| best.degraded.clone()),
+        degraded: degraded.or_else(|| best.degraded.clone()),
         records,
         pending: None,
     };
@@ -256,5 +338,65 @@ async fn run_tier(
             note,
         });
     }
-    tier_run
+}
+
+/// Runs the tiers (again after a late refusal, [`settle_pending`]), lets a lossy output
+/// without payback go, marks the kept prefix's breakpoint and finishes the report's figures.
+pub(super) async fn compact_afresh(
+    shared: &Shared<'_>,
+    run: &Run<'_>,
+    instructions: Option<&str>,
+    best: &mut Best,
+    known_input: Option<usize>,
+    report: &mut Report,
+) {
+    let (input, tokens_before) = (shared.input, shared.tokens_before);
+    let tiers = shared.compactor.tiers();
+    run_tiers(run, tiers, instructions, true, best, report).await;
+    if let Some(refused) = settle_pending(run, best, report) {
+        // The tiers after a refused output ran on it: they run again on the output before it
+        // (judged at once). `report.tiers` holds one run per tier so far, in tier order.
+        let after = tiers.get(refused + 1..).unwrap_or_default();
+        run_tiers(run, after, instructions, false, best, report).await;
+    }
+    if let Some(why) = output::lossy_without_payback(run, best, report, tokens_before) {
+        // Still over the budget, and the words or rounds it dropped bought too little: the
+        // request goes as it is (status over_budget, the reason in the notes).
+        report.notes.push(why);
+        best.conversation = None;
+        best.tokens = tokens_before;
+    }
+    if run.format == Format::Anthropic
+        && let Some(c) = best.conversation.as_mut()
+        && let Some(site) = guard::cache::mark_kept_prefix(input, c)
+    {
+        // The prefix a re-compaction keeps is read from the cache, not written again.
+        report.cache_breakpoint = Some(site.to_string());
+    }
+    finish(
+        run,
+        report,
+        best.conversation.is_some(),
+        best.tokens,
+        best.degraded.is_some(),
+    );
+    if best.conversation.is_some() && !run.targets.reached(best.tokens) {
+        report.notes.push(format!(
+            "target not reached: {} > {} tokens",
+            run.basis.to_model(best.tokens),
+            report.target
+        ));
+    }
+    // Compacted afresh: the tools and system prompt stay cached, the messages are written.
+    let counter = run.counter;
+    let fixed = counter.count_system(input.system.as_ref()) + counter.count_tools(input.tools());
+    let after = best.conversation.as_ref().map(|_| (best.tokens, fixed));
+    report.cost = Some(output::cost(
+        run,
+        shared.prices,
+        tokens_before,
+        known_input,
+        after,
+    ));
+    report.timings.total_ms = ms(shared.started);
 }

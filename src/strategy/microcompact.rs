@@ -127,41 +127,7 @@ impl Microcompact {
     pub fn run(&self, input: &Conversation, budget: Budget, cx: &Context<'_>) -> Compaction {
         let counter = cx.counter;
         let c = &self.config;
-        let allowed: Vec<String> = c
-            .compactable_tools
-            .iter()
-            .map(|s| s.to_lowercase())
-            .collect();
-        let calls: Vec<(usize, &str, &str)> = input
-            .messages
-            .iter()
-            .enumerate()
-            .flat_map(|(i, m)| {
-                m.tool_uses()
-                    .map(move |t| (i, t.id.as_str(), t.name.as_str()))
-            })
-            .collect();
-        let recent_from = calls.len().saturating_sub(c.keep_recent);
-        // Where each call is (message, block), for clearing its input.
-        let call_at: HashMap<&str, (usize, usize)> = input
-            .messages
-            .iter()
-            .enumerate()
-            .flat_map(|(i, m)| {
-                m.content
-                    .iter()
-                    .enumerate()
-                    .filter_map(move |(j, b)| match b {
-                        Block::ToolUse(t) => Some((t.id.as_str(), (i, j))),
-                        _ => None,
-                    })
-            })
-            .collect();
-        let stale: HashMap<&str, &str> = calls[..recent_from]
-            .iter()
-            .filter(|(_, _, name)| allowed.contains(&name.to_lowercase()))
-            .map(|(_, id, name)| (*id, *name))
-            .collect();
+        let (stale, call_at) = self.stale_calls(input);
         let layout = cx.layout;
         let mut plan = Vec::new();
         let mut edits = Vec::new();
@@ -238,18 +204,14 @@ impl Microcompact {
         }
         if edits.is_empty() {
             return Compaction::unchanged(
-                input,
                 "microcompact: no stale compactable tool result to clear",
             );
         }
         if saved < c.clear_at_least {
-            return Compaction::unchanged(
-                input,
-                format!(
-                    "microcompact: only {saved} tokens could be cleared, below clear_at_least = {}",
-                    c.clear_at_least
-                ),
-            );
+            return Compaction::unchanged(format!(
+                "microcompact: only {saved} tokens could be cleared, below clear_at_least = {}",
+                c.clear_at_least
+            ));
         }
         Compaction {
             plan,
@@ -257,6 +219,52 @@ impl Microcompact {
             notes: Vec::new(),
             degraded: None,
         }
+    }
+
+    /// The stale calls of `input` whose results may be cleared (call id -> tool name): all
+    /// but the `keep_recent` most recent calls, of tools on the compactable list; and where
+    /// each call is (call id -> (message, block)), for clearing its input.
+    #[allow(clippy::type_complexity)]
+    fn stale_calls<'c>(
+        &self,
+        input: &'c Conversation,
+    ) -> (HashMap<&'c str, &'c str>, HashMap<&'c str, (usize, usize)>) {
+        let c = &self.config;
+        let allowed: Vec<String> = c
+            .compactable_tools
+            .iter()
+            .map(|s| s.to_lowercase())
+            .collect();
+        let calls: Vec<(usize, &str, &str)> = input
+            .messages
+            .iter()
+            .enumerate()
+            .flat_map(|(i, m)| {
+                m.tool_uses()
+                    .map(move |t| (i, t.id.as_str(), t.name.as_str()))
+            })
+            .collect();
+        let recent_from = calls.len().saturating_sub(c.keep_recent);
+        let call_at: HashMap<&str, (usize, usize)> = input
+            .messages
+            .iter()
+            .enumerate()
+            .flat_map(|(i, m)| {
+                m.content
+                    .iter()
+                    .enumerate()
+                    .filter_map(move |(j, b)| match b {
+                        Block::ToolUse(t) => Some((t.id.as_str(), (i, j))),
+                        _ => None,
+                    })
+            })
+            .collect();
+        let stale: HashMap<&str, &str> = calls[..recent_from]
+            .iter()
+            .filter(|(_, _, name)| allowed.contains(&name.to_lowercase()))
+            .map(|(_, id, name)| (*id, *name))
+            .collect();
+        (stale, call_at)
     }
 }
 

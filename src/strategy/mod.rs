@@ -81,9 +81,8 @@ pub struct Compaction {
 }
 
 impl Compaction {
-    /// A compaction that changed nothing. `_conversation` is the strategy's input, named for
-    /// the reader; it is not copied.
-    pub fn unchanged(_conversation: &Conversation, note: impl Into<String>) -> Compaction {
+    /// A compaction that changed nothing (an empty plan), with `note` saying why.
+    pub fn unchanged(note: impl Into<String>) -> Compaction {
         Compaction {
             plan: Vec::new(),
             edits: Vec::new(),

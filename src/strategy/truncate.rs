@@ -100,13 +100,7 @@ impl Truncate {
         budget: Budget,
         cx: &Context<'_>,
     ) -> Compaction {
-        let c = &self.config;
-        let scale = budget.target / 4;
-        let caps = Caps {
-            result: c.max_tool_result_tokens.min(scale).max(c.min_cap_tokens),
-            input: c.max_tool_input_tokens.min(scale).max(c.min_cap_tokens),
-            text: c.max_text_tokens.min(scale).max(c.min_cap_tokens),
-        };
+        let caps = self.caps(budget);
         let mut compaction = Compaction {
             plan: Vec::new(),
             edits: Vec::new(),
@@ -125,83 +119,43 @@ impl Truncate {
         compaction
     }
 
-    /// The synchronous core of [`Strategy::compact`]: a plan for [`crate::guard::apply`] (caps
-    /// and at most one drop, in indices of `input`), made from the borrowed input and its
-    /// layout (`cx.layout`).
-    pub fn run(&self, input: &Conversation, budget: Budget, cx: &Context<'_>) -> Compaction {
-        let counter = cx.counter;
+    /// The caps of a run at `budget`: the configured ones, at most a quarter of the target, at
+    /// least the floor.
+    fn caps(&self, budget: Budget) -> Caps {
         let c = &self.config;
-        let layout = cx.layout;
-        let n = input.messages.len();
         let scale = budget.target / 4;
-        let caps = Caps {
+        Caps {
             result: c.max_tool_result_tokens.min(scale).max(c.min_cap_tokens),
             input: c.max_tool_input_tokens.min(scale).max(c.min_cap_tokens),
             text: c.max_text_tokens.min(scale).max(c.min_cap_tokens),
-        };
+        }
+    }
+
+    /// The synchronous core of [`Strategy::compact`]: a plan for [`crate::guard::apply`] (caps
+    /// and at most one drop, in indices of `input`), made from the borrowed input and its
+    /// layout (`cx.layout`). The steps of the module docs: cap what can be kept
+    /// ([`Truncate::cap_keepable`]), drop the oldest units ([`Truncate::drop_step`]), squeeze
+    /// ([`Truncate::squeeze`]), then the plan ([`plan_of`]).
+    pub fn run(&self, input: &Conversation, budget: Budget, cx: &Context<'_>) -> Compaction {
+        let counter = cx.counter;
+        let layout = cx.layout;
+        let n = input.messages.len();
+        let caps = self.caps(budget);
         let fixed =
             counter.count_system(input.system.as_ref()) + counter.count_tools(input.tools());
         // Per message, uncapped (counted once by the pipeline; no text is cut for them).
         let raw: Vec<usize> = (0..n).map(|i| cx.tokens.message(i)).collect();
         let pinned = layout.pinned();
-        let last_cut = layout.cuts().last().map_or(0, |c| c.index);
-        // Caps only what can be kept: from the newest message back, each message is capped
-        // (its count after the caps is exact; counts are additive, message = overhead +
-        // blocks) until the capped tail alone is over the target. Every cut before that
-        // point leaves more than the target and is never chosen (`drop_oldest` rejects it
-        // whatever its marker), so its messages go whole and their caps would be thrown
-        // away. The latest cut is always reached (it is the fallback).
-        let mut per = raw.clone();
-        let mut capped = BTreeMap::new();
-        // The pinned prefix is kept whatever is dropped; of it only held outputs (B4: outputs
-        // answering calls the provider's server holds) are not protected, and are capped.
-        for (at, cap) in cap_blocks(input, layout, 0..pinned.min(n), caps, cx) {
-            per[at.0] -= cap.saved;
-            capped.insert(at, cap);
-        }
-        let head_fixed = fixed + per[..pinned.min(n)].iter().sum::<usize>();
-        let mut capped_from = n;
-        let mut tail = 0usize;
-        while capped_from > pinned.min(n) {
-            let i = capped_from - 1;
-            if i < last_cut && head_fixed + tail > budget.target {
-                break;
-            }
-            for (at, cap) in cap_blocks(input, layout, i..i + 1, caps, cx) {
-                per[i] -= cap.saved;
-                capped.insert(at, cap);
-            }
-            tail += per[i];
-            capped_from = i;
-        }
+        let Capping {
+            per,
+            mut capped,
+            capped_from,
+            mut tokens,
+        } = cap_keepable(input, budget, caps, (fixed, &raw), cx);
         let mut notes = Vec::new();
-        let mut tokens = head_fixed + tail + raw[pinned.min(n)..capped_from].iter().sum::<usize>();
         let mut dropped: Option<Dropped> = None;
         if tokens > budget.target {
-            let view = MessageTokens::from_counts(per);
-            let raw = MessageTokens::from_counts(raw);
-            // Room for the marker's recall line (`recall_line`), priced with an id whose hex
-            // digits tokenize badly and the largest count, plus a little slack.
-            let reserve = cx.recall.map_or(0, |_| {
-                let sample = crate::recall::RecallRef {
-                    id: format!("rc_{}", "7e3a9f0c".repeat(4)),
-                    kind: crate::recall::RecallKind::Span,
-                    bytes: 0,
-                    message: 0,
-                    end: n,
-                    path: String::new(),
-                };
-                counter.count_text_cached(&recall_line(&sample)) + 4
-            });
-            match drop_oldest(
-                input,
-                layout,
-                (&view, &raw),
-                (fixed + reserve, budget),
-                c,
-                cx,
-                &mut notes,
-            ) {
+            match self.drop_step(input, budget, fixed, (per, raw), cx, &mut notes) {
                 Some(d) => {
                     capped.retain(|&(i, _), _| i < pinned || i >= d.to);
                     tokens = d.tokens;
@@ -217,9 +171,64 @@ impl Truncate {
                 capped.insert(at, cap);
             }
         }
-        // Squeeze: halve the caps on what is kept until under the limit or at the floor; each
-        // block is cut from its original text (never truncated twice).
         let kept_from = dropped.as_ref().map_or(layout.pinned(), |d| d.to);
+        self.squeeze(input, budget, (caps, kept_from), (&mut capped, tokens), cx);
+        plan_of(input, capped, dropped, notes, cx)
+    }
+
+    /// Drops the oldest units ([`drop_oldest`]), with room kept for the marker's recall line.
+    /// `per`: the per-message counts after the caps, `raw` before them.
+    fn drop_step(
+        &self,
+        input: &Conversation,
+        budget: Budget,
+        fixed: usize,
+        (per, raw): (Vec<usize>, Vec<usize>),
+        cx: &Context<'_>,
+        notes: &mut Vec<String>,
+    ) -> Option<Dropped> {
+        let n = input.messages.len();
+        let view = MessageTokens::from_counts(per);
+        let raw = MessageTokens::from_counts(raw);
+        // Room for the marker's recall line (`recall_line`), priced with an id whose hex
+        // digits tokenize badly and the largest count, plus a little slack.
+        let reserve = cx.recall.map_or(0, |_| {
+            let sample = crate::recall::RecallRef {
+                id: format!("rc_{}", "7e3a9f0c".repeat(4)),
+                kind: crate::recall::RecallKind::Span,
+                bytes: 0,
+                message: 0,
+                end: n,
+                path: String::new(),
+            };
+            cx.counter.count_text_cached(&recall_line(&sample)) + 4
+        });
+        drop_oldest(
+            input,
+            cx.layout,
+            (&view, &raw),
+            (fixed + reserve, budget),
+            &self.config,
+            cx,
+            notes,
+        )
+    }
+
+    /// Squeeze: halves the caps on what is kept (the held outputs of the pinned prefix and the
+    /// messages from `kept_from` on) until the output is under the limit or the caps at the
+    /// floor; each block is cut from its original text (never truncated twice).
+    fn squeeze(
+        &self,
+        input: &Conversation,
+        budget: Budget,
+        (caps, kept_from): (Caps, usize),
+        (capped, mut tokens): (&mut BTreeMap<(usize, usize), Capped>, usize),
+        cx: &Context<'_>,
+    ) {
+        let c = &self.config;
+        let layout = cx.layout;
+        let n = input.messages.len();
+        let pinned = layout.pinned();
         let mut squeeze = caps;
         while tokens > budget.limit && squeeze.result > c.min_cap_tokens {
             squeeze = Caps {
@@ -239,51 +248,121 @@ impl Truncate {
                 }
             }
         }
-        let mut edits: Vec<Edit> = Vec::new();
-        let mut plan: Vec<UnitEdit> = Vec::new();
-        for ((message, block), mut cap) in capped {
-            // A capped block names the recall id of its original, like a cleared result.
-            if let Some(sink) = cx.recall
-                && let Some(entry) = crate::recall::wire::block(cx.format, input, message, block)
-                && crate::recall::wire::name_after_mark(
-                    &mut cap.with,
-                    TRUNCATION_MARK,
-                    &entry.reference.id,
-                )
-            {
-                sink.push(entry);
-            }
-            edits.push(cap.edit);
-            plan.push(UnitEdit::Cap {
-                message,
-                block,
-                with: cap.with,
-            });
+    }
+}
+
+/// What the first capping pass leaves: the per-message counts after the caps, the capped
+/// blocks, the first message capped (messages before it, after the pinned prefix, are not
+/// capped yet) and the output's tokens.
+struct Capping {
+    per: Vec<usize>,
+    capped: BTreeMap<(usize, usize), Capped>,
+    capped_from: usize,
+    tokens: usize,
+}
+
+/// Caps only what can be kept: from the newest message back, each message is capped (its
+/// count after the caps is exact; counts are additive, message = overhead + blocks) until the
+/// capped tail alone is over the target. Every cut before that point leaves more than the
+/// target and is never chosen (`drop_oldest` rejects it whatever its marker), so its messages
+/// go whole and their caps would be thrown away. The latest cut is always reached (it is the
+/// fallback). `fixed`: the system prompt's and tools' tokens; `raw`: per message, uncapped.
+fn cap_keepable(
+    input: &Conversation,
+    budget: Budget,
+    caps: Caps,
+    (fixed, raw): (usize, &[usize]),
+    cx: &Context<'_>,
+) -> Capping {
+    let layout = cx.layout;
+    let n = input.messages.len();
+    let pinned = layout.pinned();
+    let last_cut = layout.cuts().last().map_or(0, |c| c.index);
+    let mut per = raw.to_vec();
+    let mut capped = BTreeMap::new();
+    // The pinned prefix is kept whatever is dropped; of it only held outputs (B4: outputs
+    // answering calls the provider's server holds) are not protected, and are capped.
+    for (at, cap) in cap_blocks(input, layout, 0..pinned.min(n), caps, cx) {
+        per[at.0] -= cap.saved;
+        capped.insert(at, cap);
+    }
+    let head_fixed = fixed + per[..pinned.min(n)].iter().sum::<usize>();
+    let mut capped_from = n;
+    let mut tail = 0usize;
+    while capped_from > pinned.min(n) {
+        let i = capped_from - 1;
+        if i < last_cut && head_fixed + tail > budget.target {
+            break;
         }
-        if let Some(mut d) = dropped {
-            // The marker names the recall id of the span it stands for.
-            if let (Some(sink), Edit::Dropped { from, to, .. }) = (cx.recall, &d.edit)
-                && let Some(entry) = crate::recall::wire::span(cx.format, input, *from, *to)
-            {
-                d.marker.text.push_str(&recall_line(&entry.reference));
-                sink.push(entry);
-            }
-            let words = &d.marker.user_words;
-            if !words.is_verbatim() {
-                notes.push(words.note());
-            }
-            edits.push(d.edit);
-            plan.push(UnitEdit::Drop {
-                to: d.to,
-                marker: d.marker,
-            });
+        for (at, cap) in cap_blocks(input, layout, i..i + 1, caps, cx) {
+            per[i] -= cap.saved;
+            capped.insert(at, cap);
         }
-        Compaction {
-            plan,
-            edits,
-            notes,
-            degraded: None,
+        tail += per[i];
+        capped_from = i;
+    }
+    let tokens = head_fixed + tail + raw[pinned.min(n)..capped_from].iter().sum::<usize>();
+    Capping {
+        per,
+        capped,
+        capped_from,
+        tokens,
+    }
+}
+
+/// The plan of a run: the caps in block order, then the drop; each capped block and the
+/// marker name the recall ids of their originals, which go to the recall sink.
+fn plan_of(
+    input: &Conversation,
+    capped: BTreeMap<(usize, usize), Capped>,
+    dropped: Option<Dropped>,
+    mut notes: Vec<String>,
+    cx: &Context<'_>,
+) -> Compaction {
+    let mut edits: Vec<Edit> = Vec::new();
+    let mut plan: Vec<UnitEdit> = Vec::new();
+    for ((message, block), mut cap) in capped {
+        // A capped block names the recall id of its original, like a cleared result.
+        if let Some(sink) = cx.recall
+            && let Some(entry) = crate::recall::wire::block(cx.format, input, message, block)
+            && crate::recall::wire::name_after_mark(
+                &mut cap.with,
+                TRUNCATION_MARK,
+                &entry.reference.id,
+            )
+        {
+            sink.push(entry);
         }
+        edits.push(cap.edit);
+        plan.push(UnitEdit::Cap {
+            message,
+            block,
+            with: cap.with,
+        });
+    }
+    if let Some(mut d) = dropped {
+        // The marker names the recall id of the span it stands for.
+        if let (Some(sink), Edit::Dropped { from, to, .. }) = (cx.recall, &d.edit)
+            && let Some(entry) = crate::recall::wire::span(cx.format, input, *from, *to)
+        {
+            d.marker.text.push_str(&recall_line(&entry.reference));
+            sink.push(entry);
+        }
+        let words = &d.marker.user_words;
+        if !words.is_verbatim() {
+            notes.push(words.note());
+        }
+        edits.push(d.edit);
+        plan.push(UnitEdit::Drop {
+            to: d.to,
+            marker: d.marker,
+        });
+    }
+    Compaction {
+        plan,
+        edits,
+        notes,
+        degraded: None,
     }
 }
 

@@ -1469,13 +1469,13 @@ impl compactor::strategy::Strategy for Held {
     }
     async fn compact(
         &self,
-        c: &compactor::conversation::Conversation,
+        _c: &compactor::conversation::Conversation,
         _: compactor::strategy::Budget,
         _: &compactor::strategy::Context<'_>,
     ) -> Result<compactor::strategy::Compaction, compactor::strategy::StrategyError> {
         // Blocks this thread (as heavy CPU work would) until the test has checked /healthz.
         self.0.wait();
-        Ok(compactor::strategy::Compaction::unchanged(c, "held"))
+        Ok(compactor::strategy::Compaction::unchanged("held"))
     }
 }
 
@@ -2072,15 +2072,12 @@ impl compactor::strategy::Strategy for Stuck {
     }
     async fn compact(
         &self,
-        c: &compactor::conversation::Conversation,
+        _c: &compactor::conversation::Conversation,
         _: compactor::strategy::Budget,
         _: &compactor::strategy::Context<'_>,
     ) -> Result<compactor::strategy::Compaction, compactor::strategy::StrategyError> {
         self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        Ok(compactor::strategy::Compaction::unchanged(
-            c,
-            "nothing to cut",
-        ))
+        Ok(compactor::strategy::Compaction::unchanged("nothing to cut"))
     }
 }
 

@@ -323,7 +323,6 @@ impl Strategy for Summary {
             self.config.keep_recent_share,
         ) else {
             return Ok(Compaction::unchanged(
-                conversation,
                 "summary: no legal cut point after the earlier summary: nothing to summarize",
             ));
         };
