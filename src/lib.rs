@@ -76,32 +76,35 @@
 
 #[cfg(feature = "ab")]
 pub mod ab;
-pub mod compactor;
+mod compactor;
 pub mod config;
 pub mod conversation;
 pub mod cost;
-pub mod facts;
+pub(crate) mod facts;
 pub mod format;
 pub mod guard;
 pub mod llm;
-pub mod memory;
+pub(crate) mod memory;
 pub mod models;
-pub mod outcome;
-pub mod pipeline;
-pub mod policy;
+pub(crate) mod outcome;
+pub(crate) mod pipeline;
+pub(crate) mod policy;
 pub mod recall;
 pub mod registry;
-pub mod render;
+pub(crate) mod render;
 pub mod report;
-pub mod rules;
+pub(crate) mod rules;
 #[cfg(feature = "server")]
 pub mod server;
 pub mod strategy;
 pub mod tokens;
 
-pub use compactor::{CompactError, Compacted, Compactor};
+pub use compactor::{CompactError, Compacted, Compactor, SharedCompacted};
 pub use conversation::{Block, Conversation, Message, Role};
 pub use format::Format;
+pub use outcome::OutcomePolicy;
 pub use registry::Registry;
+pub use render::conversation_lines;
 pub use report::{Report, Status};
+pub use rules::markdown as rules_markdown;
 pub use strategy::{Budget, Strategy};

@@ -22,11 +22,13 @@ mod tests;
 use crate::conversation::Conversation;
 use crate::format::Format;
 use crate::guard::FailureRecord;
-pub use continuation::{Continuation, Cycle, Predecessor, Taken};
+pub use continuation::{Continuation, Cycle, Predecessor};
 pub use hash::PrefixHashes;
 pub(crate) use hash::hash_canonical;
 use moka::sync::Cache;
-pub use size::{ALLOC_BYTES, estimated_bytes, estimated_bytes_with, message_bytes};
+#[cfg(test)]
+pub use size::estimated_bytes;
+pub use size::{estimated_bytes_with, message_bytes};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 /// The default bound of one pipeline's memory, in bytes of remembered output (64 MiB).

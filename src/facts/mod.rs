@@ -29,15 +29,12 @@ pub use calls::command_of;
 pub use errors::{
     CLEARED_PREFIX, ERROR_LINE_CHARS, informative_lines, is_informative, output_text,
 };
-pub use paths::{
-    PATH_CHARS, PathStyle, clip_left, distinct_tails, file_name, mentions_path, parents_needed,
-};
-pub use state::{LeftOut, Rendered, SessionState, UserWords, summary_item};
+pub use paths::{PathStyle, distinct_tails, mentions_path, parents_needed};
+pub use state::{SessionState, UserWords, summary_item};
 pub use state_size::StateSizes;
 pub use user::{
-    CLAUDE_CODE_SUMMARY_PREFIX, CODEX_SUMMARY_PREFIX, COMPACTOR_SUMMARY_PREFIX, INSTRUCTION_WORDS,
-    Shortened, SummaryKind, around_constraints, has_phrase, is_constraint, person_text, sentences,
-    shorten_around_constraints, summary_kind,
+    CLAUDE_CODE_SUMMARY_PREFIX, SummaryKind, around_constraints, has_phrase, is_constraint,
+    person_text, sentences, shorten_around_constraints, summary_kind,
 };
 
 use crate::conversation::Outcome;

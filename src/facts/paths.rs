@@ -90,14 +90,6 @@ pub fn clip_left(path: &str, max_chars: usize) -> String {
     format!("…/{}", path.get(cut..).unwrap_or(path))
 }
 
-/// The file name: what follows the last `/`.
-pub fn file_name(path: &str) -> &str {
-    path.trim_end_matches('/')
-        .rsplit('/')
-        .next()
-        .unwrap_or(path)
-}
-
 /// For each path, how many parent folders must be written with its file name so that no other
 /// path of `paths` ends the same way (0 when its file name is unique).
 pub fn parents_needed(paths: &[String]) -> Vec<usize> {

@@ -12,19 +12,22 @@
 //! ([`trajectory`], to OpenAI Chat). [`convert()`] turns a conversation of one request format into
 //! another. [`detect`] guesses the format of unknown bytes.
 
-pub mod anthropic;
-pub mod claude_code;
-pub mod codex;
+pub(crate) mod anthropic;
+pub(crate) mod claude_code;
+pub(crate) mod codex;
 mod convert;
-pub use convert::system_text;
+pub(crate) use convert::system_text;
 pub mod detect;
-pub mod emit;
-pub mod gemini;
+pub(crate) mod emit;
+pub(crate) mod gemini;
 mod gemini_convert;
-pub mod openai_chat;
-pub mod openai_responses;
-pub mod slices;
-pub mod trajectory;
+pub(crate) mod openai_chat;
+pub(crate) mod openai_responses;
+pub(crate) mod slices;
+pub(crate) mod trajectory;
+
+#[cfg(test)]
+mod props_tests;
 
 pub use convert::{Dropped, convert, missing_fields};
 pub use detect::{Source, load};
@@ -80,7 +83,7 @@ impl Format {
 
     /// The provider's rule table ([`crate::rules`]): its roles, block and item types, pairs,
     /// placement and carry rules.
-    pub fn rules(self) -> &'static crate::rules::Table {
+    pub(crate) fn rules(self) -> &'static crate::rules::Table {
         match self {
             Format::Anthropic => &crate::rules::ANTHROPIC,
             Format::OpenAiChat => &crate::rules::OPENAI_CHAT,

@@ -53,11 +53,6 @@ impl Spans {
         &self.items
     }
 
-    /// Whether the message array is empty.
-    pub fn is_empty(&self) -> bool {
-        self.items.is_empty()
-    }
-
     /// A 128-bit key naming the session of `body` (scanned into `self`) in `format`: a hash of
     /// the bytes around the message array (model, system, tools, metadata, ...) and of the
     /// first two items. The next body of the same agent session has the same key; whether its
