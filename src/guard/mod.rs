@@ -69,9 +69,13 @@ pub use envelope::{check_envelope, settle};
 pub(crate) use fields::Count;
 pub use fields::check_token_limits;
 pub use layout::{Layout, MessageTokens};
+pub(crate) use preserve::check_continuation;
+#[cfg(feature = "ab")]
+pub(crate) use preserve::mentions_failure;
 pub use preserve::{check_compaction, check_compaction_with};
-pub(crate) use preserve::{check_continuation, mentions_failure};
-pub(crate) use repair::{plan_repairs, unrepaired};
+pub(crate) use repair::plan_repairs;
+#[cfg(feature = "ab")]
+pub(crate) use repair::unrepaired;
 pub use units::{Cut, CutKind, Exchange, Round, Units};
 pub(crate) use validate::{Junction, has_reference, validate_continuation};
 pub use validate::{ValidateOptions, validate};
