@@ -8,10 +8,9 @@
 //! the answer; the bench panics when a run did not continue (it would measure something else).
 //!
 //! The table (median of alternating runs, paired with bare o200k encoding of the new messages'
-//! text) shows the cost against N: flat when it is in proportion to the new messages, but for
-//! hashing the input (every prefix's key of the memory, [`PrefixHashes::of`]), timed apart,
-//! and beside it extending the prefix's hashes for the new messages
-//! ([`PrefixHashes::extended`], what the proxy does with its read cache).
+//! text) shows the cost against N: flat when it is in proportion to the new messages; what
+//! stays linear is hashing the input (every prefix's key of the memory), internal to the crate
+//! and so not timed apart here.
 //! `COMPACTOR_BENCH_TABLES_ONLY=1` prints the table and skips criterion's measurements.
 //!
 //! `cargo bench --bench continuation`
@@ -19,7 +18,6 @@
 mod common;
 
 use compactor::config::Loader;
-use compactor::memory::PrefixHashes;
 use compactor::{Compactor, Conversation, Format};
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use serde_json::json;
@@ -136,40 +134,14 @@ fn bench(c: &mut Criterion) {
                 },
             );
             drop(done);
-            // What is still linear: hashing every prefix of the input (the memory's key).
-            let sample = next(prefix);
-            let hashing = common::paired(
-                RUNS,
-                &[],
-                || (),
-                |()| {
-                    black_box(PrefixHashes::of(&sample, BUDGET as u64));
-                },
-            );
-            // What the proxy does instead: last turn's hashes extended for the new messages
-            // (its read cache knows which messages are byte-identical to last turn's).
-            let base = PrefixHashes::of(prefix, BUDGET as u64);
-            let extending = common::paired(
-                RUNS,
-                &[],
-                || base.clone(),
-                |h| {
-                    let h = h.extended(&sample, len, BUDGET as u64);
-                    assert_eq!(h.messages(), sample.messages.len());
-                    black_box(h);
-                },
-            );
             let one = *first.get_or_insert(paired.case_ms);
             eprintln!(
                 "  {x:>2}x ({:>6} calls, {:>6} messages) {:>9.3} ms   {:>5.1}x the 1x   \
-                 of which hashing the input {:>7.3} ms   extending last turn's hashes {:>7.3} ms   \
                  bare new: tiktoken-rs {:>6.3} ms, bpe-openai {:>6.3} ms",
                 BASE_CALLS * x,
                 len,
                 paired.case_ms,
                 paired.case_ms / one,
-                hashing.case_ms,
-                extending.case_ms,
                 paired.bare_ms,
                 paired.engine_ms
             );

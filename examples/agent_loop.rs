@@ -4,10 +4,10 @@
 //! first command). The "model" here is a stand-in that issues one tool call per turn; a real
 //! agent would send `request` to its provider where the comment says so.
 
+use compactor::OutcomePolicy;
 use compactor::conversation::{
     Block, Message, Role, ToolInput, ToolResult, ToolResultContent, ToolUse,
 };
-use compactor::outcome::OutcomePolicy;
 use compactor::{Compactor, Format, config::Loader};
 use serde_json::json;
 

@@ -8,8 +8,7 @@
 //! built-in tier's.
 
 use compactor::conversation::Conversation;
-use compactor::facts::UserWords;
-use compactor::guard::{CutKind, Marker, MessageTokens, UnitEdit};
+use compactor::guard::{CutKind, Marker, MessageTokens, UnitEdit, UserWords};
 use compactor::registry::{Built, Registry};
 use compactor::strategy::{Budget, Compaction, Context, Edit, Strategy, StrategyError};
 use compactor::{Compactor, Format, Status};

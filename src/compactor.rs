@@ -154,7 +154,7 @@ impl Compactor {
     }
 
     /// The compaction memory (its size and bound feed the service's `/metrics`).
-    pub fn memory(&self) -> &Memory {
+    pub(crate) fn memory(&self) -> &Memory {
         &self.memory
     }
 

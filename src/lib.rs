@@ -4,6 +4,26 @@
 //! ever producing a request the provider rejects and without silently losing the session's
 //! facts (what the user asked, which files were touched, which calls failed and why).
 //!
+//! ## Where to start
+//!
+//! - [`Compactor`]: built from [`config::Settings`] ([`config::Loader`] reads files, presets
+//!   and the environment); [`Compactor::compact`] returns a [`Compacted`] (the output and its
+//!   [`Report`]) or a [`CompactError`].
+//! - [`Format`]: read a request body into a [`Conversation`] and write it back
+//!   ([`Format::read`], [`Format::write`], [`Format::write_bytes`]); [`format::load`] also
+//!   detects the format and imports session logs, [`format::convert()`] changes format.
+//! - [`guard::validate`]: the provider rules a history must keep, as typed
+//!   [`guard::Violation`]s.
+//! - The traits to plug in your own code, below; [`Registry`] names strategies for the
+//!   configuration.
+//! - [`recall`]: what compaction replaced, given back by id; [`models`]: the table of context
+//!   windows and prices; [`report`]: what a compaction did.
+//! - `server::app` (feature `server`): the HTTP service and compacting proxy as an axum
+//!   `Router`.
+//!
+//! Everything else (the facts a marker keeps, the compaction memory, the pipeline and its
+//! policy, the fast body scanner) is internal to the crate.
+//!
 //! ## Data flow
 //!
 //! One straight line, each step once ([`Compactor`] runs it):
@@ -38,9 +58,10 @@
 //! - [`llm::Summarizer`]: who writes the narrative summary of an older span for the `summary`
 //!   strategy (built in: one HTTP client speaking the Anthropic and OpenAI protocols).
 //!
-//! The other public modules: [`format`] (provider formats and session-log importers),
-//! [`guard`] (units, cut points, [`guard::validate`]), [`config`] (raw -> checked
-//! [`config::Settings`]; `Settings::default()` is the built-in defaults only, no environment).
+//! A strategy gets a [`strategy::Context`] (the guard's [`guard::Layout`]: units, legal cuts,
+//! protected messages) and a [`Budget`], and returns a [`strategy::Compaction`]: a plan of
+//! [`guard::UnitEdit`]s that the guard builds and checks. `Settings::default()` is the
+//! built-in defaults only, no environment.
 //!
 //! ## Cargo features
 //!
@@ -76,32 +97,35 @@
 
 #[cfg(feature = "ab")]
 pub mod ab;
-pub mod compactor;
+mod compactor;
 pub mod config;
 pub mod conversation;
 pub mod cost;
-pub mod facts;
+pub(crate) mod facts;
 pub mod format;
 pub mod guard;
 pub mod llm;
-pub mod memory;
+pub(crate) mod memory;
 pub mod models;
-pub mod outcome;
-pub mod pipeline;
-pub mod policy;
+pub(crate) mod outcome;
+pub(crate) mod pipeline;
+pub(crate) mod policy;
 pub mod recall;
 pub mod registry;
-pub mod render;
+pub(crate) mod render;
 pub mod report;
-pub mod rules;
+pub(crate) mod rules;
 #[cfg(feature = "server")]
 pub mod server;
 pub mod strategy;
 pub mod tokens;
 
-pub use compactor::{CompactError, Compacted, Compactor};
+pub use compactor::{CompactError, Compacted, Compactor, SharedCompacted};
 pub use conversation::{Block, Conversation, Message, Role};
 pub use format::Format;
+pub use outcome::OutcomePolicy;
 pub use registry::Registry;
+pub use render::conversation_lines;
 pub use report::{Report, Status};
+pub use rules::markdown as rules_markdown;
 pub use strategy::{Budget, Strategy};

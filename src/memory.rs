@@ -14,6 +14,7 @@
 
 mod continuation;
 mod hash;
+#[cfg(any(test, feature = "server"))]
 mod shared;
 mod size;
 #[cfg(test)]
@@ -22,11 +23,14 @@ mod tests;
 use crate::conversation::Conversation;
 use crate::format::Format;
 use crate::guard::FailureRecord;
-pub use continuation::{Continuation, Cycle, Predecessor, Taken};
+pub use continuation::{Continuation, Cycle, Predecessor};
 pub use hash::PrefixHashes;
+#[cfg(feature = "server")]
 pub(crate) use hash::hash_canonical;
 use moka::sync::Cache;
-pub use size::{ALLOC_BYTES, estimated_bytes, estimated_bytes_with, message_bytes};
+#[cfg(test)]
+pub use size::estimated_bytes;
+pub use size::{estimated_bytes_with, message_bytes};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 /// The default bound of one pipeline's memory, in bytes of remembered output (64 MiB).
@@ -224,23 +228,27 @@ impl Memory {
     }
 
     /// The bound, in bytes.
+    #[cfg(any(test, feature = "server"))]
     pub fn max_bytes(&self) -> u64 {
         self.max_bytes
     }
 
     /// The estimated bytes held now (after pending evictions ran).
+    #[cfg(any(test, feature = "server"))]
     pub fn bytes(&self) -> u64 {
         self.entries.run_pending_tasks();
         self.entries.weighted_size()
     }
 
     /// Remembered outputs now.
+    #[cfg(any(test, feature = "server"))]
     pub fn len(&self) -> u64 {
         self.entries.run_pending_tasks();
         self.entries.entry_count()
     }
 
     /// Whether nothing is remembered.
+    #[cfg(any(test, feature = "server"))]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -248,6 +256,7 @@ impl Memory {
     /// Remembers `output` as the compaction of the whole conversation hashed in `hashes`, with
     /// why it is degraded (`None`: it is not) and its failure records. An output larger than
     /// the whole bound is not kept.
+    #[cfg(any(test, feature = "server"))]
     pub fn remember(
         &self,
         hashes: &PrefixHashes,

@@ -18,10 +18,6 @@ mod compaction;
 mod conformance;
 #[path = "all/corpus.rs"]
 mod corpus;
-#[path = "all/fidelity.rs"]
-mod fidelity;
-#[path = "all/format_props.rs"]
-mod format_props;
 #[path = "all/gemini_shapes.rs"]
 mod gemini_shapes;
 #[path = "all/guard_props.rs"]

@@ -18,6 +18,9 @@ pub mod reference;
 pub mod replay;
 pub mod verdict;
 
+#[cfg(test)]
+mod fidelity_tests;
+
 use crate::compactor::Compactor;
 use crate::config::{Loader, Settings};
 use crate::conversation::Conversation;

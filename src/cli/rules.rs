@@ -1,4 +1,4 @@
-//! `compactor rules`: the provider rule tables ([`compactor::rules`]) as Markdown, the text of
+//! `compactor rules`: the provider rule tables ([`compactor::rules_markdown`]) as Markdown, the text of
 //! docs/rules.md.
 
 use super::Failure;
@@ -17,6 +17,6 @@ pub(crate) struct Args {
 /// Prints every table: roles, block and item types, pairs, rules with their source and the
 /// provider's error text, what is carried across a dropped round, detection signals.
 pub(crate) fn run(args: &Args) -> Result<ExitCode, Failure> {
-    write_text(args.output.as_deref(), &compactor::rules::markdown())?;
+    write_text(args.output.as_deref(), &compactor::rules_markdown())?;
     Ok(ExitCode::SUCCESS)
 }

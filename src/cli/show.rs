@@ -23,7 +23,7 @@ pub(crate) struct Args {
 /// Prints the history, one line per message.
 pub(crate) fn run(args: &Args) -> Result<ExitCode, Failure> {
     let loaded = load(&args.file, args.format, args.whole_log)?;
-    let text = compactor::render::conversation_lines(&loaded.conversation);
+    let text = compactor::conversation_lines(&loaded.conversation);
     write_stdout(text.as_bytes())?;
     Ok(ExitCode::SUCCESS)
 }

@@ -25,20 +25,22 @@ mod state;
 mod state_size;
 mod user;
 
-pub use calls::command_of;
 pub use errors::{
     CLEARED_PREFIX, ERROR_LINE_CHARS, informative_lines, is_informative, output_text,
 };
-pub use paths::{
-    PATH_CHARS, PathStyle, clip_left, distinct_tails, file_name, mentions_path, parents_needed,
-};
-pub use state::{LeftOut, Rendered, SessionState, UserWords, summary_item};
+pub use paths::{PathStyle, distinct_tails};
+pub use state::{SessionState, UserWords, summary_item};
 pub use state_size::StateSizes;
 pub use user::{
-    CLAUDE_CODE_SUMMARY_PREFIX, CODEX_SUMMARY_PREFIX, COMPACTOR_SUMMARY_PREFIX, INSTRUCTION_WORDS,
-    Shortened, SummaryKind, around_constraints, has_phrase, is_constraint, person_text, sentences,
-    shorten_around_constraints, summary_kind,
+    SummaryKind, around_constraints, person_text, shorten_around_constraints, summary_kind,
 };
+// What only the A/B harness's probes read.
+#[cfg(feature = "ab")]
+pub use calls::command_of;
+#[cfg(feature = "ab")]
+pub use paths::{mentions_path, parents_needed};
+#[cfg(feature = "ab")]
+pub use user::{CLAUDE_CODE_SUMMARY_PREFIX, has_phrase, is_constraint, sentences};
 
 use crate::conversation::Outcome;
 use serde::Serialize;

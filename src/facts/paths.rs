@@ -90,16 +90,9 @@ pub fn clip_left(path: &str, max_chars: usize) -> String {
     format!("…/{}", path.get(cut..).unwrap_or(path))
 }
 
-/// The file name: what follows the last `/`.
-pub fn file_name(path: &str) -> &str {
-    path.trim_end_matches('/')
-        .rsplit('/')
-        .next()
-        .unwrap_or(path)
-}
-
 /// For each path, how many parent folders must be written with its file name so that no other
 /// path of `paths` ends the same way (0 when its file name is unique).
+#[cfg(any(test, feature = "ab"))]
 pub fn parents_needed(paths: &[String]) -> Vec<usize> {
     let parts: Vec<Vec<&str>> = paths
         .iter()
@@ -170,6 +163,7 @@ pub fn distinct_tails(paths: &[&str]) -> Vec<String> {
 
 /// True when `text` writes `path` by its file name and at least `parents` of its parent folders
 /// (`session_live.ex` for 0, `live/session_live.ex` for 1), as a whole path word.
+#[cfg(any(test, feature = "ab"))]
 pub fn mentions_path(text: &str, path: &str, parents: usize) -> bool {
     let comps: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
     let Some(name) = comps.last() else {

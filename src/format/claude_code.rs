@@ -83,20 +83,12 @@ enum Line {
     },
 }
 
-/// Imports a session log as an Anthropic conversation.
+/// Imports a session log as an Anthropic conversation, also saying what was left out: the
+/// messages before the last `compact_boundary` and a cut-off last line.
 ///
 /// # Errors
-/// [`FormatError`] naming the line of the first malformed entry: `line 17: not valid JSON: ...`,
-/// `line 17: message.content[2]: content block has no "type"`, ...
-pub fn import(text: &str, options: ImportOptions) -> Result<Conversation, FormatError> {
-    import_log(text, options).map(|i| i.conversation)
-}
-
-/// [`import`], also saying what was left out: the messages before the last `compact_boundary`
-/// and a cut-off last line.
-///
-/// # Errors
-/// As [`import`]; a malformed line other than a cut-off last one is an error naming it.
+/// [`FormatError`] naming the line of the first malformed entry other than a cut-off last one:
+/// `line 17: not valid JSON: ...`, `line 17: message.content[2]: content block has no "type"`, ...
 pub fn import_log(text: &str, options: ImportOptions) -> Result<Imported, FormatError> {
     let (lines, skipped_last_line) = parse_lines(text)?;
     let (earlier, entries) = select(lines, options);
@@ -353,6 +345,10 @@ mod tests {
     use super::*;
     use crate::format::Format;
     use serde_json::json;
+
+    fn import(text: &str, options: ImportOptions) -> Result<Conversation, FormatError> {
+        import_log(text, options).map(|i| i.conversation)
+    }
 
     fn user(content: Value) -> Value {
         json!({"type": "user", "sessionId": "s", "isSidechain": false, "uuid": "u",

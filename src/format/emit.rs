@@ -5,15 +5,15 @@
 //! Conversation -> Serialize wrappers (body, message, block) -> serde_json compact writer
 //!   == serde_json::to_vec(&format.write(conversation)), byte for byte
 //! ```
-//! The wrappers emit the fields in the order the `Value` writers insert them (top level: the
-//! other fields, the system prompt, the messages; an Anthropic message: `role`, `content`,
-//! its other fields; a block: `type`, its modelled fields, its other fields), and every
-//! unmodelled value through `Value`'s own `Serialize`, so numbers (arbitrary precision),
-//! escapes and key order come out as they do from the `Value`. Where the `Value` writer's map
-//! would replace a key in place (an `extra` field named like a modelled one, which a reader
-//! never leaves but a hand-built conversation may hold) the part is written through the
-//! `Value` writer instead. OpenAI messages are written through their `Value` writer one at a
-//! time (only the top level is direct). tests/all/lossless.rs checks the bytes against the
+//! The top level emits the fields in the order the `Value` writer inserts them (the other
+//! fields, the system prompt under [`Format::system_key`], the messages), and every unmodelled
+//! value through `Value`'s own `Serialize`, so numbers (arbitrary precision), escapes and key
+//! order come out as they do from the `Value`. Where the `Value` writer's map would replace a
+//! key in place (a field of `extra` named like the messages or system key) the body is written
+//! through the `Value` writer instead. Anthropic messages and blocks have one writer, the
+//! `Serialize` shapes of [`super::anthropic`] (the `Value` writer serializes the same shapes
+//! into a `Value`); OpenAI and Gemini messages are written through their `Value` writers one at
+//! a time (only the top level is direct). tests/all/lossless.rs checks the bytes against the
 //! `Value` path on random conversations.
 //!
 //! Why: writing the 170k-token session's 470 KB output through a `Value` tree (cloning every
@@ -21,11 +21,8 @@
 //! growing history (measured in `git show 97644f4:docs/service.md`, "Figures: growing histories").
 
 use super::Format;
-use crate::conversation::{
-    Block, ContentForm, Conversation, Message, Object, ToolInput, ToolResultContent,
-};
+use crate::conversation::{Block, Conversation, Message};
 use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
-use serde_json::Value;
 
 /// `conversation` as a compact JSON request body of `format`: the same bytes as
 /// `serde_json::to_vec(&format.write(conversation))`.
@@ -59,11 +56,12 @@ pub fn write_messages(format: Format, messages: &[Message]) -> Vec<u8> {
 /// An Anthropic content block as compact JSON: the bytes [`write_bytes`] writes for it (recall
 /// keeps a cleared block so, written once). Empty only when serde_json fails.
 pub fn write_anthropic_block(block: &Block) -> Vec<u8> {
-    serde_json::to_vec(&AnthropicBlock(block)).unwrap_or_default()
+    serde_json::to_vec(&super::anthropic::WireBlock(block)).unwrap_or_default()
 }
 
 /// Where a request body's message array lies in the bytes [`write_bytes_reusing`] wrote: its
 /// items (comma-separated, without the brackets), in byte offsets of the body.
+#[cfg(feature = "server")]
 pub type ItemsSpan = std::ops::Range<usize>;
 
 /// `conversation` as [`write_bytes`] writes it (the same bytes), with where its message
@@ -73,17 +71,14 @@ pub type ItemsSpan = std::ops::Range<usize>;
 /// and `format`, e.g. last turn's output of which this conversation is a continuation), those
 /// bytes are copied rather than written again and only the later messages are written. The
 /// caller vouches that the prefix bytes are of those same messages.
+#[cfg(feature = "server")]
 pub fn write_bytes_reusing(
     format: Format,
     conversation: &Conversation,
     prefix: Option<(&[u8], usize)>,
 ) -> (Vec<u8>, Option<ItemsSpan>) {
     let c = conversation;
-    let system_key = match format {
-        Format::OpenAiResponses => "instructions",
-        Format::Gemini => super::gemini::SYSTEM,
-        _ => "system",
-    };
+    let system_key = format.system_key();
     let direct = c.bare
         || !(c.extra.contains_key(format.messages_key())
             || (c.system.is_some() && c.extra.contains_key(system_key)));
@@ -145,11 +140,7 @@ impl Serialize for Body<'_> {
             return items.serialize(s);
         }
         let messages_key = self.format.messages_key();
-        let system_key = match self.format {
-            Format::OpenAiResponses => "instructions",
-            Format::Gemini => super::gemini::SYSTEM,
-            _ => "system",
-        };
+        let system_key = self.format.system_key();
         // `join_body` inserts the system prompt and the messages after the other fields; a
         // field of the same name among them would be replaced in place.
         if c.extra.contains_key(messages_key)
@@ -181,7 +172,7 @@ impl Serialize for Items<'_> {
         match self.format {
             Format::Anthropic => {
                 for m in self.messages {
-                    seq.serialize_element(&AnthropicMessage(m))?;
+                    seq.serialize_element(&super::anthropic::WireMessage(m))?;
                 }
             }
             Format::OpenAiChat => {
@@ -209,120 +200,10 @@ impl Serialize for Items<'_> {
     }
 }
 
-/// Whether `extra` holds one of `keys` (the `Value` writer would replace it in place).
-fn clashes(extra: &Object, keys: &[&str]) -> bool {
-    !extra.is_empty() && keys.iter().any(|k| extra.contains_key(*k))
-}
-
-/// An Anthropic message as `anthropic::write_message` writes it.
-struct AnthropicMessage<'a>(&'a Message);
-
-impl Serialize for AnthropicMessage<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let m = self.0;
-        if clashes(&m.extra, &["role", "content"]) {
-            return super::anthropic::write_message(m).serialize(s);
-        }
-        let mut map = s.serialize_map(None)?;
-        map.serialize_entry("role", m.role.as_str())?;
-        match (m.form, m.content.as_slice()) {
-            (ContentForm::String, [Block::Text(t)]) if t.extra.is_empty() => {
-                map.serialize_entry("content", &t.text)?;
-            }
-            (ContentForm::Null, []) => map.serialize_entry("content", &Value::Null)?,
-            (ContentForm::Absent, []) => {}
-            (_, blocks) => map.serialize_entry("content", &AnthropicBlocks(blocks))?,
-        }
-        for (k, v) in &m.extra {
-            map.serialize_entry(k, v)?;
-        }
-        map.end()
-    }
-}
-
-struct AnthropicBlocks<'a>(&'a [Block]);
-
-impl Serialize for AnthropicBlocks<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut seq = s.serialize_seq(None)?;
-        for b in self.0 {
-            seq.serialize_element(&AnthropicBlock(b))?;
-        }
-        seq.end()
-    }
-}
-
-/// An Anthropic content block as `anthropic::write_block` writes it.
-struct AnthropicBlock<'a>(&'a Block);
-
-impl Serialize for AnthropicBlock<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let whole = |s: S| super::anthropic::write_block(self.0).serialize(s);
-        match self.0 {
-            Block::Text(t) => {
-                if clashes(&t.extra, &["type", "text"]) {
-                    return whole(s);
-                }
-                let mut map = s.serialize_map(None)?;
-                map.serialize_entry("type", "text")?;
-                map.serialize_entry("text", &t.text)?;
-                for (k, v) in &t.extra {
-                    map.serialize_entry(k, v)?;
-                }
-                map.end()
-            }
-            Block::ToolUse(t) => {
-                // Only JSON input is written as it is held; string arguments go through
-                // `ToolInput::to_value` like the Value writer.
-                let ToolInput::Json(input) = &t.input else {
-                    return whole(s);
-                };
-                if clashes(&t.extra, &["type", "id", "name", "input"]) {
-                    return whole(s);
-                }
-                let mut map = s.serialize_map(None)?;
-                map.serialize_entry("type", "tool_use")?;
-                map.serialize_entry("id", &t.id)?;
-                map.serialize_entry("name", &t.name)?;
-                map.serialize_entry("input", input)?;
-                for (k, v) in &t.extra {
-                    map.serialize_entry(k, v)?;
-                }
-                map.end()
-            }
-            Block::ToolResult(r) => {
-                if clashes(&r.extra, &["type", "tool_use_id", "content", "is_error"]) {
-                    return whole(s);
-                }
-                let mut map = s.serialize_map(None)?;
-                map.serialize_entry("type", "tool_result")?;
-                map.serialize_entry("tool_use_id", &r.tool_use_id)?;
-                match &r.content {
-                    None => {}
-                    Some(ToolResultContent::Text(text)) => map.serialize_entry("content", text)?,
-                    Some(ToolResultContent::Blocks(bs)) => {
-                        map.serialize_entry("content", &AnthropicBlocks(bs))?;
-                    }
-                }
-                if let Some(e) = r.is_error {
-                    map.serialize_entry("is_error", &e)?;
-                }
-                for (k, v) in &r.extra {
-                    map.serialize_entry(k, v)?;
-                }
-                map.end()
-            }
-            Block::Thinking(v) | Block::Image(v) | Block::Document(v) | Block::Other(v) => {
-                v.serialize(s)
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     #[test]
     fn the_bytes_are_those_of_the_value_writer() {
@@ -383,6 +264,7 @@ mod tests {
     }
     /// Written with the items of a first part of the messages reused, the bytes are those of
     /// the whole written at once, at every split, in each format, bare or not.
+    #[cfg(feature = "server")]
     #[test]
     fn reused_items_give_the_bytes_of_the_whole() {
         let messages = json!([

@@ -69,7 +69,7 @@ const SIGNATURE: &str = "thoughtSignature";
 /// or with `args` that is not an object, a `functionResponse` without a `name` or an object
 /// `response`.
 pub fn read(body: &Value) -> Result<Conversation, FormatError> {
-    let (system, items, extra, bare) = super::split_body(body, CONTENTS, Some(SYSTEM))?;
+    let (system, items, extra, bare) = super::split_body(body, super::Format::Gemini)?;
     let mut messages: Vec<Message> = Vec::with_capacity(items.len());
     for (i, c) in items.iter().enumerate() {
         let prev = messages.last();
@@ -334,7 +334,7 @@ pub fn write(conversation: &Conversation) -> Value {
         .iter()
         .map(|m| write_content(m, &names))
         .collect();
-    super::join_body(conversation, CONTENTS, SYSTEM, items)
+    super::join_body(conversation, super::Format::Gemini, items)
 }
 
 /// Every call's function name by its id: what a response the compaction made names.

@@ -12,19 +12,23 @@
 //! ([`trajectory`], to OpenAI Chat). [`convert()`] turns a conversation of one request format into
 //! another. [`detect`] guesses the format of unknown bytes.
 
-pub mod anthropic;
-pub mod claude_code;
-pub mod codex;
+pub(crate) mod anthropic;
+pub(crate) mod claude_code;
+pub(crate) mod codex;
 mod convert;
-pub use convert::system_text;
+pub(crate) use convert::system_text;
 pub mod detect;
-pub mod emit;
-pub mod gemini;
+pub(crate) mod emit;
+pub(crate) mod gemini;
 mod gemini_convert;
-pub mod openai_chat;
-pub mod openai_responses;
-pub mod slices;
-pub mod trajectory;
+pub(crate) mod openai_chat;
+pub(crate) mod openai_responses;
+#[cfg(feature = "server")]
+pub(crate) mod slices;
+pub(crate) mod trajectory;
+
+#[cfg(all(test, feature = "server"))]
+mod props_tests;
 
 pub use convert::{Dropped, convert, missing_fields};
 pub use detect::{Source, load};
@@ -71,6 +75,24 @@ impl Format {
         }
     }
 
+    /// The top-level key of the system prompt in a request body: `system` (Anthropic),
+    /// `instructions` (Responses) or `systemInstruction` (Gemini). OpenAI Chat carries its
+    /// system prompt as a `system` message, so its reader takes no such key; a conversation
+    /// given a top-level system value is written with it under `system`.
+    pub fn system_key(self) -> &'static str {
+        match self {
+            Format::OpenAiResponses => "instructions",
+            Format::Gemini => gemini::SYSTEM,
+            Format::Anthropic | Format::OpenAiChat => "system",
+        }
+    }
+
+    /// The top-level key the reader takes the system prompt from ([`Format::system_key`];
+    /// `None` for OpenAI Chat, whose system prompt is a message).
+    pub(crate) fn read_system_key(self) -> Option<&'static str> {
+        (self != Format::OpenAiChat).then(|| self.system_key())
+    }
+
     /// Whether tool results carry an explicit error flag (Anthropic `is_error`; Gemini
     /// `response.error` against `response.output`), so that a result without it is a known
     /// success.
@@ -80,7 +102,7 @@ impl Format {
 
     /// The provider's rule table ([`crate::rules`]): its roles, block and item types, pairs,
     /// placement and carry rules.
-    pub fn rules(self) -> &'static crate::rules::Table {
+    pub(crate) fn rules(self) -> &'static crate::rules::Table {
         match self {
             Format::Anthropic => &crate::rules::ANTHROPIC,
             Format::OpenAiChat => &crate::rules::OPENAI_CHAT,
@@ -197,12 +219,9 @@ impl FormatError {
 /// A request body taken apart: (top-level system value, message array, other fields, bare?).
 pub(crate) type BodyParts<'a> = (Option<Value>, &'a Vec<Value>, Object, bool);
 
-/// Splits a request body into its [`BodyParts`].
-pub(crate) fn split_body<'a>(
-    body: &'a Value,
-    messages_key: &str,
-    system_key: Option<&str>,
-) -> Result<BodyParts<'a>, FormatError> {
+/// Splits a request body of `format` into its [`BodyParts`].
+pub(crate) fn split_body(body: &Value, format: Format) -> Result<BodyParts<'_>, FormatError> {
+    let (messages_key, system_key) = (format.messages_key(), format.read_system_key());
     match body {
         Value::Array(items) => Ok((None, items, Object::new(), true)),
         Value::Object(obj) => {
@@ -240,12 +259,7 @@ pub(crate) fn split_body<'a>(
 }
 
 /// Assembles a request body from its parts (the inverse of [`split_body`]).
-pub(crate) fn join_body(
-    conversation: &Conversation,
-    messages_key: &str,
-    system_key: &str,
-    items: Vec<Value>,
-) -> Value {
+pub(crate) fn join_body(conversation: &Conversation, format: Format, items: Vec<Value>) -> Value {
     if conversation.bare {
         return Value::Array(items);
     }
@@ -256,9 +270,9 @@ pub(crate) fn join_body(
         obj.insert(k.clone(), v.clone());
     }
     if let Some(system) = &conversation.system {
-        obj.insert(system_key.to_string(), system.clone());
+        obj.insert(format.system_key().to_string(), system.clone());
     }
-    obj.insert(messages_key.to_string(), Value::Array(items));
+    obj.insert(format.messages_key().to_string(), Value::Array(items));
     Value::Object(obj)
 }
 

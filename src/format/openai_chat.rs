@@ -41,6 +41,7 @@ pub fn is_legacy_result(r: &ToolResult) -> bool {
 
 /// Whether `c` holds a legacy function call or result (read from `function_call` /
 /// `role: "function"`), whose ids [`read`] pairs across the whole message list.
+#[cfg(feature = "server")]
 pub(crate) fn has_legacy(c: &Conversation) -> bool {
     c.messages.iter().flat_map(|m| &m.content).any(|b| match b {
         Block::ToolUse(t) => is_legacy_call(t),
@@ -55,7 +56,7 @@ pub(crate) fn has_legacy(c: &Conversation) -> bool {
 /// [`FormatError::Shape`] with the JSON path of the first malformed element, e.g.
 /// `messages[4].tool_calls[0].function.arguments: expected a string, found an object`.
 pub fn read(body: &Value) -> Result<Conversation, FormatError> {
-    let (_, items, extra, bare) = super::split_body(body, "messages", None)?;
+    let (_, items, extra, bare) = super::split_body(body, super::Format::OpenAiChat)?;
     let mut messages = items
         .iter()
         .enumerate()
@@ -321,7 +322,7 @@ fn read_part(value: &Value, path: &str) -> Result<Block, FormatError> {
 /// Writes a conversation as an OpenAI Chat request body.
 pub fn write(conversation: &Conversation) -> Value {
     let items = conversation.messages.iter().map(write_message).collect();
-    super::join_body(conversation, "messages", "system", items)
+    super::join_body(conversation, super::Format::OpenAiChat, items)
 }
 
 pub(crate) fn write_message(m: &Message) -> Value {

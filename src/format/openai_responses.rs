@@ -30,7 +30,7 @@ use serde_json::Value;
 /// # Errors
 /// [`FormatError::Shape`] with the JSON path (`input[7].call_id`) of the first malformed item.
 pub fn read(body: &Value) -> Result<Conversation, FormatError> {
-    let (system, items, extra, bare) = super::split_body(body, "input", Some("instructions"))?;
+    let (system, items, extra, bare) = super::split_body(body, super::Format::OpenAiResponses)?;
     let messages = items
         .iter()
         .enumerate()
@@ -286,7 +286,7 @@ pub fn write(conversation: &Conversation) -> Value {
     for m in &conversation.messages {
         write_message(m, &mut items);
     }
-    super::join_body(conversation, "input", "instructions", items)
+    super::join_body(conversation, super::Format::OpenAiResponses, items)
 }
 
 /// Writes message `m` as Responses items onto `items`: its text, image, file and other parts

@@ -53,11 +53,6 @@ impl Spans {
         &self.items
     }
 
-    /// Whether the message array is empty.
-    pub fn is_empty(&self) -> bool {
-        self.items.is_empty()
-    }
-
     /// A 128-bit key naming the session of `body` (scanned into `self`) in `format`: a hash of
     /// the bytes around the message array (model, system, tools, metadata, ...) and of the
     /// first two items. The next body of the same agent session has the same key; whether its
@@ -172,7 +167,7 @@ pub fn read(
     previous: Option<(&[u8], SpanRead)>,
 ) -> Option<SpanRead> {
     let envelope_of = |value: &Value| {
-        super::split_body(value, format.messages_key(), system_key(format))
+        super::split_body(value, format)
             .ok()
             .map(|(system, _, extra, bare)| (system, extra, bare))
     };
@@ -254,16 +249,6 @@ pub fn read(
         spans,
         reused,
     })
-}
-
-/// The top-level key of the system prompt in `format`, as the format's reader takes it.
-fn system_key(format: Format) -> Option<&'static str> {
-    match format {
-        Format::Anthropic => Some("system"),
-        Format::OpenAiChat => None,
-        Format::OpenAiResponses => Some("instructions"),
-        Format::Gemini => Some(super::gemini::SYSTEM),
-    }
 }
 
 /// A byte cursor over JSON that finds where values end without parsing them (right for valid

@@ -146,11 +146,6 @@ pub fn count(c: &Conversation) -> usize {
     sites(c).len()
 }
 
-/// The breakpoints that sit on an empty (or whitespace-only) text block.
-pub fn on_empty_text(c: &Conversation) -> Vec<Site> {
-    sites(c).into_iter().filter(|s| on_empty(c, s)).collect()
-}
-
 /// Whether breakpoint `s` sits on an empty (or whitespace-only) text block (for a caller that
 /// already holds the request's [`sites`] and filters them without scanning again).
 pub fn on_empty(c: &Conversation, s: &Site) -> bool {
@@ -507,7 +502,6 @@ mod tests {
             block: 0,
             nested: None,
         };
-        assert_eq!(on_empty_text(&conv), vec![empty]);
         assert_eq!(
             fit(&mut conv),
             vec![RemovedBreakpoint {

@@ -69,6 +69,7 @@ pub fn plan_repairs(
 /// The violations of `input` (whose [`validate`](super::validate) found `violations`) left
 /// once the unusable images compaction replaces (outside the newest exchange,
 /// [`plan_repairs`]) are taken out: what the A/B harness skips an input for.
+#[cfg(any(test, feature = "ab"))]
 pub fn unrepaired(
     input: &Conversation,
     format: crate::format::Format,

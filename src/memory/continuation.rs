@@ -122,6 +122,7 @@ impl Memory {
     /// in `hashes`, with that prefix's length. Probes the prefixes from the longest down, so a
     /// hit `k` messages short of the whole costs `k + 1` look-ups (a miss one per message).
     /// The output is copied and stays remembered; the continuation state is shared.
+    #[cfg(any(test, feature = "server"))]
     pub fn recall(&self, hashes: &PrefixHashes) -> Option<(usize, Remembered)> {
         hashes.longest_first(|len, key| {
             let entry = self.entries.get(&(len, key))?;
@@ -247,6 +248,7 @@ impl Memory {
     /// for the whole conversation hashed in `hashes`, when that is `output` itself (the same
     /// allocation: nothing else's bytes are ever attached to it). The entry is inserted again
     /// so that its weight counts the bytes.
+    #[cfg(any(test, feature = "server"))]
     pub fn attach_written(
         &self,
         hashes: &PrefixHashes,
@@ -285,6 +287,7 @@ impl Memory {
     }
 
     /// [`Memory::remember`] with what a continuation of it needs ([`Continuation`]).
+    #[cfg(any(test, feature = "server"))]
     pub fn remember_continuable(
         &self,
         hashes: &PrefixHashes,

@@ -8,6 +8,7 @@ use crate::conversation::{Block, Conversation, Message, ToolInput, ToolResultCon
 /// and JSON map), plus the index table of each JSON map. Counting only text and JSON lengths
 /// (and 64 bytes per block) came to about half of what the service's resident set grew by
 /// (docs/service.md, "Load check").
+#[cfg(test)]
 pub fn estimated_bytes(c: &Conversation) -> usize {
     estimated_bytes_with(c, c.messages.iter().map(message_bytes).sum())
 }

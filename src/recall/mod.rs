@@ -14,11 +14,11 @@
 //! A [`RecallDir`] keeps originals as files for a process that ends (the CLI: `compactor
 //! compact` writes, `compactor recall` reads).
 
-pub mod dir;
-pub mod id;
+mod dir;
+pub(crate) mod id;
 pub mod scope;
-pub mod store;
-pub mod wire;
+mod store;
+pub(crate) mod wire;
 
 pub use dir::{RecallDir, RecallDirError};
 pub use id::{RecallId, RecallKey, Tenant};

@@ -321,18 +321,6 @@ impl Table {
         self.block(name).map(|b| b.kind)
     }
 
-    /// The rule with ID `id`.
-    ///
-    /// # Panics
-    /// Never for an ID of the table: every ID the code names is one of its rows, which
-    /// `tests::every_named_rule_is_in_its_table` checks.
-    pub fn rule(&self, id: &str) -> &'static Rule {
-        self.rules
-            .iter()
-            .find(|r| r.id == id)
-            .unwrap_or(&UNKNOWN_RULE)
-    }
-
     /// The pair whose call type is `call`.
     pub fn pair_of_call(&self, call: &str) -> Option<&'static PairRule> {
         self.pairs.iter().find(|p| p.call == call)
@@ -491,14 +479,6 @@ impl Table {
         None
     }
 }
-
-/// What [`Table::rule`] answers for an ID it does not hold (a bug the tests catch).
-static UNKNOWN_RULE: Rule = Rule {
-    id: "?",
-    says: "a rule missing from its table",
-    source: "",
-    error: "",
-};
 
 /// Every table, in the order of `../shared/PROVIDER_RULES.md`.
 pub fn tables() -> [&'static Table; 4] {

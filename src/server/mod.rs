@@ -23,18 +23,18 @@
 //! says").
 
 mod api;
-pub mod body;
+pub(crate) mod body;
 pub mod error;
 mod gemini;
 mod guarded;
 pub mod listen;
-pub mod metrics;
+pub(crate) mod metrics;
 mod passthrough;
-pub mod pool;
+pub(crate) mod pool;
 mod proxy;
-pub mod reads;
+pub(crate) mod reads;
 mod recall;
-pub mod replay;
+pub(crate) mod replay;
 mod shapes;
 mod startup;
 pub mod store;
@@ -42,7 +42,7 @@ mod tenant;
 mod throttle;
 mod unique;
 mod upstream;
-pub mod usage;
+pub(crate) mod usage;
 
 use crate::compactor::Compactor;
 use crate::config::{ConfigError, Loader, Settings};

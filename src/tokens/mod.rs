@@ -39,12 +39,12 @@ mod cache;
 pub mod calibrate;
 mod cut;
 mod framed;
-pub mod image;
-pub mod model;
+pub(crate) mod image;
+pub(crate) mod model;
 mod model_count;
 #[cfg(test)]
 mod oracle_tests;
-pub mod pieces;
+pub(crate) mod pieces;
 
 pub use breakdown::{BlockEntry, Breakdown, ToolEntry};
 pub use cache::{CacheStats, CachedCounter, DEFAULT_CACHE_CAPACITY};

@@ -122,6 +122,7 @@ impl SessionState {
 
     /// The marker message text: the fixed prefix, one sentence saying it is a record, then the
     /// lines of [`SessionState::render`].
+    #[cfg(any(test, feature = "ab"))]
     pub fn marker_text(
         &self,
         removed_messages: usize,
@@ -135,6 +136,7 @@ impl SessionState {
 
     /// [`SessionState::marker_text`] and the ids of the failures it writes (typed, so the
     /// guard records which failures the marker keeps without reading its text).
+    #[cfg(any(test, feature = "ab"))]
     pub fn marker(
         &self,
         removed_messages: usize,

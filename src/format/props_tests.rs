@@ -5,7 +5,7 @@
 //! unknown block types, escapes and whitespace, and on broken ones (where the span read may
 //! only give up or agree).
 
-use compactor::format::{Format, slices};
+use super::{Format, slices};
 use proptest::prelude::*;
 use serde_json::Value;
 
@@ -204,7 +204,7 @@ fn top_fields() -> impl Strategy<Value = Vec<(String, String)>> {
 }
 
 /// What the whole-body path gives.
-fn whole(format: Format, bytes: &[u8]) -> Option<compactor::conversation::Conversation> {
+fn whole(format: Format, bytes: &[u8]) -> Option<crate::conversation::Conversation> {
     let value: Value = serde_json::from_slice(bytes).ok()?;
     format.read(&value).ok()
 }
@@ -214,7 +214,7 @@ fn spanned(
     format: Format,
     bytes: &[u8],
     previous: Option<&[u8]>,
-) -> Option<compactor::conversation::Conversation> {
+) -> Option<crate::conversation::Conversation> {
     let spans = slices::scan(bytes, format)?;
     let previous = previous.and_then(|p| {
         let s = slices::scan(p, format)?;

@@ -3,13 +3,16 @@
 //! digest at the size of Claude Code's own summary keeps at least what that summary keeps.
 //!
 //! The independent reading ([`Raw`]) walks the Claude Code JSONL lines with serde_json alone:
-//! it shares no code with `compactor::facts` or the probes.
+//! it shares no code with `crate::facts` or the probes.
 
-use compactor::ab::probes::{How, Probes, Survival, fidelity};
-use compactor::ab::reference;
-use compactor::conversation::{Conversation, Message, Role};
-use compactor::facts::{Facts, SessionState};
-use compactor::format::{self, detect::ImportOptions};
+// Byte offsets into the tests' own texts come from find(): slicing by them is the idiom here.
+#![allow(clippy::string_slice)]
+
+use crate::ab::probes::{How, Probes, Survival, fidelity};
+use crate::ab::reference;
+use crate::conversation::{Conversation, Message, Role};
+use crate::facts::{Facts, SessionState};
+use crate::format::{self, detect::ImportOptions};
 use serde_json::Value;
 use std::collections::{BTreeSet, HashMap};
 
@@ -25,8 +28,24 @@ const REFERENCE_SESSIONS: &[(&str, &str)] = &[
     ),
 ];
 
+/// `../shared/corpus`, next to the repository (as the integration tests read it).
+fn shared_corpus() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus")
+}
+
+/// The corpus files, sorted.
+fn corpus_files() -> Vec<std::path::PathBuf> {
+    let dir = shared_corpus();
+    let mut paths: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("cannot list {}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .collect();
+    paths.sort();
+    paths
+}
+
 fn corpus(name: &str) -> std::path::PathBuf {
-    let p = super::support::shared("corpus").join(name);
+    let p = shared_corpus().join(name);
     assert!(p.exists(), "missing corpus file {}", p.display());
     p
 }
@@ -41,7 +60,7 @@ fn one(text: &str) -> Conversation {
 /// Every corpus session the library reads, whole, with its error-flag convention.
 fn sessions() -> Vec<(String, Conversation, bool)> {
     let mut out = Vec::new();
-    for p in super::support::shared_dir("corpus") {
+    for p in corpus_files() {
         let Ok(bytes) = std::fs::read(&p) else {
             continue;
         };
@@ -333,7 +352,7 @@ fn assert_failure_told(session: &str, text: &str, raw: &Raw, id: &str) {
 
 #[test]
 fn the_digest_at_claude_codes_size_keeps_at_least_what_its_summary_keeps() {
-    let counter = compactor::tokens::counter_for(Default::default());
+    let counter = crate::tokens::counter_for(Default::default());
     for (session, sub_agent) in REFERENCE_SESSIONS {
         let raw = Raw::read(session);
         let (history, summary, flag) = reference_pair(session, sub_agent);
@@ -384,7 +403,7 @@ fn the_digest_at_claude_codes_size_keeps_at_least_what_its_summary_keeps() {
 
 #[test]
 fn ab_reference_scores_claude_codes_summary_and_each_strategy_at_equal_tokens() {
-    let base = compactor::config::Loader {
+    let base = crate::config::Loader {
         file: None,
         text: None,
         preset: None,
@@ -392,14 +411,14 @@ fn ab_reference_scores_claude_codes_summary_and_each_strategy_at_equal_tokens() 
         preset_dirs: vec![std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("strategies")],
         strategies: Vec::new(),
     };
-    let arms = vec![compactor::ab::Arm::load("truncate", &base)];
+    let arms = vec![crate::ab::Arm::load("truncate", &base)];
     let rt = tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap();
     let (session, sub_agent) = REFERENCE_SESSIONS[0];
     let raw = Raw::read(session);
     let (history, summary, flag) = reference_pair(session, sub_agent);
-    let format = compactor::format::Format::Anthropic;
+    let format = crate::format::Format::Anthropic;
     assert!(flag);
     let r = rt.block_on(reference::compare(&history, format, &summary, &arms));
     let names: Vec<&str> = r.columns.iter().map(|c| c.name.as_str()).collect();
@@ -472,7 +491,7 @@ fn output_text(body: &Value) -> (String, BTreeSet<String>, BTreeSet<String>) {
 
 #[test]
 fn truncate_at_claude_codes_size_keeps_at_least_what_its_summary_keeps() {
-    let loader = compactor::config::Loader {
+    let loader = crate::config::Loader {
         file: None,
         text: None,
         preset: Some("truncate".into()),
@@ -484,7 +503,7 @@ fn truncate_at_claude_codes_size_keeps_at_least_what_its_summary_keeps() {
     // As `compactor ab --reference` runs it: compacted *to* the summary's size.
     settings.budget.trigger = 1.0;
     settings.budget.target = 1.0;
-    let compactor = compactor::Compactor::from_config(settings).unwrap();
+    let compactor = crate::Compactor::from_config(settings).unwrap();
     let rt = tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap();
@@ -496,14 +515,14 @@ fn truncate_at_claude_codes_size_keeps_at_least_what_its_summary_keeps() {
             .counter()
             .count_message(&Message::text(Role::User, summary.clone()));
         let out = rt
-            .block_on(compactor.compact(&history, compactor::Format::Anthropic, Some(size)))
+            .block_on(compactor.compact(&history, crate::Format::Anthropic, Some(size)))
             .unwrap();
         assert!(
             out.report.tokens_after <= size,
             "{session}: {} > {size}",
             out.report.tokens_after
         );
-        let body = compactor::Format::Anthropic.write(out.conversation.as_ref());
+        let body = crate::Format::Anthropic.write(out.conversation.as_ref());
         let (text, calls, failed_kept) = output_text(&body);
         let touched = (
             touched_in(&text, &raw.touched),
@@ -562,7 +581,7 @@ fn file_items(digest: &str) -> Vec<String> {
 
 #[test]
 fn the_digest_names_files_with_their_folder_and_keeps_more_when_room_is_short() {
-    let counter = compactor::tokens::counter_for(Default::default());
+    let counter = crate::tokens::counter_for(Default::default());
     let (session, sub_agent) = REFERENCE_SESSIONS[1];
     let raw = Raw::read(session);
     let (history, summary, flag) = reference_pair(session, sub_agent);
