@@ -150,6 +150,8 @@ async fn every_gemini_case_compacts_validly_through_the_proxy() {
         assert_eq!(got.headers["x-goog-api-key"], "AIza-test-key", "{name}");
         let forwarded = got.body;
         if case["expect"].get("error").is_some() {
+            // Broken on purpose: forwarded as it came.
+            seen.sent_invalid(sent.clone());
             assert_eq!(forwarded, sent.as_bytes(), "{name}");
             assert_eq!(headers["x-compactor-skipped"], "invalid history", "{name}");
             continue;

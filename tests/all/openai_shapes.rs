@@ -159,6 +159,8 @@ async fn every_openai_case_compacts_validly_through_the_proxy() {
         assert_eq!(status, StatusCode::OK, "{name}");
         let forwarded = seen.lock().unwrap()[0].body.clone();
         if case["expect"].get("error").is_some() {
+            // Broken on purpose: forwarded as it came.
+            seen.sent_invalid(sent.clone());
             // A history that breaks a known rule goes out as it came, for the provider to
             // answer, and says why.
             assert_eq!(forwarded, sent.as_bytes(), "{name}");
