@@ -194,9 +194,10 @@ fn invented_units_survive_in_order_and_add_no_fault() {
             Ok(())
         },
     );
-    let batch = batch.into_inner();
+    let (batch, cases) = (batch.into_inner(), cases.into_inner());
+    assert!(cases.len() >= 40, "{} cases", cases.len());
     let faults = batch.faults();
-    for (judged_in, judged_out) in cases.into_inner() {
+    for (judged_in, judged_out) in cases {
         let before = findings(&faults[judged_in]);
         for out in judged_out {
             let new: Vec<String> = findings(&faults[out])

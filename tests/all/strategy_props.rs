@@ -91,7 +91,7 @@ fn inflate(c: &mut Conversation, scale: usize) {
 }
 
 /// Every [`SAMPLED`]th case of a property has its outputs judged by the checker too.
-const SAMPLED: usize = 3;
+const SAMPLED: usize = 5;
 
 /// The outputs a property sends to the independent checker: those of every [`SAMPLED`]th case.
 struct Sample {
@@ -104,7 +104,7 @@ impl Sample {
     fn next_case(&self) -> (usize, bool) {
         let n = self.case.get();
         self.case.set(n + 1);
-        (n, n % SAMPLED == 0)
+        (n, n.is_multiple_of(SAMPLED))
     }
 
     /// `output`, compacted from `input` (bodies of `format`), for the checker with `label`.
