@@ -148,6 +148,7 @@ async fn an_invented_role_and_block_type_are_kept_in_place_through_the_proxy() {
         .unwrap()
         .push(note.clone());
     let (upstream, seen) = spawn_upstream(Reply::json(200, "{\"id\":\"msg_1\"}")).await;
+    seen.planted("role 'critic' is not user/assistant/system");
     let mut s = settings(4_000);
     s.server.anthropic_upstream = upstream.clone();
     s.server.openai_upstream = upstream;

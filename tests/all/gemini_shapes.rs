@@ -8,13 +8,13 @@
 //! checker written here from the provider's rules (D1, D2, D3/D4 on kept calls, D7).
 
 use crate::server::{Reply, call, settings, spawn_upstream, state};
+use crate::support::checker::{Batch, Body as Checked};
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use compactor::server::{AppState, app};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 /// The repository's Gemini cases, with their parsed contents.
 fn cases() -> Vec<(String, Value)> {
@@ -42,21 +42,16 @@ fn dir() -> PathBuf {
     dir
 }
 
-/// The checker's verdict on `out` as a compaction of `input`: `Ok` or its lines.
-fn checker(out: &Path, input: &Path) -> Result<(), String> {
-    let o = Command::new("python3")
-        .arg(crate::support::shared("tools/check_request.py"))
-        .arg(out)
-        .arg("--input")
-        .arg(input)
-        .args(["--format", "gemini"])
-        .output()
-        .unwrap();
-    if o.status.success() {
-        Ok(())
-    } else {
-        Err(String::from_utf8_lossy(&o.stdout).into_owned())
-    }
+/// `out` as a compaction of `input` (files, read now), for the checker's run at the end of the
+/// test (one Python process for all cases).
+fn judge(batch: &mut Batch, label: String, out: &Path, input: &Path) {
+    batch.push(Checked {
+        label,
+        output: std::fs::read(out).unwrap(),
+        input: Some(std::fs::read(input).unwrap()),
+        format: Some("gemini"),
+        open_tail: false,
+    });
 }
 
 /// The proxy with every upstream at `gemini` (and Anthropic / OpenAI at `other`).
@@ -82,6 +77,7 @@ fn gemini_request(path: &str, body: impl Into<Body>) -> Request<Body> {
 fn every_gemini_case_compacts_validly_through_the_cli() {
     let cases = cases();
     assert_eq!(cases.len(), 4, "tests/cases/gc*.json");
+    let mut checked = Batch::new("compacts_validly_through_the_cli");
     let mut faults = Vec::new();
     for (name, case) in &cases {
         let input = dir().join(format!("{name}.in.json"));
@@ -118,20 +114,20 @@ fn every_gemini_case_compacts_validly_through_the_cli() {
         if !stderr.contains("compacted: ") {
             faults.push(format!("{name}: not compacted: {stderr}"));
         }
-        if let Err(e) = checker(&out, &input) {
-            faults.push(format!("{name} (cli): check_request.py: {e}"));
-        }
+        judge(&mut checked, format!("{name} (cli)"), &out, &input);
         for key in ["systemInstruction", "tools", "generationConfig"] {
             if body[key] != case["request"][key] {
                 faults.push(format!("{name}: {key} changed"));
             }
         }
     }
+    faults.extend(checked.faults_named(|_| true));
     assert!(faults.is_empty(), "{}", faults.join("\n"));
 }
 
 #[tokio::test]
 async fn every_gemini_case_compacts_validly_through_the_proxy() {
+    let mut checked = Batch::new("compacts_validly_through_the_proxy");
     let mut faults = Vec::new();
     for (name, case) in cases() {
         let budget = case["budget"].as_u64().unwrap() as usize;
@@ -150,6 +146,8 @@ async fn every_gemini_case_compacts_validly_through_the_proxy() {
         assert_eq!(got.headers["x-goog-api-key"], "AIza-test-key", "{name}");
         let forwarded = got.body;
         if case["expect"].get("error").is_some() {
+            // Broken on purpose: forwarded as it came.
+            seen.sent_invalid(sent.clone());
             assert_eq!(forwarded, sent.as_bytes(), "{name}");
             assert_eq!(headers["x-compactor-skipped"], "invalid history", "{name}");
             continue;
@@ -165,14 +163,14 @@ async fn every_gemini_case_compacts_validly_through_the_proxy() {
         if tokens.is_empty() || tokens.contains("tier=none") {
             faults.push(format!("{name}: not compacted by the proxy: {headers:?}"));
         }
-        let input = dir().join(format!("{name}.in.json"));
+        // Not the CLI test's file: the two run at once.
+        let input = dir().join(format!("{name}.proxy.in.json"));
         std::fs::write(&input, &sent).unwrap();
         let out = dir().join(format!("{name}.proxy.json"));
         std::fs::write(&out, &forwarded).unwrap();
-        if let Err(e) = checker(&out, &input) {
-            faults.push(format!("{name} (proxy): check_request.py: {e}"));
-        }
+        judge(&mut checked, format!("{name} (proxy)"), &out, &input);
     }
+    faults.extend(checked.faults_named(|_| true));
     assert!(faults.is_empty(), "{}", faults.join("\n"));
 }
 

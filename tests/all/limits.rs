@@ -251,7 +251,7 @@ async fn a_pass_through_body_slower_than_the_minimum_rate_is_cut_with_a_408() {
 
 #[tokio::test]
 async fn a_stalled_client_body_is_a_408_that_says_so_on_every_kind_of_route() {
-    let (upstream, _) = spawn_upstream(Reply::json(200, "{}")).await;
+    let (upstream, _seen) = spawn_upstream(Reply::json(200, "{}")).await;
     let mut s = settings(0);
     s.server.openai_upstream = upstream.clone();
     s.server.anthropic_upstream = upstream;
@@ -452,7 +452,7 @@ async fn the_api_routes_parse_their_bodies_on_the_compaction_pool() {
 
 #[tokio::test]
 async fn the_learned_ratios_and_their_metrics_series_stay_under_their_byte_bound() {
-    let (upstream, _) =
+    let (upstream, _seen) =
         spawn_upstream(Reply::json(200, r#"{"usage": {"input_tokens": 900}}"#)).await;
     let mut s = settings(0);
     s.server.anthropic_upstream = upstream;
@@ -485,7 +485,7 @@ async fn the_learned_ratios_and_their_metrics_series_stay_under_their_byte_bound
 #[tokio::test]
 async fn metrics_answer_while_the_limit_is_held_and_show_the_store_bound_without_redis() {
     let gate = Arc::new(tokio::sync::Notify::new());
-    let (upstream, _) = spawn_upstream(Reply::gated_events(gate.clone())).await;
+    let (upstream, _seen) = spawn_upstream(Reply::gated_events(gate.clone())).await;
     // Redis is a closed port from the start.
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = closed.local_addr().unwrap().port();

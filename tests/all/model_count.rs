@@ -1,22 +1,26 @@
-//! One number for model tokens everywhere (issue 28): for the same body and model,
-//! `compactor count --json` (`model_tokens.total`), `compactor compact --report`
-//! (`tokens_before`, with a budget above the total and one below), the API's
-//! `/v1/count_tokens` (`model_tokens.total`) and the proxy's `x-compactor-tokens` header (its
-//! BEFORE figure, against a fake upstream on 127.0.0.1) agree, on every corpus file that loads
-//! as a conversation and on prefixes of each Claude Code log (one cut before any assistant
-//! line) — counted for `claude-opus-4-6`, for the body's own model, and for no model. The
-//! figure itself is recomputed from tiktoken-rs counts of each block on two sessions.
+//! One number for model tokens everywhere (issue 28). `Compactor::model_count` makes it; four
+//! places report it, one test each, each against that function's figure for the same body and
+//! model: `compactor count --json` (`model_tokens`), `compactor compact --report`
+//! (`tokens_before`, `counted_before`, `counting`; a budget above the total and one below), the
+//! API's `/v1/count_tokens` (`model_tokens`) and the proxy's `x-compactor-tokens` header (its
+//! BEFORE figure, against a fake upstream on 127.0.0.1) — counted for `claude-opus-4-6`, for the
+//! body's own model, and for no model. The figure itself is recomputed from first principles
+//! (tiktoken-rs counts of each block, the documented framing, ratio and overhead) on every
+//! Claude Code input, and the model each place names is the one asked for.
+//!
+//! The inputs: every corpus file that loads as a conversation, and each Claude Code log cut
+//! before its first assistant line (a body that names no model). The in-process places count
+//! all of them; the CLI runs on one input of each format (a process per call is what costs).
 
 use super::server::{Reply, anthropic_request, call, loader, post_json, spawn_upstream, state};
-use super::support::{shared, shared_dir};
+use super::support::shared_dir;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use compactor::config::Settings;
 use compactor::conversation::{ToolInput, ToolResultContent};
 use compactor::format::detect::ImportOptions;
 use compactor::format::{self, Format};
-use compactor::guard::{self, ValidateOptions};
-use compactor::{Block, Conversation};
+use compactor::{Block, Compactor, Conversation};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -27,6 +31,14 @@ const OPUS: &str = "claude-opus-4-6";
 
 /// A budget far above every input: nothing is compacted.
 const ABOVE: usize = 100_000_000;
+
+/// The CLI's inputs, one of each format: a Claude Code subagent log with tool calls
+/// (Anthropic), a mini-swe-agent trajectory (Chat) and a Codex rollout (Responses).
+const CLI_INPUTS: [&str; 3] = [
+    "cc_spotter_4d5611e5_subagent_a2898e3.jsonl",
+    "miniswe_deepseek_chat_astroid1333.traj.json",
+    "codex_rollout_01997e76.jsonl",
+];
 
 /// One history: a corpus file or a prefix of a Claude Code log, as the CLI reads it.
 struct Input {
@@ -55,8 +67,7 @@ fn load(path: &Path) -> Option<(Format, Conversation)> {
 }
 
 /// Every corpus file that loads as a conversation (all the logs `corpus.rs` pins, nothing
-/// else), and each Claude Code log cut before its first assistant line, at a third and at two
-/// thirds of its lines. Written once per test run.
+/// else), and each Claude Code log cut before its first assistant line. Written once per run.
 fn inputs() -> &'static [Input] {
     static INPUTS: OnceLock<Vec<Input>> = OnceLock::new();
     INPUTS.get_or_init(|| {
@@ -77,42 +88,20 @@ fn inputs() -> &'static [Input] {
             }
             let text = std::fs::read_to_string(&path).unwrap();
             let lines: Vec<&str> = text.split_inclusive('\n').collect();
-            let first_assistant = lines
+            let cut = lines
                 .iter()
                 .position(|l| l.contains("\"type\":\"assistant\""))
                 .unwrap();
-            // Before any assistant line; then the first cut from a third and from two thirds
-            // of the lines on that is a history the provider accepts (a cut between the lines of
-            // one response can leave a call without its result before the next message).
-            let mut cuts = vec![first_assistant];
-            for from in [lines.len() / 3, lines.len() * 2 / 3] {
-                let valid = (from.max(first_assistant + 1)..=lines.len()).find(|&cut| {
-                    format::load(
-                        lines[..cut].concat().as_bytes(),
-                        None,
-                        ImportOptions::default(),
-                    )
-                    .is_ok_and(|l| {
-                        let options = ValidateOptions {
-                            allow_open_tail: true,
-                        };
-                        guard::validate(&l.conversation, l.format, options).is_empty()
-                    })
-                });
-                cuts.push(valid.unwrap_or_else(|| panic!("{name}: no valid cut from {from}")));
-            }
-            for cut in cuts {
-                let cut_path = dir().join(format!("{name}.{cut}.jsonl"));
-                std::fs::write(&cut_path, lines[..cut].concat()).unwrap();
-                let (format, conversation) = load(&cut_path)
-                    .unwrap_or_else(|| panic!("{name} cut at {cut} lines does not load"));
-                out.push(Input {
-                    name: format!("{name}[..{cut}]"),
-                    path: cut_path,
-                    format,
-                    conversation,
-                });
-            }
+            let cut_path = dir().join(format!("{name}.{cut}.jsonl"));
+            std::fs::write(&cut_path, lines[..cut].concat()).unwrap();
+            let (format, conversation) = load(&cut_path)
+                .unwrap_or_else(|| panic!("{name} cut at {cut} lines does not load"));
+            out.push(Input {
+                name: format!("{name}[..{cut}]"),
+                path: cut_path,
+                format,
+                conversation,
+            });
         }
         let loaded: Vec<&str> = out
             .iter()
@@ -122,6 +111,10 @@ fn inputs() -> &'static [Input] {
         assert_eq!(loaded, super::corpus::LOGS);
         out
     })
+}
+
+fn input(name: &str) -> &'static Input {
+    inputs().iter().find(|i| i.name == name).unwrap()
 }
 
 /// Which model a body is counted for.
@@ -135,20 +128,57 @@ enum Model {
     Unnamed,
 }
 
-/// The request body of `input` counted for `model`.
-fn body_of(input: &Input, model: Model) -> Value {
-    let mut body = input.format.write(&input.conversation);
-    let object = body.as_object_mut().unwrap();
+const MODELS: [Model; 3] = [Model::Explicit, Model::Own, Model::Unnamed];
+
+/// The conversation of `input` as counted for `model`: its `model` set, kept or removed.
+fn conversation_of(input: &Input, model: Model) -> Conversation {
+    let mut conversation = input.conversation.clone();
     match model {
         Model::Explicit => {
-            object.insert("model".into(), json!(OPUS));
+            conversation.extra.insert("model".into(), json!(OPUS));
         }
         Model::Own => {}
         Model::Unnamed => {
-            object.remove("model");
+            conversation.extra.remove("model");
         }
     }
-    body
+    conversation
+}
+
+/// The request body of `input` counted for `model`.
+fn body_of(input: &Input, model: Model) -> Value {
+    input.format.write(&conversation_of(input, model))
+}
+
+/// The body of `input` for `model` in a file of its own (for the CLI).
+fn written(input: &Input, model: Model) -> PathBuf {
+    let path = dir().join(format!("{}.{model:?}.json", input.name));
+    std::fs::write(&path, body_of(input, model).to_string()).unwrap();
+    path
+}
+
+/// The settings of the CLI (no config), the API and the proxy: the built-in defaults, a budget
+/// above every input.
+fn service_settings() -> Settings {
+    let mut s = loader().load().unwrap();
+    s.budget.tokens = ABOVE;
+    s
+}
+
+/// What every place must report for `input` counted for `model`: `Compactor::model_count` of
+/// the same conversation, as JSON (`{"total", "counted", "tool_calls", "counting"}`), naming
+/// the model asked for.
+fn expected(input: &Input, model: Model) -> Value {
+    static ENGINE: OnceLock<Compactor> = OnceLock::new();
+    let engine = ENGINE.get_or_init(|| Compactor::from_config(service_settings()).unwrap());
+    let count = engine.model_count(&conversation_of(input, model), None);
+    let asked = match model {
+        Model::Explicit => Some(OPUS),
+        Model::Own => input.model(),
+        Model::Unnamed => None,
+    };
+    assert_eq!(count.counting.model.as_deref(), asked, "{}", input.name);
+    serde_json::to_value(count).unwrap()
 }
 
 fn run(args: &[&str]) -> Output {
@@ -201,11 +231,11 @@ fn cli_compact(file: &Path, budget: usize, extra: &[&str]) -> (Value, String) {
     (report, line)
 }
 
-/// The settings of the API and the proxy: the built-in defaults, a budget above every input.
-fn service_settings() -> Settings {
-    let mut s = loader().load().unwrap();
-    s.budget.tokens = ABOVE;
-    s
+/// The proxy's and the API's service, its upstreams on `upstream`.
+fn service(upstream: &str, mut settings: Settings) -> compactor::server::AppState {
+    settings.server.anthropic_upstream = upstream.to_string();
+    settings.server.openai_upstream = upstream.to_string();
+    state(settings)
 }
 
 /// `/v1/count_tokens` of `body`: its `model_tokens`.
@@ -248,93 +278,72 @@ async fn proxy_count(app: axum::Router, body: &Value, format: Format) -> (usize,
     (before, header)
 }
 
-/// Every place's total for every input counted for `model`, and the counting they name.
-async fn every_place_agrees(model: Model) {
-    let (upstream, _) = spawn_upstream(Reply::json(200, "{}")).await;
-    let mut settings = service_settings();
-    settings.server.anthropic_upstream.clone_from(&upstream);
-    settings.server.openai_upstream = upstream;
-    let service = state(settings);
-    for input in inputs() {
-        let body = body_of(input, model);
-        let written = dir().join(format!("{}.{model:?}.json", input.name));
-        std::fs::write(&written, body.to_string()).unwrap();
-        // The CLI on the file as it is where that is the same body and model, and on the body.
-        let mut counts = vec![("count BODY", cli_count(&written, &[]))];
-        let named = input.model().is_some();
-        match model {
-            Model::Explicit => counts.push((
-                "count FILE --model",
-                cli_count(&input.path, &["--model", OPUS]),
-            )),
-            Model::Own => counts.push(("count FILE", cli_count(&input.path, &[]))),
-            Model::Unnamed if !named => counts.push(("count FILE", cli_count(&input.path, &[]))),
-            Model::Unnamed => {}
+/// `compactor count` gives the figure of every corpus log as it is read from its file (its own
+/// model), and of one body of each format for each model (`--model` on the file, too).
+#[test]
+fn cli_count_gives_the_model_count() {
+    for input in inputs().iter().filter(|i| !i.name.contains("[..")) {
+        let want = expected(input, Model::Own);
+        assert_eq!(cli_count(&input.path, &[]), want, "count {}", input.name);
+    }
+    for name in CLI_INPUTS {
+        let input = input(name);
+        for model in MODELS {
+            let want = expected(input, model);
+            let body = written(input, model);
+            assert_eq!(cli_count(&body, &[]), want, "count {name} ({model:?})");
         }
-        let count = counts[0].1.clone();
-        let total = count["total"].as_u64().unwrap() as usize;
-        let compacted = if model == Model::Own {
-            &input.path
-        } else {
-            &written
-        };
-        let (above, line) = cli_compact(compacted, ABOVE, &[]);
-        let (below, _) = cli_compact(compacted, (total / 2).max(1), &[]);
-        let api = api_count(compactor::server::app(service.clone()), &body, input.format).await;
-        let (proxy, header) =
-            proxy_count(compactor::server::app(service.clone()), &body, input.format).await;
+        assert_eq!(
+            cli_count(&input.path, &["--model", OPUS]),
+            expected(input, Model::Explicit),
+            "count {name} --model"
+        );
+    }
+}
 
-        let mut totals: Vec<(&str, usize)> = counts
-            .iter()
-            .map(|(place, c)| (*place, c["total"].as_u64().unwrap() as usize))
-            .collect();
-        totals.push((
-            "compact above",
-            above["tokens_before"].as_u64().unwrap() as usize,
-        ));
-        totals.push((
-            "compact below",
-            below["tokens_before"].as_u64().unwrap() as usize,
-        ));
-        totals.push(("api", api["total"].as_u64().unwrap() as usize));
-        totals.push(("proxy", proxy));
-        assert!(
-            totals.iter().all(|(_, n)| *n == total),
-            "{} ({model:?}): {totals:?}",
-            input.name
-        );
-        // Each names the same counting, of the model asked for.
-        for (place, c) in &counts {
-            assert_eq!(c, &count, "{} ({model:?}): {place}", input.name);
-        }
-        assert_eq!(above["counting"], count["counting"], "{}", input.name);
-        assert_eq!(below["counting"], count["counting"], "{}", input.name);
-        assert_eq!(api, count, "{} ({model:?}): api", input.name);
-        assert_eq!(above["status"], "unchanged", "{}", input.name);
-        assert_eq!(
-            above["tokens_after"], above["tokens_before"],
-            "{}",
-            input.name
-        );
-        assert_eq!(above["counted_before"], count["counted"], "{}", input.name);
-        let expected_model = match model {
-            Model::Explicit => Some(OPUS),
-            Model::Own => input.model(),
-            Model::Unnamed => None,
+/// `compactor compact --report` budgets with the same figure, above the budget and below it,
+/// and says so when no model is named.
+#[test]
+fn cli_compact_reports_the_model_count_as_tokens_before() {
+    let cut = inputs()
+        .iter()
+        .find(|i| i.name.starts_with("cc_spotter_fa812bfe.jsonl[.."))
+        .unwrap();
+    let cases = CLI_INPUTS
+        .iter()
+        .map(|name| (input(name), Model::Own))
+        .chain([
+            (input(CLI_INPUTS[0]), Model::Explicit),
+            (input(CLI_INPUTS[0]), Model::Unnamed),
+            (cut, Model::Own),
+        ]);
+    for (input, model) in cases {
+        let want = expected(input, model);
+        let total = want["total"].as_u64().unwrap() as usize;
+        let file = if model == Model::Own {
+            input.path.clone()
+        } else {
+            written(input, model)
         };
-        assert_eq!(
-            count["counting"]["model"].as_str(),
-            expected_model,
-            "{}",
-            input.name
-        );
-        assert!(
-            header.contains(&format!("; model={}; ", expected_model.unwrap_or("-"))),
-            "{}: {header}",
-            input.name
-        );
-        if expected_model.is_none() {
-            assert_eq!(count["counting"]["source"], "counter", "{}", input.name);
+        let (above, line) = cli_compact(&file, ABOVE, &[]);
+        let (below, _) = cli_compact(&file, (total / 2).max(1), &[]);
+        for (report, budget) in [(&above, "above"), (&below, "below")] {
+            assert_eq!(
+                [
+                    &report["tokens_before"],
+                    &report["counted_before"],
+                    &report["counting"]
+                ],
+                [&want["total"], &want["counted"], &want["counting"]],
+                "{} ({model:?}) {budget}",
+                input.name
+            );
+        }
+        assert_eq!(above["status"], "unchanged", "{}", input.name);
+        assert_eq!(above["tokens_after"], want["total"], "{}", input.name);
+        assert_ne!(below["status"], "unchanged", "{}", input.name);
+        if want["counting"]["model"].is_null() {
+            assert_eq!(want["counting"]["source"], "counter", "{}", input.name);
             assert!(
                 line.contains("(no model named: o200k_base tokens as counted; budget "),
                 "{}: {line}",
@@ -344,19 +353,45 @@ async fn every_place_agrees(model: Model) {
     }
 }
 
+/// The API's `/v1/count_tokens` answers the figure of every input for every model.
 #[tokio::test]
-async fn every_place_gives_the_same_model_tokens_for_an_explicit_model() {
-    every_place_agrees(Model::Explicit).await;
+async fn api_count_tokens_answers_the_model_count() {
+    let (upstream, _seen) = spawn_upstream(Reply::json(200, "{}")).await;
+    let service = service(&upstream, service_settings());
+    for input in inputs() {
+        for model in MODELS {
+            let body = body_of(input, model);
+            let api = api_count(compactor::server::app(service.clone()), &body, input.format).await;
+            assert_eq!(api, expected(input, model), "{} ({model:?})", input.name);
+        }
+    }
 }
 
+/// The proxy's header gives the figure of every input for every model as its BEFORE, with the
+/// model counted for.
 #[tokio::test]
-async fn every_place_gives_the_same_model_tokens_for_the_bodys_own_model() {
-    every_place_agrees(Model::Own).await;
-}
-
-#[tokio::test]
-async fn every_place_gives_the_same_model_tokens_when_no_model_is_named() {
-    every_place_agrees(Model::Unnamed).await;
+async fn the_proxy_header_gives_the_model_count_before() {
+    let (upstream, _seen) = spawn_upstream(Reply::json(200, "{}")).await;
+    let service = service(&upstream, service_settings());
+    for input in inputs() {
+        for model in MODELS {
+            let want = expected(input, model);
+            let body = body_of(input, model);
+            let (before, header) =
+                proxy_count(compactor::server::app(service.clone()), &body, input.format).await;
+            assert_eq!(
+                before, want["total"],
+                "{} ({model:?}): {header}",
+                input.name
+            );
+            let named = want["counting"]["model"].as_str().unwrap_or("-");
+            assert!(
+                header.contains(&format!("; model={named}; ")),
+                "{}: {header}",
+                input.name
+            );
+        }
+    }
 }
 
 /// A log cut before its first assistant line names no model: `count` says which counting it
@@ -398,25 +433,20 @@ async fn the_configured_model_and_rules_count_the_same_everywhere() {
     )
     .unwrap();
     let config = config.to_str().unwrap();
-    let (upstream, _) = spawn_upstream(Reply::json(200, "{}")).await;
+    let (upstream, _seen) = spawn_upstream(Reply::json(200, "{}")).await;
     let mut settings = service_settings();
     settings.tokens.model = OPUS.into();
     let rule = settings.tokens.models.get_mut("claude-*").unwrap();
     (rule.ratio, rule.tool_call, rule.overhead) = (1.5, 100, 20);
-    settings.server.anthropic_upstream.clone_from(&upstream);
-    settings.server.openai_upstream = upstream;
-    let service = state(settings);
-    let unnamed: Vec<&Input> = inputs().iter().filter(|i| i.model().is_none()).collect();
-    assert!(unnamed.len() >= 8, "{}", unnamed.len());
-    // And a log with tool calls, its model removed.
-    let full = inputs()
+    let service = service(&upstream, settings);
+    // A log cut before its first assistant line, and a log with tool calls, its model removed.
+    let cut = inputs()
         .iter()
-        .find(|i| i.name == "cc_spotter_fa812bfe.jsonl")
+        .find(|i| i.name.starts_with("cc_spotter_fa812bfe.jsonl[.."))
         .unwrap();
-    for input in unnamed.into_iter().chain([full]) {
+    for input in [cut, input(CLI_INPUTS[0])] {
         let body = body_of(input, Model::Unnamed);
-        let written = dir().join(format!("{}.configured.json", input.name));
-        std::fs::write(&written, body.to_string()).unwrap();
+        let written = written(input, Model::Unnamed);
         let answer = cli_count_json(&written, &["--config", config]);
         let count = &answer["model_tokens"];
         let (report, _) = cli_compact(&written, ABOVE, &["--config", config]);
@@ -455,11 +485,12 @@ async fn the_configured_model_and_rules_count_the_same_everywhere() {
 
 /// o200k tokens of one block by the documented rules, from tiktoken-rs: text; a tool_use's name
 /// and its input as compact JSON; a tool_result's text or its text blocks; a thinking block's
-/// `thinking` text (the signature is not counted). Other blocks are not expected here.
-fn oracle_block(block: &Block) -> usize {
+/// `thinking` text (the signature is not counted). `None` for a block it has no rule for (an
+/// image).
+fn oracle_block(block: &Block) -> Option<usize> {
     let bpe = tiktoken_rs::o200k_base_singleton();
     let n = |s: &str| bpe.encode_ordinary(s).len();
-    match block {
+    Some(match block {
         Block::Text(t) => n(&t.text),
         Block::ToolUse(t) => {
             n(&t.name)
@@ -470,50 +501,64 @@ fn oracle_block(block: &Block) -> usize {
         }
         Block::ToolResult(r) => match &r.content {
             Some(ToolResultContent::Text(s)) => n(s),
-            Some(ToolResultContent::Blocks(bs)) => bs.iter().map(oracle_block).sum(),
+            Some(ToolResultContent::Blocks(bs)) => {
+                bs.iter().map(oracle_block).sum::<Option<usize>>()?
+            }
             None => panic!("a tool_result without content"),
         },
         Block::Thinking(v) => n(v["thinking"].as_str().unwrap()),
-        other => panic!("the oracle does not count {}", other.kind()),
-    }
+        _ => return None,
+    })
 }
 
-/// The model tokens of a Claude Code log from first principles: each block's o200k count by
-/// tiktoken-rs, 3 tokens per message (OpenAI cookbook `tokens_per_message`), the configured
-/// `claude-*` framing `ceil(tool_call / ratio)` per tool_use block, then `ceil(x × ratio) +
-/// overhead` — against `compactor count --model claude-opus-4-6`.
+/// The model count of every Claude Code input the oracle has rules for (no image), for every
+/// model, from first principles: each block's o200k count by tiktoken-rs, 3 tokens per message
+/// (OpenAI cookbook `tokens_per_message`); for a `claude-*` model the configured rule's framing
+/// `ceil(tool_call / ratio)` per tool_use block, then `ceil(x × ratio) + overhead`; for no model
+/// the counted tokens as they are. The engine counts with bpe-openai, not tiktoken-rs.
 #[test]
-fn the_claude_count_is_the_framed_o200k_count_times_the_ratio() {
+fn the_model_count_is_the_framed_o200k_count_times_the_ratio() {
     let rule = Settings::default().tokens.models["claude-*"].clone();
-    for name in [
-        "cc_spotter_fa812bfe.jsonl",
-        "cc_spotter_4d5611e5_subagent_a2898e3.jsonl",
-    ] {
-        let path = shared("corpus").join(name);
-        let (_, conversation) = load(&path).unwrap();
-        assert!(conversation.system.is_none() && conversation.tools().is_none());
-        let mut counted = 0;
-        let mut calls = 0;
-        for m in &conversation.messages {
-            counted += 3 + m.content.iter().map(oracle_block).sum::<usize>();
-            calls += m
-                .content
-                .iter()
-                .filter(|b| matches!(b, Block::ToolUse(_)))
-                .count();
+    let mut checked = 0;
+    for input in inputs().iter().filter(|i| i.name.starts_with("cc_")) {
+        assert!(input.conversation.system.is_none() && input.conversation.tools().is_none());
+        let Some(blocks) = input
+            .conversation
+            .messages
+            .iter()
+            .map(|m| Some(3 + m.content.iter().map(oracle_block).sum::<Option<usize>>()?))
+            .sum::<Option<usize>>()
+        else {
+            continue;
+        };
+        let calls = input
+            .conversation
+            .messages
+            .iter()
+            .flat_map(|m| &m.content)
+            .filter(|b| matches!(b, Block::ToolUse(_)))
+            .count();
+        for model in MODELS {
+            let want = expected(input, model);
+            let claude = want["counting"]["model"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("claude-"));
+            let (counted, total) = if claude {
+                let counted = blocks + calls * (rule.tool_call as f64 / rule.ratio).ceil() as usize;
+                let total = (counted as f64 * rule.ratio).ceil() as usize + rule.overhead;
+                (counted, total)
+            } else {
+                (blocks, blocks)
+            };
+            assert_eq!(
+                [&want["total"], &want["counted"], &want["tool_calls"]],
+                [&json!(total), &json!(counted), &json!(calls)],
+                "{} ({model:?})",
+                input.name
+            );
+            checked += 1;
         }
-        let framing = (rule.tool_call as f64 / rule.ratio).ceil() as usize;
-        let expected =
-            ((counted + calls * framing) as f64 * rule.ratio).ceil() as usize + rule.overhead;
-        let count = cli_count(&path, &["--model", OPUS]);
-        assert!(calls > 10, "{name}: {calls}");
-        assert_eq!(
-            (
-                count["total"].as_u64().unwrap() as usize,
-                count["tool_calls"].as_u64().unwrap() as usize
-            ),
-            (expected, calls),
-            "{name}"
-        );
     }
+    // All Claude Code inputs but the one with images, for three models.
+    assert_eq!(checked, 3 * 15, "inputs the oracle counted, times models");
 }

@@ -6,13 +6,13 @@
 //! checker ../shared/tools/check_request.py against its input.
 
 use crate::server::{Reply, call, proxy_state, spawn_upstream};
+use crate::support::checker::{Batch, Body as Checked};
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use compactor::server::app;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 /// The repository's OpenAI cases, with their parsed contents.
 fn cases() -> Vec<(String, Value)> {
@@ -40,21 +40,25 @@ fn dir() -> PathBuf {
     dir
 }
 
-/// The checker's verdict on `out` as a compaction of `input`: `Ok` or its lines.
-fn checker(out: &Path, input: &Path, format: &str) -> Result<(), String> {
-    let o = Command::new("python3")
-        .arg(crate::support::shared("tools/check_request.py"))
-        .arg(out)
-        .arg("--input")
-        .arg(input)
-        .args(["--format", format])
-        .output()
-        .unwrap();
-    if o.status.success() {
-        Ok(())
-    } else {
-        Err(String::from_utf8_lossy(&o.stdout).into_owned())
+/// A case's format as the checker names it.
+fn case_format(format: &str) -> &'static str {
+    match format {
+        "openai-chat" => "openai-chat",
+        "openai-responses" => "openai-responses",
+        other => panic!("no OpenAI format {other}"),
     }
+}
+
+/// `out` as a compaction of `input` (files, read now), for the checker's run at the end of the
+/// test (one Python process for all cases).
+fn judge(batch: &mut Batch, label: String, out: &Path, input: &Path, format: &'static str) {
+    batch.push(Checked {
+        label,
+        output: std::fs::read(out).unwrap(),
+        input: Some(std::fs::read(input).unwrap()),
+        format: Some(format),
+        open_tail: false,
+    });
 }
 
 fn route(format: &str) -> &'static str {
@@ -102,6 +106,7 @@ fn holds(name: &str, case: &Value, out: &Value) -> Vec<String> {
 fn every_openai_case_compacts_validly_through_the_cli() {
     let cases = cases();
     assert_eq!(cases.len(), 7, "tests/cases/k*.json");
+    let mut checked = Batch::new("compacts_validly_through_the_cli");
     let mut faults = Vec::new();
     for (name, case) in &cases {
         let format = case["format"].as_str().unwrap();
@@ -133,17 +138,23 @@ fn every_openai_case_compacts_validly_through_the_cli() {
         if !stderr.contains("compacted: ") {
             faults.push(format!("{name}: not compacted: {stderr}"));
         }
-        if let Err(e) = checker(&out, &input, format) {
-            faults.push(format!("{name} (cli): check_request.py: {e}"));
-        }
+        judge(
+            &mut checked,
+            format!("{name} (cli)"),
+            &out,
+            &input,
+            case_format(format),
+        );
         let body: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
         faults.extend(holds(name, case, &body));
     }
+    faults.extend(checked.faults_named(|_| true));
     assert!(faults.is_empty(), "{}", faults.join("\n"));
 }
 
 #[tokio::test]
 async fn every_openai_case_compacts_validly_through_the_proxy() {
+    let mut checked = Batch::new("compacts_validly_through_the_proxy");
     let mut faults = Vec::new();
     for (name, case) in cases() {
         let format = case["format"].as_str().unwrap();
@@ -159,6 +170,8 @@ async fn every_openai_case_compacts_validly_through_the_proxy() {
         assert_eq!(status, StatusCode::OK, "{name}");
         let forwarded = seen.lock().unwrap()[0].body.clone();
         if case["expect"].get("error").is_some() {
+            // Broken on purpose: forwarded as it came.
+            seen.sent_invalid(sent.clone());
             // A history that breaks a known rule goes out as it came, for the provider to
             // answer, and says why.
             assert_eq!(forwarded, sent.as_bytes(), "{name}");
@@ -172,19 +185,25 @@ async fn every_openai_case_compacts_validly_through_the_proxy() {
         if tokens.is_empty() || tokens.contains("tier=none") {
             faults.push(format!("{name}: not compacted by the proxy: {headers:?}"));
         }
-        let input = dir().join(format!("{name}.in.json"));
+        // Not the CLI test's file: the two run at once.
+        let input = dir().join(format!("{name}.proxy.in.json"));
         std::fs::write(&input, &sent).unwrap();
         let out = dir().join(format!("{name}.proxy.json"));
         std::fs::write(&out, &forwarded).unwrap();
-        if let Err(e) = checker(&out, &input, format) {
-            faults.push(format!("{name} (proxy): check_request.py: {e}"));
-        }
+        judge(
+            &mut checked,
+            format!("{name} (proxy)"),
+            &out,
+            &input,
+            case_format(format),
+        );
         faults.extend(holds(
             &name,
             &case,
             &serde_json::from_slice(&forwarded).unwrap(),
         ));
     }
+    faults.extend(checked.faults_named(|_| true));
     assert!(faults.is_empty(), "{}", faults.join("\n"));
 }
 

@@ -34,6 +34,14 @@ fn series(metrics: &str, name: &str) -> Vec<String> {
 #[tokio::test]
 async fn each_skip_reason_has_its_own_metrics_label() {
     let (upstream, seen) = spawn_upstream(Reply::json(400, "{\"error\":\"bad\"}")).await;
+    // Each breaks the rules on purpose: forwarded as they came.
+    for body in [
+        "not json".to_string(),
+        orphan(),
+        "{\"messages\": 5}".to_string(),
+    ] {
+        seen.sent_invalid(body);
+    }
     let router = app(proxy_state(0, &upstream));
     let (_, headers, _) = call(router.clone(), anthropic_request("not json")).await;
     assert_eq!(headers["x-compactor-skipped"], "not JSON");
@@ -72,6 +80,29 @@ async fn each_skip_reason_has_its_own_metrics_label() {
             "compactor_proxy_requests_total{body=\"skipped\",route=\"/v1/messages\"} 3",
         ]
     );
+}
+
+/// The fake upstream's own check (which every proxy test runs when it drops the upstream's
+/// handle) names a body that breaks a rule, here one the proxy forwards as it came; and it
+/// excuses exactly the bodies a test says it sent broken.
+#[tokio::test]
+async fn the_fake_upstream_names_an_invalid_body_it_receives() {
+    let (upstream, seen) = spawn_upstream(Reply::json(200, "{}")).await;
+    let (_, headers, _) = call(app(proxy_state(0, &upstream)), anthropic_request(orphan())).await;
+    assert_eq!(headers["x-compactor-skipped"], "invalid history");
+    let faults = seen.faults();
+    assert_eq!(faults.len(), 1, "{faults:?}");
+    assert!(
+        faults[0].starts_with(
+            "request 0: POST /v1/messages?beta=true: messages[0].content[0]: tool_result toolu_x \
+             has no tool_use in the previous message (orphan)\n  (check_request.py "
+        ),
+        "{faults:?}"
+    );
+    seen.sent_invalid(format!("{} ", orphan()));
+    assert_eq!(seen.faults().len(), 1, "only the same bytes are excused");
+    seen.sent_invalid(orphan());
+    assert_eq!(seen.faults(), Vec::<String>::new());
 }
 
 #[tokio::test]
@@ -120,7 +151,7 @@ async fn client_start_up_probes_are_answered_here() {
 
 #[tokio::test]
 async fn count_tokens_calls_are_counted_as_counts_not_compactions() {
-    let (upstream, _) = spawn_upstream(Reply::json(200, "{\"input_tokens\":1}")).await;
+    let (upstream, _seen) = spawn_upstream(Reply::json(200, "{\"input_tokens\":1}")).await;
     let router = app(proxy_state(4000, &upstream));
     let mut body = history(30);
     body.as_object_mut().unwrap().remove("max_tokens");

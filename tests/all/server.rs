@@ -3,8 +3,7 @@
 
 use axum::Router;
 use axum::body::{Body, to_bytes};
-use axum::http::{HeaderMap, Request, StatusCode, Uri};
-use axum::response::Response;
+use axum::http::{HeaderMap, Request, StatusCode};
 use bytes::Bytes;
 use compactor::config::{Loader, Settings};
 use compactor::format::Format;
@@ -14,10 +13,12 @@ use compactor::tokens::{TokenCounter, counter_for};
 use futures_util::StreamExt;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Notify;
 use tower::ServiceExt;
+
+pub(crate) use crate::support::upstream::{EVENTS, Reply, Seen, spawn_upstream};
 
 pub(crate) fn loader() -> Loader {
     Loader {
@@ -796,95 +797,6 @@ async fn metrics_count_compactions_by_strategy_and_status() {
 // ---------------------------------------------------------------------------------------------
 // Proxy, against a fake upstream on 127.0.0.1.
 
-#[derive(Clone)]
-pub(crate) struct Reply {
-    pub(crate) status: u16,
-    pub(crate) headers: Vec<(&'static str, &'static str)>,
-    pub(crate) chunks: Vec<&'static str>,
-    /// Held before the second chunk until notified (proves the proxy streams).
-    pub(crate) gate: Option<Arc<Notify>>,
-    pub(crate) delay: Duration,
-}
-
-impl Reply {
-    /// The SSE [`EVENTS`], the second held until `gate` is notified.
-    pub(crate) fn gated_events(gate: Arc<Notify>) -> Reply {
-        Reply {
-            status: 200,
-            headers: vec![("content-type", "text/event-stream")],
-            chunks: EVENTS.to_vec(),
-            gate: Some(gate),
-            delay: Duration::ZERO,
-        }
-    }
-
-    pub(crate) fn json(status: u16, body: &'static str) -> Reply {
-        Reply {
-            status,
-            headers: vec![("content-type", "application/json")],
-            chunks: vec![body],
-            gate: None,
-            delay: Duration::ZERO,
-        }
-    }
-}
-
-#[derive(Clone, Debug)]
-pub(crate) struct Seen {
-    pub(crate) method: String,
-    pub(crate) uri: String,
-    pub(crate) headers: HeaderMap,
-    pub(crate) body: Bytes,
-}
-
-pub(crate) type Recorded = Arc<Mutex<Vec<Seen>>>;
-
-pub(crate) async fn spawn_upstream(reply: Reply) -> (String, Recorded) {
-    let recorded: Recorded = Arc::default();
-    let rec = recorded.clone();
-    let handler = move |method: axum::http::Method, uri: Uri, headers: HeaderMap, body: Bytes| {
-        let reply = reply.clone();
-        let rec = rec.clone();
-        async move {
-            rec.lock().unwrap().push(Seen {
-                method: method.to_string(),
-                uri: uri.to_string(),
-                headers,
-                body,
-            });
-            tokio::time::sleep(reply.delay).await;
-            let gate = reply.gate.clone();
-            let chunks = reply.chunks.clone();
-            let stream = futures_util::stream::unfold(0usize, move |i| {
-                let gate = gate.clone();
-                let chunk = chunks.get(i).copied();
-                async move {
-                    let chunk = chunk?;
-                    if i == 1
-                        && let Some(g) = gate
-                    {
-                        g.notified().await;
-                    }
-                    Some((
-                        Ok::<_, std::convert::Infallible>(Bytes::from_static(chunk.as_bytes())),
-                        i + 1,
-                    ))
-                }
-            });
-            let mut b = Response::builder().status(reply.status);
-            for (k, v) in &reply.headers {
-                b = b.header(*k, *v);
-            }
-            b.body(Body::from_stream(stream)).unwrap()
-        }
-    };
-    let app = Router::new().fallback(handler);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    (format!("http://{addr}"), recorded)
-}
-
 pub(crate) fn proxy_state(budget: usize, upstream: &str) -> AppState {
     let mut s = settings(budget);
     s.server.anthropic_upstream = upstream.to_string();
@@ -1055,16 +967,10 @@ async fn proxy_compacts_openai_responses_input() {
     );
 }
 
-const EVENTS: [&str; 3] = [
-    "event: message_start\ndata: {\"type\":\"message_start\"}\n\n",
-    "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"delta\":{\"text\":\"Hi\"}}\n\n",
-    "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
-];
-
 #[tokio::test]
 async fn proxy_streams_sse_events_unchanged_and_in_order() {
     let gate = Arc::new(Notify::new());
-    let (upstream, _) = spawn_upstream(Reply {
+    let (upstream, _seen) = spawn_upstream(Reply {
         status: 200,
         headers: vec![
             ("content-type", "text/event-stream"),
@@ -1110,7 +1016,7 @@ async fn proxy_passes_upstream_errors_through_with_status_and_body() {
         "{\"type\":\"error\",\"error\":{\"type\":\"rate_limit_error\"}}",
     );
     reply.headers.push(("retry-after", "7"));
-    let (upstream, _) = spawn_upstream(reply).await;
+    let (upstream, _seen) = spawn_upstream(reply).await;
     let (status, headers, body) = call(
         app(proxy_state(0, &upstream)),
         anthropic_request(history(1).to_string()),
@@ -1127,6 +1033,7 @@ async fn proxy_passes_upstream_errors_through_with_status_and_body() {
 #[tokio::test]
 async fn proxy_forwards_an_unreadable_body_as_it_came() {
     let (upstream, seen) = spawn_upstream(Reply::json(400, "{\"error\":\"bad\"}")).await;
+    seen.sent_invalid("not json");
     let (status, headers, _) = call(
         app(proxy_state(0, &upstream)),
         anthropic_request("not json"),
@@ -1162,7 +1069,7 @@ async fn proxy_answers_502_when_the_upstream_is_unreachable() {
 async fn a_slow_upstream_is_a_408_after_the_timeout() {
     let mut reply = Reply::json(200, "{}");
     reply.delay = Duration::from_secs(3);
-    let (upstream, _) = spawn_upstream(reply).await;
+    let (upstream, _seen) = spawn_upstream(reply).await;
     let mut s = settings(0);
     s.server.anthropic_upstream = upstream;
     s.server.request_timeout_secs = 1;
@@ -1438,7 +1345,7 @@ async fn one_concurrency_limit_holds_until_a_streamed_answer_ends() {
 #[tokio::test]
 async fn a_stalled_upstream_stream_is_cut_after_the_read_timeout() {
     let gate = Arc::new(Notify::new());
-    let (upstream, _) = spawn_upstream(Reply::gated_events(gate)).await;
+    let (upstream, _seen) = spawn_upstream(Reply::gated_events(gate)).await;
     let mut s = settings(0);
     s.server.anthropic_upstream = upstream;
     s.server.upstream_read_timeout_secs = 1;
@@ -1771,7 +1678,7 @@ pub(crate) fn metric(text: &str, name: &str) -> String {
 async fn eight_concurrent_requests_to_a_failing_model_make_only_threshold_calls() {
     use crate::support::fake_llm::{FakeLlm, Reply as LlmReply};
     let llm = FakeLlm::start(vec![LlmReply::Status(500, None); 40]).await;
-    let (up, _) = spawn_upstream(Reply::json(200, r#"{"ok":true}"#)).await;
+    let (up, _seen) = spawn_upstream(Reply::json(200, r#"{"ok":true}"#)).await;
     let mut s = summary_settings(8_000, &up, &llm);
     s.server.compaction_workers = 8;
     let app = app(state(s));
@@ -1857,7 +1764,7 @@ async fn a_slow_summary_model_falls_back_to_truncate_within_the_summary_budget()
 async fn an_answer_over_the_size_cap_fails_the_summary_and_truncate_takes_over() {
     use crate::support::fake_llm::{FakeLlm, Reply as LlmReply};
     let llm = FakeLlm::start(vec![LlmReply::Text("word ".repeat(400_000))]).await;
-    let (up, _) = spawn_upstream(Reply::json(200, r#"{"ok":true}"#)).await;
+    let (up, _seen) = spawn_upstream(Reply::json(200, r#"{"ok":true}"#)).await;
     let mut s = summary_settings(8_000, &up, &llm);
     if let Some(l) = s.llm.as_mut() {
         l.max_answer_bytes = 65_536;
@@ -2118,8 +2025,12 @@ async fn a_body_no_tier_could_shorten_is_not_replayed_but_tried_again() {
 async fn send_growing(
     read_cache_bytes: u64,
     bodies: &[String],
+    broken: &[&String],
 ) -> (Vec<Bytes>, Vec<String>, String) {
     let (upstream, seen) = spawn_upstream(Reply::json(200, "{}")).await;
+    for body in broken {
+        seen.sent_invalid(body.to_string());
+    }
     let mut s = settings(4000);
     s.server.anthropic_upstream = upstream.clone();
     s.server.replay_cache_bytes = 0;
@@ -2155,8 +2066,8 @@ async fn continued_turns_in_a_row_are_written_as_without_the_read_cache() {
         messages.push(json!({"role": "user", "content": format!("next {i}\n")}));
         bodies.push(body.to_string());
     }
-    let (sent, headers, _) = send_growing(64 << 20, &bodies).await;
-    let (sent_off, headers_off, _) = send_growing(0, &bodies).await;
+    let (sent, headers, _) = send_growing(64 << 20, &bodies, &[]).await;
+    let (sent_off, headers_off, _) = send_growing(0, &bodies, &[]).await;
     assert_eq!(headers, headers_off);
     assert_eq!(sent, sent_off);
     let reused = headers
@@ -2182,10 +2093,12 @@ async fn a_growing_history_read_from_the_read_cache_is_sent_as_without_it() {
         .collect();
     let mut edited = history(32);
     edited["messages"][3]["content"] = json!("an earlier message, edited");
-    bodies.push(edited.to_string());
+    // Its call edited away, the next message's result answers none: forwarded as it came.
+    let edited = edited.to_string();
+    bodies.push(edited.clone());
     bodies.push(history(34).to_string());
-    let (sent, headers, m) = send_growing(64 << 20, &bodies).await;
-    let (sent_off, headers_off, m_off) = send_growing(0, &bodies).await;
+    let (sent, headers, m) = send_growing(64 << 20, &bodies, &[&edited]).await;
+    let (sent_off, headers_off, m_off) = send_growing(0, &bodies, &[&edited]).await;
     assert_eq!(headers, headers_off);
     assert_eq!(sent, sent_off);
     assert!(

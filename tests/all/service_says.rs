@@ -214,6 +214,9 @@ async fn the_service_starts_from_a_file_and_the_environment_and_says_what_it_doe
         .to_string();
     let (before, after) = tokens.split_once("->").unwrap();
     let tier = header.split("tier=").nth(1).unwrap().to_string();
+    // Sent broken on purpose: the proxy forwards them as they came.
+    seen.sent_invalid(orphan());
+    seen.sent_invalid("not json");
     for _ in 0..2 {
         let (status, header) = post_anthropic(&addr, orphan()).await;
         assert_eq!(

@@ -1,12 +1,16 @@
 //! Properties: random valid histories x random budgets x every preset -> a valid output that is
 //! never longer than the input (no tier refused), and the input itself when it is under the
 //! trigger; and each strategy called directly -> a plan that `guard::apply` accepts, whose
-//! output passes the guard (the oracle is the guard's check, not the pipeline that ran it).
+//! output passes the guard. The guard is the code under test, so a sample of the outputs of both
+//! also goes to the independent checker (../shared/tools/check_request.py, with the input for
+//! its preservation rules), all of a property's sample in one Python run after its cases.
 
 use crate::guard_props::{persisted, plan, read, render};
-use crate::support::runtime;
+use crate::support::checker::{Batch, Body};
+use crate::support::{run_cases, runtime};
 use compactor::config::{Loader, Settings};
 use compactor::conversation::{Block, Conversation, ToolResultContent};
+use compactor::format::Format;
 use compactor::guard::{self, Layout, MessageTokens, Units, ValidateOptions};
 use compactor::llm::{LlmError, Summarizer, SummaryRequest};
 use compactor::registry::{Built, Registry};
@@ -17,7 +21,10 @@ use compactor::strategy::{Budget, Context, Strategy};
 use compactor::tokens::{TiktokenCounter, TokenCounter, Tokenizer, counter_for};
 use compactor::{Compactor, Status};
 use proptest::prelude::*;
+use proptest::test_runner::TestCaseResult;
 use std::borrow::Cow;
+use std::cell::{Cell, RefCell};
+use std::fmt::Debug;
 use std::sync::Arc;
 use std::sync::OnceLock;
 
@@ -83,49 +90,162 @@ fn inflate(c: &mut Conversation, scale: usize) {
     }
 }
 
-proptest! {
-    #![proptest_config(persisted(600))]
-    #[test]
-    fn every_preset_gives_a_valid_never_longer_output_at_any_budget(
-        plan in plan(1),
-        scale in 1usize..300,
-        share in 0.05f64..1.5,
-    ) {
-        let format = plan.format;
-        let mut input = read(format, &render(&plan).body);
-        inflate(&mut input, scale);
-        let open = Units::of(&input, format).exchanges.last().is_some_and(|e| e.open);
-        for (preset, engine) in PRESETS.iter().zip(engines()) {
-            let before = engine.counter().count_conversation(&input);
-            let budget = ((before as f64 * share) as usize).max(1);
-            let out = runtime().block_on(engine.compact(&input, format, Some(budget))).unwrap();
-            let r = &out.report;
-            let violations = guard::validate(&out.conversation, format, ValidateOptions { allow_open_tail: open });
-            prop_assert!(violations.is_empty(), "{preset} @ {budget}: {}", violations[0]);
-            let lost = guard::check_compaction(&input, &out.conversation, format);
-            prop_assert!(lost.is_empty(), "{preset} @ {budget}: {}", lost[0]);
-            // Every tier that produced an output had it taken or found not smaller: none refused.
-            for t in &r.tiers {
-                prop_assert!(t.violations.is_empty(), "{preset} @ {budget}: {} refused: {:?}", t.strategy, t.violations);
-            }
-            prop_assert_eq!(r.tokens_before, before);
-            prop_assert!(r.tokens_after <= r.tokens_before, "{preset}: grew {} -> {}", r.tokens_before, r.tokens_after);
-            prop_assert_eq!(r.tokens_after, engine.counter().count_conversation(&out.conversation));
-            // And by a counter without a cache: a count the strategies summed from parts (a cut
-            // text, a marker; kept in the engine's cache) is the plain count of the output.
-            prop_assert_eq!(r.tokens_after, TiktokenCounter::new(Tokenizer::O200kBase).count_conversation(&out.conversation));
-            if before <= r.trigger {
-                prop_assert!(matches!(out.conversation, Cow::Borrowed(_)), "{preset}: changed under the trigger");
-                prop_assert_eq!(r.status, Status::Unchanged);
-            }
-            if *preset != "microcompact" && r.status != Status::OverBudget {
-                prop_assert!(r.tokens_after <= budget, "{preset}: {} > budget {budget} with status {:?}", r.tokens_after, r.status);
-            }
-            // What is written reads back and writes again as the same JSON.
-            let written = format.write(&out.conversation);
-            prop_assert_eq!(&format.write(&read(format, &written)), &written);
-        }
+/// Every [`SAMPLED`]th case of a property has its outputs judged by the checker too.
+const SAMPLED: usize = 5;
+
+/// The outputs a property sends to the independent checker: those of every [`SAMPLED`]th case.
+struct Sample {
+    batch: RefCell<Batch>,
+    case: Cell<usize>,
+}
+
+impl Sample {
+    /// Starts the next case; whether its outputs are in the sample.
+    fn next_case(&self) -> (usize, bool) {
+        let n = self.case.get();
+        self.case.set(n + 1);
+        (n, n.is_multiple_of(SAMPLED))
     }
+
+    /// `output`, compacted from `input` (bodies of `format`), for the checker with `label`.
+    fn add(
+        &self,
+        label: String,
+        format: Format,
+        input: &Conversation,
+        output: &Conversation,
+        open: bool,
+    ) {
+        self.batch.borrow_mut().push(Body {
+            label,
+            output: format.write(output).to_string().into_bytes(),
+            input: Some(format.write(input).to_string().into_bytes()),
+            format: Some(format.as_str()),
+            open_tail: open,
+        });
+    }
+}
+
+/// Runs `property` on `cases` cases of `values` (see [`run_cases`]), then has the independent
+/// checker judge what the cases put in the [`Sample`], in one Python run.
+fn run_and_check<S>(
+    name: &'static str,
+    cases: u32,
+    values: S,
+    property: impl Fn(S::Value, &Sample) -> TestCaseResult,
+) where
+    S: proptest::strategy::Strategy,
+    S::Value: Debug,
+{
+    let sample = Sample {
+        batch: RefCell::new(Batch::new(name)),
+        case: Cell::new(0),
+    };
+    run_cases(name, file!(), persisted(cases), values, |v| {
+        property(v, &sample)
+    });
+    let batch = sample.batch.into_inner();
+    assert!(
+        batch.len() >= cases as usize / SAMPLED / 2,
+        "{name}: only {} outputs sampled",
+        batch.len()
+    );
+    batch.assert_valid();
+}
+
+#[test]
+fn every_preset_gives_a_valid_never_longer_output_at_any_budget() {
+    let values = (plan(1), 1usize..300, 0.05f64..1.5);
+    run_and_check(
+        "every_preset_gives_a_valid_never_longer_output_at_any_budget",
+        600,
+        values,
+        |(plan, scale, share), sample| {
+            let (case, sampled) = sample.next_case();
+            let format = plan.format;
+            let mut input = read(format, &render(&plan).body);
+            inflate(&mut input, scale);
+            let open = Units::of(&input, format)
+                .exchanges
+                .last()
+                .is_some_and(|e| e.open);
+            for (preset, engine) in PRESETS.iter().zip(engines()) {
+                let before = engine.counter().count_conversation(&input);
+                let budget = ((before as f64 * share) as usize).max(1);
+                let out = runtime()
+                    .block_on(engine.compact(&input, format, Some(budget)))
+                    .unwrap();
+                let r = &out.report;
+                let violations = guard::validate(
+                    &out.conversation,
+                    format,
+                    ValidateOptions {
+                        allow_open_tail: open,
+                    },
+                );
+                prop_assert!(
+                    violations.is_empty(),
+                    "{preset} @ {budget}: {}",
+                    violations[0]
+                );
+                let lost = guard::check_compaction(&input, &out.conversation, format);
+                prop_assert!(lost.is_empty(), "{preset} @ {budget}: {}", lost[0]);
+                // Every tier that produced an output had it taken or found not smaller: none refused.
+                for t in &r.tiers {
+                    prop_assert!(
+                        t.violations.is_empty(),
+                        "{preset} @ {budget}: {} refused: {:?}",
+                        t.strategy,
+                        t.violations
+                    );
+                }
+                prop_assert_eq!(r.tokens_before, before);
+                prop_assert!(
+                    r.tokens_after <= r.tokens_before,
+                    "{preset}: grew {} -> {}",
+                    r.tokens_before,
+                    r.tokens_after
+                );
+                prop_assert_eq!(
+                    r.tokens_after,
+                    engine.counter().count_conversation(&out.conversation)
+                );
+                // And by a counter without a cache: a count the strategies summed from parts (a cut
+                // text, a marker; kept in the engine's cache) is the plain count of the output.
+                prop_assert_eq!(
+                    r.tokens_after,
+                    TiktokenCounter::new(Tokenizer::O200kBase)
+                        .count_conversation(&out.conversation)
+                );
+                if before <= r.trigger {
+                    prop_assert!(
+                        matches!(out.conversation, Cow::Borrowed(_)),
+                        "{preset}: changed under the trigger"
+                    );
+                    prop_assert_eq!(r.status, Status::Unchanged);
+                }
+                if *preset != "microcompact" && r.status != Status::OverBudget {
+                    prop_assert!(
+                        r.tokens_after <= budget,
+                        "{preset}: {} > budget {budget} with status {:?}",
+                        r.tokens_after,
+                        r.status
+                    );
+                }
+                // What is written reads back and writes again as the same JSON.
+                let written = format.write(&out.conversation);
+                prop_assert_eq!(&format.write(&read(format, &written)), &written);
+                if sampled && r.status != Status::Unchanged {
+                    let label = format!(
+                        "case {case} ({format:?}, scale {scale}, share {share}), {preset} @ {budget}: {:?}",
+                        r.status
+                    );
+                    sample.add(label, format, &input, &out.conversation, open);
+                }
+            }
+            Ok(())
+        },
+    );
 }
 
 /// A deterministic in-process summarizer: no network, the same answer for the same material.
@@ -169,43 +289,75 @@ fn strategies() -> Vec<Box<dyn Strategy>> {
     ]
 }
 
-proptest! {
-    #![proptest_config(persisted(400))]
-    #[test]
-    fn every_strategys_plan_is_accepted_by_apply_and_its_output_passes_the_guard(
-        plan in plan(1),
-        scale in 1usize..200,
-        share in 0.05f64..1.2,
-    ) {
-        let format = plan.format;
-        let mut input = read(format, &render(&plan).body);
-        inflate(&mut input, scale);
-        let layout = Layout::of(&input, format);
-        let counter = counter_for(Tokenizer::default());
-        let limit = ((counter.count_conversation(&input) as f64 * share) as usize).max(1);
-        let budget = Budget { limit, target: limit * 3 / 5 };
-        let options = ValidateOptions { allow_open_tail: layout.ends_with_open_call() };
-        for strategy in strategies() {
-            let name = strategy.name().to_string();
-            let tokens = MessageTokens::of(&input, counter.as_ref());
-            let cx = Context { format, counter: counter.as_ref(), instructions: None, layout: &layout, tokens: &tokens, recall: None };
-            let c = runtime().block_on(strategy.compact(&input, budget, &cx)).unwrap();
-            if c.edits.is_empty() {
-                continue;
+#[test]
+fn every_strategys_plan_is_accepted_by_apply_and_its_output_passes_the_guard() {
+    let values = (plan(1), 1usize..200, 0.05f64..1.2);
+    run_and_check(
+        "every_strategys_plan_is_accepted_by_apply_and_its_output_passes_the_guard",
+        400,
+        values,
+        |(plan, scale, share), sample| {
+            let (case, sampled) = sample.next_case();
+            let format = plan.format;
+            let mut input = read(format, &render(&plan).body);
+            inflate(&mut input, scale);
+            let layout = Layout::of(&input, format);
+            let counter = counter_for(Tokenizer::default());
+            let limit = ((counter.count_conversation(&input) as f64 * share) as usize).max(1);
+            let budget = Budget {
+                limit,
+                target: limit * 3 / 5,
+            };
+            let options = ValidateOptions {
+                allow_open_tail: layout.ends_with_open_call(),
+            };
+            for strategy in strategies() {
+                let name = strategy.name().to_string();
+                let tokens = MessageTokens::of(&input, counter.as_ref());
+                let cx = Context {
+                    format,
+                    counter: counter.as_ref(),
+                    instructions: None,
+                    layout: &layout,
+                    tokens: &tokens,
+                    recall: None,
+                };
+                let c = runtime()
+                    .block_on(strategy.compact(&input, budget, &cx))
+                    .unwrap();
+                if c.edits.is_empty() {
+                    continue;
+                }
+                // Every strategy plans: edits without a plan would be an output nobody built.
+                prop_assert!(
+                    !c.plan.is_empty(),
+                    "{name}: edits {:?} without a plan",
+                    c.edits
+                );
+                let applied = guard::apply(&input, &layout, c.plan, Some(&[]));
+                prop_assert!(
+                    applied.is_ok(),
+                    "{name}: plan refused: {}",
+                    applied.unwrap_err()
+                );
+                let applied = applied.unwrap();
+                let (mut out, records) = (applied.conversation, applied.records);
+                guard::settle(format, &mut out);
+                let v = guard::validate(&out, format, options);
+                prop_assert!(v.is_empty(), "{name}: {}", v[0]);
+                let lost =
+                    guard::check_compaction_with(&input, &layout, &out, format, records.as_deref());
+                prop_assert!(lost.is_empty(), "{name}: {}", lost[0]);
+                let env = guard::check_envelope(&input, &out, format);
+                prop_assert!(env.is_empty(), "{name}: {}", env[0]);
+                if sampled {
+                    let label = format!(
+                        "case {case} ({format:?}, scale {scale}, share {share}), {name} @ {limit}"
+                    );
+                    sample.add(label, format, &input, &out, options.allow_open_tail);
+                }
             }
-            // Every strategy plans: edits without a plan would be an output nobody built.
-            prop_assert!(!c.plan.is_empty(), "{name}: edits {:?} without a plan", c.edits);
-            let applied = guard::apply(&input, &layout, c.plan, Some(&[]));
-            prop_assert!(applied.is_ok(), "{name}: plan refused: {}", applied.unwrap_err());
-            let applied = applied.unwrap();
-            let (mut out, records) = (applied.conversation, applied.records);
-            guard::settle(format, &mut out);
-            let v = guard::validate(&out, format, options);
-            prop_assert!(v.is_empty(), "{name}: {}", v[0]);
-            let lost = guard::check_compaction_with(&input, &layout, &out, format, records.as_deref());
-            prop_assert!(lost.is_empty(), "{name}: {}", lost[0]);
-            let env = guard::check_envelope(&input, &out, format);
-            prop_assert!(env.is_empty(), "{name}: {}", env[0]);
-        }
-    }
+            Ok(())
+        },
+    );
 }

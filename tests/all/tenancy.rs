@@ -47,7 +47,7 @@ async fn recall(addr: SocketAddr, id: &str, headers: &[(&str, &str)]) -> (u16, S
 }
 
 /// Every recall id in what the upstream received.
-fn ids_sent(seen: &Arc<Mutex<Vec<Seen>>>) -> Vec<String> {
+fn ids_sent(seen: &Mutex<Vec<Seen>>) -> Vec<String> {
     let mut ids = Vec::new();
     for s in seen.lock().unwrap().iter() {
         let text = String::from_utf8_lossy(&s.body);
@@ -215,7 +215,7 @@ async fn the_redis_write_is_off_the_path_that_forwards_the_request() {
     let redis = RedisServer::start();
     // Every answer of this Redis comes 1.5 s late; the budget (timeout_ms) is larger.
     let port = late_proxy(redis.port, Duration::from_millis(1_500)).await;
-    let (up, _) = spawn_upstream(Reply::json(200, ANSWER)).await;
+    let (up, _seen) = spawn_upstream(Reply::json(200, ANSWER)).await;
     let mut s = with_store(
         proxy_settings(&up),
         &format!("redis://127.0.0.1:{port}"),
@@ -255,7 +255,7 @@ async fn fresh_ms(addr: SocketAddr, n: usize) -> f64 {
 async fn a_fresh_compaction_through_a_late_redis_costs_at_most_80_ms_more_than_without_a_store() {
     let redis = RedisServer::start();
     let port = late_proxy(redis.port, Duration::from_millis(20)).await;
-    let (up, _) = spawn_upstream(Reply::json(200, ANSWER)).await;
+    let (up, _seen) = spawn_upstream(Reply::json(200, ANSWER)).await;
     let plain = proxy_settings(&up);
     let stored = with_store(
         plain.clone(),
@@ -303,7 +303,7 @@ async fn redis_out_of_memory_is_told_as_such_and_the_store_stays_up() {
             break;
         }
     }
-    let (up, _) = spawn_upstream(Reply::json(200, ANSWER)).await;
+    let (up, _seen) = spawn_upstream(Reply::json(200, ANSWER)).await;
     let (addr, stop, server) =
         serve_port(with_store(proxy_settings(&up), &redis.url, "t-oom")).await;
     for n in 0..3 {
@@ -342,7 +342,7 @@ async fn redis_out_of_memory_is_told_as_such_and_the_store_stays_up() {
 #[tokio::test]
 async fn shutdown_closes_the_listener_at_once_so_new_connections_are_refused() {
     let gate = Arc::new(tokio::sync::Notify::new());
-    let (up, _) = spawn_upstream(Reply::gated_events(gate.clone())).await;
+    let (up, _seen) = spawn_upstream(Reply::gated_events(gate.clone())).await;
     let mut s = settings(0);
     s.server.anthropic_upstream = up;
     s.server.shutdown_timeout_secs = 10;

@@ -1,5 +1,7 @@
 //! Test helpers shared by the integration-test modules.
+pub mod checker;
 pub mod fake_llm;
+pub mod upstream;
 
 use std::path::{Path, PathBuf};
 
@@ -53,4 +55,26 @@ pub fn runtime() -> &'static tokio::runtime::Runtime {
             .build()
             .unwrap()
     })
+}
+
+/// Runs `property` on random `values` as `proptest!` does (`config`'s cases, failures persisted
+/// beside `file` as the macro persists them, the same failure message with the shrunk input),
+/// but as a plain call that returns when every case passed: the caller can then judge what the
+/// cases gathered, e.g. in one run of the independent checker ([`checker::Batch`]).
+pub fn run_cases<S>(
+    name: &'static str,
+    file: &'static str,
+    mut config: proptest::test_runner::Config,
+    values: S,
+    property: impl Fn(S::Value) -> proptest::test_runner::TestCaseResult,
+) where
+    S: proptest::strategy::Strategy,
+    S::Value: std::fmt::Debug,
+{
+    config.source_file = Some(file);
+    config.test_name = Some(name);
+    let mut runner = proptest::test_runner::TestRunner::new(config);
+    if let Err(e) = runner.run(&values, property) {
+        panic!("{e}\n{runner}");
+    }
 }
