@@ -253,7 +253,7 @@ mod tests {
 
     fn ledger_of(c: &Conversation, to: usize, room: usize) -> Marker {
         let counter = counter_for(Tokenizer::default());
-        let state = ledger_state(Facts::of(&c.messages, true), 0, to, None);
+        let state = ledger_state(Facts::of(&c.messages), 0, to, None);
         ledger(&state, room, counter.as_ref())
     }
 
@@ -292,7 +292,7 @@ mod tests {
             ]}))
             .unwrap();
         let counter = counter_for(Tokenizer::default());
-        let state = ledger_state(Facts::of(&c.messages, false), 0, 3, None);
+        let state = ledger_state(Facts::of(&c.messages), 0, 3, None);
         let text = ledger(&state, 2_000, counter.as_ref()).text;
         assert!(text.contains("\n[created] docs/y.md\n"), "{text}");
         assert!(text.contains("\n[edited] src/x.rs\n"), "{text}");
@@ -402,7 +402,7 @@ mod tests {
         let (_, lines) = split_summary(&text);
         // The ledger merged from `earlier` and the new round holds each of `kept` and t2.
         let merged_holds = |earlier: &[&str], kept: &[&str]| -> String {
-            let state = ledger_state(Facts::of(&later.messages, true), 0, 3, Some(earlier));
+            let state = ledger_state(Facts::of(&later.messages), 0, 3, Some(earlier));
             let merged = ledger(&state, 2_000, counter.as_ref());
             assert_eq!(merged.failures, vec!["t2".to_string()]);
             for k in kept {

@@ -335,10 +335,9 @@ impl Strategy for Summary {
             );
             return Ok(self.fall_back(conversation, budget, cx, &reason));
         }
-        let has_flag = cx.format.has_error_flag();
         let span_start = plan.from + usize::from(plan.previous.is_some());
         let span = &conversation.messages[span_start..plan.to];
-        let text = transcript(span, has_flag);
+        let text = transcript(span);
         let (previous_model, previous_ledger) = plan
             .previous
             .as_deref()
@@ -415,7 +414,7 @@ impl Strategy for Summary {
                 "summary: {invented} call id(s) in the model's text are not in the history; marked"
             ));
         }
-        let facts = Facts::of(&conversation.messages, has_flag);
+        let facts = Facts::of(&conversation.messages);
         let earlier = plan.previous.as_ref().map(|_| previous_ledger.as_slice());
         let state = ledger_state(facts, plan.from, plan.to, earlier);
         let tokens_before = tokens.span(plan.from..plan.to);
@@ -512,7 +511,7 @@ mod tests {
     #[test]
     fn transcript_has_words_calls_and_results_but_no_thinking_or_base64() {
         let c = session();
-        let t = transcript(&c.messages[..8], true);
+        let t = transcript(&c.messages[..8]);
         assert_eq!(
             t,
             "User: Fix the failing build. Do not touch vendor/.\n\
