@@ -411,10 +411,7 @@ impl ToolResult {
     /// adapter set when it read the result (see [`crate::outcome`] for the rule of each
     /// format). Nothing is re-read from the text here, so a cleared or cut result keeps the
     /// outcome it had.
-    ///
-    /// `_has_error_flag` is ignored: the format's rule was applied at read time. The
-    /// parameter stays so callers written against the earlier text-guessing method compile.
-    pub fn outcome(&self, _has_error_flag: bool) -> Outcome {
+    pub fn outcome(&self) -> Outcome {
         self.outcome
     }
 }
@@ -452,7 +449,6 @@ mod tests {
             outcome: Outcome::Success,
             rewritten: None,
         };
-        assert_eq!(r.outcome(false), Outcome::Success);
-        assert_eq!(r.outcome(true), Outcome::Success);
+        assert_eq!(r.outcome(), Outcome::Success);
     }
 }

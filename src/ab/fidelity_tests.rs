@@ -57,8 +57,8 @@ fn one(text: &str) -> Conversation {
     }
 }
 
-/// Every corpus session the library reads, whole, with its error-flag convention.
-fn sessions() -> Vec<(String, Conversation, bool)> {
+/// Every corpus session the library reads, whole.
+fn sessions() -> Vec<(String, Conversation)> {
     let mut out = Vec::new();
     for p in corpus_files() {
         let Ok(bytes) = std::fs::read(&p) else {
@@ -68,7 +68,7 @@ fn sessions() -> Vec<(String, Conversation, bool)> {
             continue;
         };
         let name = p.file_name().unwrap().to_string_lossy().to_string();
-        out.push((name, l.conversation, l.format.has_error_flag()));
+        out.push((name, l.conversation));
     }
     assert!(out.len() >= 8, "corpus sessions read: {}", out.len());
     out
@@ -76,8 +76,8 @@ fn sessions() -> Vec<(String, Conversation, bool)> {
 
 #[test]
 fn a_context_free_dump_of_every_probe_string_scores_below_30_percent() {
-    for (name, c, flag) in sessions() {
-        let p = Probes::of(&c, flag);
+    for (name, c) in sessions() {
+        let p = Probes::of(&c);
         let mut dump: Vec<String> = Vec::new();
         dump.extend(p.paths.iter().cloned());
         dump.extend(p.edited.iter().cloned());
@@ -89,7 +89,7 @@ fn a_context_free_dump_of_every_probe_string_scores_below_30_percent() {
         dump.extend(p.instructions.iter().cloned());
         dump.extend(p.identifiers.iter().cloned());
         dump.extend(p.last_request.iter().cloned());
-        let s = p.survival(&one(&dump.join("\n")), flag);
+        let s = p.survival(&one(&dump.join("\n")));
         let Some(f) = fidelity(&s) else { continue };
         eprintln!(
             "{name}: a dump of its probe strings scores {:.1}%",
@@ -112,8 +112,8 @@ fn a_context_free_dump_of_every_probe_string_scores_below_30_percent() {
 
 #[test]
 fn bare_ids_and_passed_lines_score_below_30_percent() {
-    for (name, c, flag) in sessions() {
-        let p = Probes::of(&c, flag);
+    for (name, c) in sessions() {
+        let p = Probes::of(&c);
         let mut ids: Vec<String> = p.failed_calls.clone();
         ids.extend(p.commands.iter().map(|c| c.id.clone()));
         let list = ids.join("\n");
@@ -123,7 +123,7 @@ fn bare_ids_and_passed_lines_score_below_30_percent() {
             .map(|id| format!("[result {id}: passed, no errors]\n"))
             .collect();
         for text in [list, passed] {
-            let s = p.survival(&one(&text), flag);
+            let s = p.survival(&one(&text));
             let Some(f) = fidelity(&s) else { continue };
             assert!(f < 0.3, "{name}: {:.1}%: {s:?}", 100.0 * f);
             let failures = s.iter().find(|x| x.probe == "failed_calls").unwrap();
@@ -254,8 +254,8 @@ impl Raw {
     }
 }
 
-/// The history before Claude Code's summary, the summary's text, and the error-flag convention.
-fn reference_pair(session: &str, sub_agent: &str) -> (Conversation, String, bool) {
+/// The history before Claude Code's summary, the summary's text, and the format it was read as.
+fn reference_pair(session: &str, sub_agent: &str) -> (Conversation, String, format::Format) {
     let load = |name: &str| {
         let bytes = std::fs::read(corpus(name)).unwrap();
         format::load(&bytes, None, ImportOptions { whole_log: true }).unwrap()
@@ -265,7 +265,7 @@ fn reference_pair(session: &str, sub_agent: &str) -> (Conversation, String, bool
     (
         reference::before_summary(&full.conversation),
         summary,
-        full.format.has_error_flag(),
+        full.format,
     )
 }
 
@@ -273,8 +273,8 @@ fn reference_pair(session: &str, sub_agent: &str) -> (Conversation, String, bool
 fn the_probes_agree_with_an_independent_reading_of_the_raw_logs() {
     for (session, sub_agent) in REFERENCE_SESSIONS {
         let raw = Raw::read(session);
-        let (history, _, flag) = reference_pair(session, sub_agent);
-        let p = Probes::of(&history, flag);
+        let (history, _, _) = reference_pair(session, sub_agent);
+        let p = Probes::of(&history);
         let set = |v: &[String]| v.iter().cloned().collect::<BTreeSet<_>>();
         assert_eq!(set(&p.failed_calls), raw.failed, "{session}");
         assert_eq!(set(&p.edited), raw.edited, "{session}");
@@ -355,9 +355,9 @@ fn the_digest_at_claude_codes_size_keeps_at_least_what_its_summary_keeps() {
     let counter = crate::tokens::counter_for(Default::default());
     for (session, sub_agent) in REFERENCE_SESSIONS {
         let raw = Raw::read(session);
-        let (history, summary, flag) = reference_pair(session, sub_agent);
+        let (history, summary, _) = reference_pair(session, sub_agent);
         let size = counter.count_text(&summary);
-        let facts = Facts::of(&history.messages, flag);
+        let facts = Facts::of(&history.messages);
         let digest = SessionState::of(&facts, 0..history.messages.len()).marker_text(
             history.messages.len(),
             counter.count_conversation(&history),
@@ -417,9 +417,9 @@ fn ab_reference_scores_claude_codes_summary_and_each_strategy_at_equal_tokens() 
         .unwrap();
     let (session, sub_agent) = REFERENCE_SESSIONS[0];
     let raw = Raw::read(session);
-    let (history, summary, flag) = reference_pair(session, sub_agent);
+    let (history, summary, read_as) = reference_pair(session, sub_agent);
     let format = crate::format::Format::Anthropic;
-    assert!(flag);
+    assert_eq!(read_as, format);
     let r = rt.block_on(reference::compare(&history, format, &summary, &arms));
     let names: Vec<&str> = r.columns.iter().map(|c| c.name.as_str()).collect();
     assert_eq!(names, vec!["reference", "truncate", "digest"]);
@@ -509,8 +509,8 @@ fn truncate_at_claude_codes_size_keeps_at_least_what_its_summary_keeps() {
         .unwrap();
     for (session, sub_agent) in REFERENCE_SESSIONS {
         let raw = Raw::read(session);
-        let (history, summary, flag) = reference_pair(session, sub_agent);
-        assert!(flag);
+        let (history, summary, read_as) = reference_pair(session, sub_agent);
+        assert_eq!(read_as, format::Format::Anthropic);
         let size = compactor
             .counter()
             .count_message(&Message::text(Role::User, summary.clone()));
@@ -584,9 +584,9 @@ fn the_digest_names_files_with_their_folder_and_keeps_more_when_room_is_short() 
     let counter = crate::tokens::counter_for(Default::default());
     let (session, sub_agent) = REFERENCE_SESSIONS[1];
     let raw = Raw::read(session);
-    let (history, summary, flag) = reference_pair(session, sub_agent);
+    let (history, summary, _) = reference_pair(session, sub_agent);
     let size = counter.count_text(&summary);
-    let facts = Facts::of(&history.messages, flag);
+    let facts = Facts::of(&history.messages);
     let state = SessionState::of(&facts, 0..history.messages.len());
     let tokens = counter.count_conversation(&history);
     // At Claude Code's size, and at a third of it (room short for the whole paths).

@@ -299,7 +299,7 @@ async fn compact_once(
                 status: format!("error: {e}"),
                 applied: "none".into(),
                 violations: Vec::new(),
-                survival: probes.survival(c, format.has_error_flag()),
+                survival: probes.survival(c),
                 fidelity: None,
                 millis,
             });
@@ -308,7 +308,7 @@ async fn compact_once(
     let output = out.conversation.as_ref();
     let mut violations = guard::validate(output, format, ValidateOptions::default());
     violations.extend(guard::check_compaction(c, output, format));
-    let survival = probes.survival(output, format.has_error_flag());
+    let survival = probes.survival(output);
     let status = serde_json::to_value(out.report.status)
         .ok()
         .and_then(|v| v.as_str().map(str::to_string))
@@ -367,7 +367,7 @@ pub async fn run(
             }
             Ok(x) => x,
         };
-        let probes = Probes::of(c, format.has_error_flag());
+        let probes = Probes::of(c);
         let mut budgets = options.budgets.clone();
         if let Some(b) = t.own_budget.filter(|b| !budgets.contains(b)) {
             budgets.push(b);

@@ -109,8 +109,8 @@ pub struct ReferenceReport {
     pub columns: Vec<Column>,
 }
 
-fn scored(name: &str, tokens: usize, output: &Conversation, probes: &Probes, flag: bool) -> Column {
-    let survival = probes.survival(output, flag);
+fn scored(name: &str, tokens: usize, output: &Conversation, probes: &Probes) -> Column {
+    let survival = probes.survival(output);
     Column {
         name: name.to_string(),
         tokens,
@@ -128,8 +128,7 @@ pub async fn compare(
     summary: &str,
     arms: &[Arm],
 ) -> ReferenceReport {
-    let flag = format.has_error_flag();
-    let probes = Probes::of(history, flag);
+    let probes = Probes::of(history);
     // As Claude Code puts it in the history: a user message with its summary prefix (a
     // sub-agent's bare answer gets the prefix, so it is read as a summary, not as the user's
     // words).
@@ -169,7 +168,6 @@ pub async fn compare(
         budget,
         &one(summary_message.clone()),
         &probes,
-        flag,
     )];
     for (arm, compactor) in arms.iter().zip(&compactors) {
         let skipped = |reason: String| Column {
@@ -189,7 +187,6 @@ pub async fn compare(
                         out.report.tokens_after,
                         out.conversation.as_ref(),
                         &probes,
-                        flag,
                     ),
                     Err(e) => skipped(e.to_string()),
                 }
@@ -197,7 +194,7 @@ pub async fn compare(
         };
         columns.push(column);
     }
-    let facts = Facts::of(&history.messages, flag);
+    let facts = Facts::of(&history.messages);
     let state = SessionState::of(&facts, 0..history.messages.len());
     // The marker message as a whole (text and message overhead) within the budget.
     let overhead = counter
@@ -215,7 +212,6 @@ pub async fn compare(
         counter.count_message(&marker),
         &one(marker),
         &probes,
-        flag,
     ));
     ReferenceReport {
         messages: history.messages.len(),

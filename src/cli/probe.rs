@@ -32,9 +32,8 @@ fn probe(full: &Path, out: &Path, json: bool, whole_log: bool) -> Result<ExitCod
     use compactor::ab::probes::{Probes, fidelity};
     let full = load(full, None, whole_log)?;
     let compacted = load(out, None, whole_log)?;
-    let flag = full.format.has_error_flag();
-    let probes = Probes::of(&full.conversation, flag);
-    let survival = probes.survival(&compacted.conversation, flag);
+    let probes = Probes::of(&full.conversation);
+    let survival = probes.survival(&compacted.conversation);
     let mean = fidelity(&survival);
     let text = if json {
         let v = serde_json::json!({"probes": probes, "survival": survival, "fidelity": mean});

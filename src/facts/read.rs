@@ -15,16 +15,16 @@ use foldhash::{HashMap, HashMapExt, HashSet};
 type Results<'m> = HashMap<&'m str, (usize, Outcome, &'m ToolResult)>;
 
 impl Facts {
-    /// Reads the facts of `messages`. `has_error_flag`: the wire marks failures explicitly
-    /// (Anthropic), so a result without the flag is a success.
-    pub fn of(messages: &[Message], has_error_flag: bool) -> Facts {
+    /// Reads the facts of `messages` (each result's outcome is the one its format's reader
+    /// typed, [`ToolResult::outcome`]).
+    pub fn of(messages: &[Message]) -> Facts {
         let mut f = Facts::default();
         // Results by call id: (message index, outcome, text).
         let mut results: Results =
             HashMap::with_capacity(messages.iter().map(|m| m.tool_results().count()).sum());
         for (i, m) in messages.iter().enumerate() {
             for r in m.tool_results() {
-                results.insert(r.tool_use_id.as_str(), (i, r.outcome(has_error_flag), r));
+                results.insert(r.tool_use_id.as_str(), (i, r.outcome(), r));
             }
         }
         // Each call's block, for its key (computed only where a fix can be found, below).

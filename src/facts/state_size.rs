@@ -169,7 +169,7 @@ mod tests {
             rounds in 1usize..6, calls in 0usize..6, fail in 0usize..5, budget in 0usize..400
         ) {
             let msgs = session(rounds, calls, fail);
-            let facts = Facts::of(&msgs, true);
+            let facts = Facts::of(&msgs);
             let counter = TiktokenCounter::new(Tokenizer::default());
             let sizes = StateSizes::of(&facts, 0, msgs.len(), &counter);
             for k in 0..=msgs.len() {
@@ -187,7 +187,7 @@ mod tests {
     #[test]
     fn the_need_covers_what_an_unbounded_marker_writes_of_the_priority_parts() {
         let msgs = session(3, 4, 3);
-        let facts = Facts::of(&msgs, true);
+        let facts = Facts::of(&msgs);
         let counter = TiktokenCounter::new(Tokenizer::default());
         let sizes = StateSizes::of(&facts, 0, msgs.len(), &counter);
         let text =

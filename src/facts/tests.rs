@@ -72,7 +72,7 @@ proptest::proptest! {
             msgs.push(Message::new(Role::Assistant, vec![call(&id, tools[*tool], json!({"command": format!("x{input}")}))]));
             msgs.push(Message::new(Role::User, vec![result(&id, "error: no", *failed)]));
         }
-        let f = Facts::of(&msgs, true);
+        let f = Facts::of(&msgs);
         let failed: Vec<usize> = (0..calls.len()).filter(|&k| calls[k].2).collect();
         proptest::prop_assert_eq!(f.failures.len(), failed.len());
         for (fl, &k) in f.failures.iter().zip(&failed) {
@@ -86,7 +86,7 @@ proptest::proptest! {
 
 #[test]
 fn a_failure_has_its_cause_and_its_fix() {
-    let f = Facts::of(&session(), true);
+    let f = Facts::of(&session());
     assert_eq!(
         f.failures,
         vec![FailureFact {
@@ -105,7 +105,7 @@ fn a_failure_has_its_cause_and_its_fix() {
 
 #[test]
 fn files_carry_what_was_done_to_them() {
-    let f = Facts::of(&session(), true);
+    let f = Facts::of(&session());
     let got: Vec<(&str, FileAction)> = f
         .touches
         .iter()
@@ -123,7 +123,7 @@ fn files_carry_what_was_done_to_them() {
 
 #[test]
 fn user_words_leave_out_the_harness() {
-    let f = Facts::of(&session(), true);
+    let f = Facts::of(&session());
     assert_eq!(
         f.user,
         vec![UserFact {
@@ -159,7 +159,7 @@ fn a_failed_edit_touches_nothing_and_rm_deletes() {
             ],
         ),
     ];
-    let f = Facts::of(&msgs, true);
+    let f = Facts::of(&msgs);
     let got: Vec<(&str, FileAction)> = f
         .touches
         .iter()
@@ -181,7 +181,7 @@ fn a_slash_commands_expanded_prompt_is_not_the_persons_words() {
             Block::text("Split complex tasks into subtasks. Use Glob to list files."),
         ],
     )];
-    let f = Facts::of(&msgs, true);
+    let f = Facts::of(&msgs);
     assert_eq!(
         f.user,
         vec![UserFact {
@@ -213,7 +213,7 @@ fn responses_failure_fields_are_failures_with_the_cause_they_give() {
             {"stdout": "", "stderr": "", "outcome": {"type": "exit", "exit_code": 0}}]}
     ]});
     let conv = crate::format::Format::OpenAiResponses.read(&body).unwrap();
-    let facts = Facts::of(&conv.messages, false);
+    let facts = Facts::of(&conv.messages);
     let failed: Vec<(String, String, String)> = facts
         .failures
         .iter()
@@ -273,7 +273,7 @@ fn responses_failure_fields_are_failures_with_the_cause_they_give() {
         {"type": "apply_patch_call_output", "call_id": "p2", "status": "completed", "output": "Done"}
     ]});
     let conv = crate::format::Format::OpenAiResponses.read(&ok).unwrap();
-    let facts = Facts::of(&conv.messages, false);
+    let facts = Facts::of(&conv.messages);
     let touched: Vec<(String, FileAction)> = facts
         .touches
         .iter()

@@ -93,13 +93,6 @@ impl Format {
         (self != Format::OpenAiChat).then(|| self.system_key())
     }
 
-    /// Whether tool results carry an explicit error flag (Anthropic `is_error`; Gemini
-    /// `response.error` against `response.output`), so that a result without it is a known
-    /// success.
-    pub fn has_error_flag(self) -> bool {
-        matches!(self, Format::Anthropic | Format::Gemini)
-    }
-
     /// The provider's rule table ([`crate::rules`]): its roles, block and item types, pairs,
     /// placement and carry rules.
     pub(crate) fn rules(self) -> &'static crate::rules::Table {

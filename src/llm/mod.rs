@@ -4,7 +4,7 @@
 //! summary strategy -> Summarizer::complete(SummaryRequest) -> anthropic.rs  POST {base}/v1/messages
 //!                                                          -> openai.rs     POST {base}/v1/chat/completions
 //!                     (timeout per attempt; bounded retries on 429/5xx honouring retry-after,
-//!                      and on transport failures)
+//!                      and on transport failures: post.rs, with `backon`)
 //! ```
 //!
 //! The strategy decides *what* to send (a pure planner); this module only sends it. The API key is
@@ -20,8 +20,10 @@
 pub mod anthropic;
 pub mod breaker;
 pub mod openai;
+mod post;
 pub mod scope;
 
+pub(crate) use post::{http_client, post_json};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::time::Duration;
@@ -336,200 +338,6 @@ pub fn from_config(config: &LlmConfig) -> Result<Arc<dyn Summarizer>, LlmError> 
 /// The first 500 characters of a body, for error messages.
 pub(crate) fn snippet(body: &str) -> String {
     crate::render::clip(body.trim(), 500)
-}
-
-/// Longest wait honoured from a `retry-after` header.
-const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
-
-/// Posts `body` to `url` with `headers`, retrying 429 and 5xx answers and transport failures
-/// (connection refused, reset or cut: [`LlmError::Transport`]; not timeouts, not answers over
-/// the cap) up to `config.retries` times with exponential backoff (0.5 s, 1 s, 2 s, …) or the
-/// server's `retry-after` seconds.
-/// Every attempt passes `breaker` first (an open circuit also stops the retries) and is counted
-/// by the scope's observer. Returns the body of the first successful answer, read up to
-/// `config.max_answer_bytes`.
-pub(crate) async fn post_json(
-    client: &reqwest::Client,
-    config: &LlmConfig,
-    breaker: &breaker::Breaker,
-    url: &str,
-    headers: &[(&str, &str)],
-    body: &serde_json::Value,
-) -> Result<String, LlmError> {
-    let observer = scope::current().observer;
-    let mut attempt = 0u32;
-    loop {
-        let ticket = match breaker.admit().await {
-            Ok(t) => t,
-            Err(refused) => {
-                if let Some(o) = &observer {
-                    o.refused();
-                }
-                return Err(LlmError::CircuitOpen {
-                    url: url.to_string(),
-                    why: match refused {
-                        breaker::Refused::Open(left) => {
-                            format!("{:.0} s of cool-down left", left.as_secs_f64())
-                        }
-                        breaker::Refused::Probing => "a probe is already out".into(),
-                    },
-                });
-            }
-        };
-        // Counted as failed unless it succeeds, also when dropped at the deadline.
-        let counted = Counted::sent(observer.clone());
-        let result = attempt_once(client, config, url, headers, body).await;
-        let (status, retry_after, text) = match result {
-            Ok(answer) => answer,
-            // A connection refused, reset or cut is as transient as a 503: retried.
-            Err(e @ LlmError::Transport { .. }) if attempt < config.retries => {
-                ticket.failed();
-                drop(counted);
-                let backoff = Duration::from_millis(500u64 << attempt.min(6));
-                tracing::warn!(error = %e, attempt, ?backoff, "summarizer: retrying");
-                tokio::time::sleep(backoff).await;
-                attempt += 1;
-                continue;
-            }
-            Err(e) => {
-                ticket.failed();
-                return Err(e);
-            }
-        };
-        if status.is_success() {
-            ticket.succeeded();
-            counted.succeeded();
-            return Ok(text);
-        }
-        let transient = status.as_u16() == 429 || status.is_server_error();
-        if transient {
-            ticket.failed();
-        } else {
-            // The model is up; the request was refused: not the model's health.
-            ticket.succeeded();
-        }
-        drop(counted);
-        if !transient || attempt >= config.retries {
-            return Err(LlmError::Status {
-                status: status.as_u16(),
-                url: url.to_string(),
-                body: snippet(&text),
-            });
-        }
-        let backoff =
-            retry_after.unwrap_or_else(|| Duration::from_millis(500u64 << attempt.min(6)));
-        tracing::warn!(
-            status = status.as_u16(),
-            attempt,
-            ?backoff,
-            "summarizer: retrying"
-        );
-        tokio::time::sleep(backoff).await;
-        attempt += 1;
-    }
-}
-
-/// One attempt as the scope's observer sees it: sent now, failed when dropped before
-/// [`Counted::succeeded`].
-struct Counted(Option<Arc<dyn scope::CallObserver>>);
-
-impl Counted {
-    fn sent(observer: Option<Arc<dyn scope::CallObserver>>) -> Counted {
-        if let Some(o) = &observer {
-            o.sent();
-        }
-        Counted(observer)
-    }
-
-    fn succeeded(mut self) {
-        self.0 = None;
-    }
-}
-
-impl Drop for Counted {
-    fn drop(&mut self) {
-        if let Some(o) = &self.0 {
-            o.failed();
-        }
-    }
-}
-
-/// One attempt: the status, the `retry-after` wait and the body (at most
-/// `config.max_answer_bytes`, else [`LlmError::TooLarge`]).
-async fn attempt_once(
-    client: &reqwest::Client,
-    config: &LlmConfig,
-    url: &str,
-    headers: &[(&str, &str)],
-    body: &serde_json::Value,
-) -> Result<(reqwest::StatusCode, Option<Duration>, String), LlmError> {
-    let mut req = client.post(url).json(body);
-    for (k, v) in headers {
-        req = req.header(*k, *v);
-    }
-    let mut response = req.send().await.map_err(|e| transport(e, url, config))?;
-    let status = response.status();
-    let retry_after = response
-        .headers()
-        .get(reqwest::header::RETRY_AFTER)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<f64>().ok())
-        .filter(|s| s.is_finite() && *s >= 0.0)
-        .map(|s| Duration::from_secs_f64(s).min(MAX_RETRY_AFTER));
-    let limit = config.max_answer_bytes;
-    let too_large = || LlmError::TooLarge {
-        url: url.to_string(),
-        limit,
-    };
-    if response.content_length().is_some_and(|n| n > limit as u64) {
-        return Err(too_large());
-    }
-    let mut bytes: Vec<u8> = Vec::new();
-    while let Some(chunk) = response
-        .chunk()
-        .await
-        .map_err(|e| transport(e, url, config))?
-    {
-        if bytes.len() + chunk.len() > limit {
-            return Err(too_large());
-        }
-        bytes.extend_from_slice(&chunk);
-    }
-    Ok((
-        status,
-        retry_after,
-        String::from_utf8_lossy(&bytes).into_owned(),
-    ))
-}
-
-fn transport(e: reqwest::Error, url: &str, config: &LlmConfig) -> LlmError {
-    if e.is_timeout() {
-        LlmError::Timeout {
-            url: url.to_string(),
-            timeout: config.timeout(),
-        }
-    } else {
-        LlmError::Transport {
-            url: url.to_string(),
-            source: e,
-        }
-    }
-}
-
-/// Builds the HTTP client: the attempt timeout; no proxy from the environment for loopback
-/// servers.
-pub(crate) fn http_client(config: &LlmConfig) -> Result<reqwest::Client, LlmError> {
-    let base = config.base();
-    let loopback = ["http://127.0.0.1", "http://localhost", "http://[::1]"]
-        .iter()
-        .any(|p| base.starts_with(p));
-    let mut builder = reqwest::Client::builder()
-        .timeout(config.timeout())
-        .connect_timeout(config.timeout().min(Duration::from_secs(10)));
-    if loopback {
-        builder = builder.no_proxy();
-    }
-    builder.build().map_err(LlmError::Client)
 }
 
 #[cfg(test)]

@@ -21,14 +21,8 @@ const ASSISTANT_CHARS: usize = 160;
 const RESULT_CHARS: usize = 100;
 
 /// The digest line for one block, or `None` for blocks that leave no line (thinking, empty
-/// text). `tools` maps call ids to tool names; `has_error_flag` tells whether the wire marks
-/// failures explicitly (Anthropic), so a result without the flag is a known success.
-pub fn digest_line(
-    role: &Role,
-    b: &Block,
-    tools: &HashMap<&str, &str>,
-    has_error_flag: bool,
-) -> Option<String> {
+/// text). `tools` maps call ids to tool names.
+pub fn digest_line(role: &Role, b: &Block, tools: &HashMap<&str, &str>) -> Option<String> {
     Some(match b {
         Block::Text(t) if t.text.trim().is_empty() => return None,
         Block::Text(t) if t.text.starts_with(MARKER_PREFIX) => return None,
@@ -41,11 +35,7 @@ pub fn digest_line(
             format!("[{role}] {}", one_line_clipped(&t.text, max))
         }
         Block::ToolUse(t) => format!("[call {} {}]", t.id, call_summary(t, 80)),
-        Block::ToolResult(r) => result_line(
-            r,
-            tools.get(r.tool_use_id.as_str()).copied(),
-            has_error_flag,
-        ),
+        Block::ToolResult(r) => result_line(r, tools.get(r.tool_use_id.as_str()).copied()),
         Block::Thinking(_) => return None,
         Block::Image(_) => format!("[{role} image]"),
         Block::Document(_) => format!("[{role} document]"),
@@ -53,8 +43,8 @@ pub fn digest_line(
     })
 }
 
-fn result_line(r: &ToolResult, tool: Option<&str>, has_error_flag: bool) -> String {
-    let tag = match r.outcome(has_error_flag) {
+fn result_line(r: &ToolResult, tool: Option<&str>) -> String {
+    let tag = match r.outcome() {
         Outcome::Success => "",
         Outcome::Error => " (error)",
         Outcome::Unknown => " (outcome unknown)",

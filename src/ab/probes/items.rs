@@ -69,11 +69,11 @@ pub fn paths(c: &Conversation) -> Vec<String> {
 }
 
 /// The outcome of every answered call, by id.
-fn outcomes(c: &Conversation, has_error_flag: bool) -> HashMap<&str, Outcome> {
+fn outcomes(c: &Conversation) -> HashMap<&str, Outcome> {
     c.messages
         .iter()
         .flat_map(Message::tool_results)
-        .map(|r| (r.tool_use_id.as_str(), r.outcome(has_error_flag)))
+        .map(|r| (r.tool_use_id.as_str(), r.outcome()))
         .collect()
 }
 
@@ -88,8 +88,8 @@ pub(super) fn outcome_name(o: Option<&Outcome>) -> &'static str {
 
 /// Commands run (calls with a shell command, [`crate::facts::command_of`]), in order, with
 /// their outcome.
-pub fn commands(c: &Conversation, has_error_flag: bool) -> Vec<CommandRun> {
-    let outcomes = outcomes(c, has_error_flag);
+pub fn commands(c: &Conversation) -> Vec<CommandRun> {
+    let outcomes = outcomes(c);
     tool_uses(c)
         .filter_map(|t| {
             let command = crate::facts::command_of(&t.input.to_value())?;
@@ -104,10 +104,10 @@ pub fn commands(c: &Conversation, has_error_flag: bool) -> Vec<CommandRun> {
 
 /// Ids of calls whose result is a failure ([`crate::conversation::ToolResult::outcome`]), in
 /// order.
-pub fn failed_calls(c: &Conversation, has_error_flag: bool) -> Vec<String> {
+pub fn failed_calls(c: &Conversation) -> Vec<String> {
     let (mut out, mut seen) = (Vec::new(), HashSet::new());
     for r in c.messages.iter().flat_map(Message::tool_results) {
-        if r.outcome(has_error_flag) == Outcome::Error {
+        if r.outcome() == Outcome::Error {
             push_unique(&mut out, &mut seen, &r.tool_use_id);
         }
     }
@@ -116,9 +116,9 @@ pub fn failed_calls(c: &Conversation, has_error_flag: bool) -> Vec<String> {
 
 /// The first informative error line of each failed call, in [`failed_calls`] order (from
 /// [`crate::facts::Facts`]).
-pub fn failure_lines(c: &Conversation, has_error_flag: bool) -> Vec<String> {
-    let facts = Facts::of(&c.messages, has_error_flag);
-    let ids = failed_calls(c, has_error_flag);
+pub fn failure_lines(c: &Conversation) -> Vec<String> {
+    let facts = Facts::of(&c.messages);
+    let ids = failed_calls(c);
     ids.iter()
         .map(|id| {
             facts
@@ -135,7 +135,7 @@ pub fn failure_lines(c: &Conversation, has_error_flag: bool) -> Vec<String> {
 /// earlier summaries and harness elements (`<system-reminder>` …); slash commands count with
 /// their arguments ([`crate::facts::person_text`]).
 fn user_texts(c: &Conversation) -> Vec<String> {
-    Facts::of(&c.messages, true)
+    Facts::of(&c.messages)
         .user
         .into_iter()
         .map(|u| u.text)

@@ -210,10 +210,9 @@ fn tally(
 }
 
 impl Probes {
-    /// Runs every probe on `c`. `has_error_flag`: the wire marks failures explicitly
-    /// (Anthropic), so a result without the flag is a success.
-    pub fn of(c: &Conversation, has_error_flag: bool) -> Probes {
-        let facts = Facts::of(&c.messages, has_error_flag);
+    /// Runs every probe on `c`.
+    pub fn of(c: &Conversation) -> Probes {
+        let facts = Facts::of(&c.messages);
         let (mut edited, mut seen) = (Vec::new(), HashSet::new());
         for t in facts.touches.iter().filter(|t| is_write(t.action)) {
             push_unique(&mut edited, &mut seen, &t.path);
@@ -238,9 +237,9 @@ impl Probes {
         Probes {
             paths: paths(c),
             edited,
-            commands: commands(c, has_error_flag),
-            failed_calls: failed_calls(c, has_error_flag),
-            failure_lines: failure_lines(c, has_error_flag),
+            commands: commands(c),
+            failed_calls: failed_calls(c),
+            failure_lines: failure_lines(c),
             fixes,
             user_messages,
             instructions: instructions(c),
@@ -250,8 +249,8 @@ impl Probes {
     }
 
     /// The share of each probe the output tells, in [`PROBE_NAMES`] order.
-    pub fn survival(&self, output: &Conversation, has_error_flag: bool) -> Vec<Survival> {
-        let out = Output::of(output, has_error_flag);
+    pub fn survival(&self, output: &Conversation) -> Vec<Survival> {
+        let out = Output::of(output);
         let originals: HashSet<String> = self
             .user_messages
             .iter()

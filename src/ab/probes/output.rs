@@ -139,15 +139,15 @@ pub(super) struct Output<'a> {
 }
 
 impl<'a> Output<'a> {
-    pub(super) fn of(conv: &'a Conversation, has_error_flag: bool) -> Output<'a> {
+    pub(super) fn of(conv: &'a Conversation) -> Output<'a> {
         let docs = texts(conv).into_iter().map(Doc::of).collect();
         let results = conv
             .messages
             .iter()
             .flat_map(Message::tool_results)
-            .map(|r| (r.tool_use_id.as_str(), r.outcome(has_error_flag)))
+            .map(|r| (r.tool_use_id.as_str(), r.outcome()))
             .collect();
-        let facts = Facts::of(&conv.messages, has_error_flag);
+        let facts = Facts::of(&conv.messages);
         let written = facts
             .touches
             .iter()

@@ -87,7 +87,7 @@ fn commands_carry_their_outcome() {
         json!({"command": ["bash", "-lc", "rg login"]}),
     ));
     assert_eq!(
-        commands(&c, true),
+        commands(&c),
         vec![
             CommandRun {
                 id: "t2".into(),
@@ -105,7 +105,7 @@ fn commands_carry_their_outcome() {
 
 #[test]
 fn failed_calls_are_the_error_results() {
-    assert_eq!(failed_calls(&session(), true), vec!["t2".to_string()]);
+    assert_eq!(failed_calls(&session()), vec!["t2".to_string()]);
 }
 
 #[test]
@@ -122,9 +122,9 @@ fn instructions_are_user_sentences_with_a_constraint_word() {
 #[test]
 fn a_multi_line_user_item_is_the_users_on_every_line() {
     let full = session();
-    let p = Probes::of(&full, true);
+    let p = Probes::of(&full);
     let told = |text: &str| {
-        let s = p.survival(&conv(vec![Message::text(Role::User, text)]), true);
+        let s = p.survival(&conv(vec![Message::text(Role::User, text)]));
         s.into_iter()
             .find(|x| x.probe == "instructions")
             .map(|x| x.kept)
@@ -177,8 +177,8 @@ fn last_request_is_the_last_text_a_user_wrote() {
 #[test]
 fn everything_survives_in_the_original() {
     let c = session();
-    let p = Probes::of(&c, true);
-    let s = p.survival(&c, true);
+    let p = Probes::of(&c);
+    let s = p.survival(&c);
     assert!(s.iter().all(|x| x.kept == x.total), "{s:?}");
     assert_eq!(fidelity(&s), Some(1.0));
 }
@@ -186,7 +186,7 @@ fn everything_survives_in_the_original() {
 #[test]
 fn a_digest_keeps_what_it_names_and_loses_the_rest() {
     let c = session();
-    let p = Probes::of(&c, true);
+    let p = Probes::of(&c);
     // The first four messages replaced by a digest that names the failure and one path.
     let digest = format!(
         "{MARKER_PREFIX}\n[user] Fix the login bug from #42 in src/auth.rs.\n\
@@ -195,7 +195,7 @@ fn a_digest_keeps_what_it_names_and_loses_the_rest() {
     let mut out = conv(vec![Message::text(Role::User, digest)]);
     out.messages.extend(c.messages[4..].iter().cloned());
     out.messages.remove(1); // t3's result goes with its call
-    let s = p.survival(&out, true);
+    let s = p.survival(&out);
     let cells: Vec<(&str, String)> = s.iter().map(|x| (x.probe, x.cell())).collect();
     assert_eq!(
         cells,
@@ -226,22 +226,22 @@ fn a_failure_written_as_plain_text_is_not_visible() {
         Role::User,
         "[result t2: 3 tests passed]",
     )]);
-    assert!(!failure_visible(&out, "t2", true));
+    assert!(!failure_visible(&out, "t2"));
     let out = conv(vec![Message::text(Role::User, "t2 failed")]);
-    assert!(failure_visible(&out, "t2", true));
+    assert!(failure_visible(&out, "t2"));
 }
 
 #[test]
 fn bare_ids_and_denied_failures_do_not_count() {
     let c = session();
-    let p = Probes::of(&c, true);
+    let p = Probes::of(&c);
     // Eight lines naming ids with "no errors": a list of bare ids, no cause, no outcome.
     let ids: String = ["t1", "t2", "t3", "t4", "t5", "t6", "t7", "t8"]
         .iter()
         .map(|i| format!("[result {i}: passed, no errors]\n"))
         .collect();
     let out = conv(vec![Message::text(Role::User, ids)]);
-    let s = p.survival(&out, true);
+    let s = p.survival(&out);
     let f = fidelity(&s).unwrap();
     assert!(f < 0.3, "{s:?}");
     let by: HashMap<&str, usize> = s.iter().map(|x| (x.probe, x.kept)).collect();
@@ -251,10 +251,10 @@ fn bare_ids_and_denied_failures_do_not_count() {
 #[test]
 fn a_command_counts_only_with_its_outcome_and_a_failure_with_its_cause() {
     let c = session();
-    let p = Probes::of(&c, true);
+    let p = Probes::of(&c);
     let cells = |text: &str| -> (String, String) {
         let out = conv(vec![Message::text(Role::User, text)]);
-        let s = p.survival(&out, true);
+        let s = p.survival(&out);
         (s[2].cell(), s[3].cell())
     };
     assert_eq!(cells("ran cargo test"), ("0/1".into(), "0/1".into()));
@@ -268,14 +268,14 @@ fn a_command_counts_only_with_its_outcome_and_a_failure_with_its_cause() {
 #[test]
 fn an_edited_file_counts_only_as_edited() {
     let c = session();
-    let p = Probes::of(&c, true);
+    let p = Probes::of(&c);
     assert_eq!(
         p.edited,
         vec!["src/auth.rs".to_string(), "tests/login.rs".to_string()]
     );
     let edited = |text: &str| -> String {
         let out = conv(vec![Message::text(Role::User, text)]);
-        p.survival(&out, true)[1].cell()
+        p.survival(&out)[1].cell()
     };
     assert_eq!(edited("src/auth.rs\ntests/login.rs"), "0/2");
     assert_eq!(edited("[read] src/auth.rs, tests/login.rs"), "0/2");
@@ -298,7 +298,7 @@ fn a_failure_told_without_its_later_fix_is_stale() {
     ));
     c.messages
         .push(Message::new(Role::User, vec![result("t5", "ok", None)]));
-    let p = Probes::of(&c, true);
+    let p = Probes::of(&c);
     assert_eq!(
         p.fixes,
         vec![FixRun {
@@ -309,7 +309,7 @@ fn a_failure_told_without_its_later_fix_is_stale() {
     );
     let fixes = |text: &str| -> Survival {
         let out = conv(vec![Message::text(Role::User, text)]);
-        p.survival(&out, true).swap_remove(4)
+        p.survival(&out).swap_remove(4)
     };
     let stale = fixes("[failed t2] Bash, command cargo test: error: 3 tests failed");
     assert_eq!(
@@ -328,11 +328,11 @@ fn a_failure_told_without_its_later_fix_is_stale() {
 #[test]
 fn user_words_count_when_attributed_to_the_user() {
     let c = session();
-    let p = Probes::of(&c, true);
+    let p = Probes::of(&c);
     let last = "Now commit it as deadbeef1 on v0.15, please.";
     let user = |text: &str| -> (String, String) {
         let out = conv(vec![Message::text(Role::Assistant, text)]);
-        let s = p.survival(&out, true);
+        let s = p.survival(&out);
         (s[5].cell(), s[8].cell())
     };
     assert_eq!(user(last), ("0/2".into(), "0/1".into()));

@@ -55,12 +55,12 @@ pub(super) const FILE_WORDS: &[&str] = &[
 /// names the id together with `error` / `fail` (a digest line `[result id (error): …]`; the
 /// guard's own rule, [`guard::mentions_failure`], for outputs built without records). Weaker
 /// than [`failure_told`], which the probes use.
-pub fn failure_visible(output: &Conversation, id: &str, has_error_flag: bool) -> bool {
+pub fn failure_visible(output: &Conversation, id: &str) -> bool {
     let result_kept = output
         .messages
         .iter()
         .flat_map(Message::tool_results)
-        .any(|r| r.tool_use_id == id && r.outcome(has_error_flag) == Outcome::Error);
+        .any(|r| r.tool_use_id == id && r.outcome() == Outcome::Error);
     result_kept || texts(output).iter().any(|t| guard::mentions_failure(t, id))
 }
 
@@ -111,13 +111,8 @@ pub(super) fn failure_how(out: &Output<'_>, id: &str, first_line: &str) -> Optio
 /// A failure is told when the output keeps its failed result, or has a line that names the id,
 /// says error/failed without denying it (`no errors`), and holds the start of its first error
 /// line (its cause): a bare id with the word "error" is not enough.
-pub fn failure_told(
-    output: &Conversation,
-    id: &str,
-    first_line: &str,
-    has_error_flag: bool,
-) -> bool {
-    failure_how(&Output::of(output, has_error_flag), id, first_line).is_some()
+pub fn failure_told(output: &Conversation, id: &str, first_line: &str) -> bool {
+    failure_how(&Output::of(output), id, first_line).is_some()
 }
 
 /// A fix is told when the failure is told and so is its fix: the fixing call's result is kept,

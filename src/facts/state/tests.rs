@@ -73,7 +73,7 @@ proptest::proptest! {
             }
         };
         let msgs = chat(n, text);
-        let facts = Facts::of(&msgs, true);
+        let facts = Facts::of(&msgs);
         let c = counter();
         let r = SessionState::of(&facts, 0..msgs.len()).with_words_ceiling(room).render(room / 2, &c);
         let user: Vec<&String> = r.lines.iter().filter(|l| l.starts_with("[user] #")).collect();
@@ -141,7 +141,7 @@ fn a_shortened_request_stays_tagged_when_merged_forward() {
         }
     });
     let c = counter();
-    let facts = Facts::of(&msgs, true);
+    let facts = Facts::of(&msgs);
     // A room small enough that the words whole take more than half of it.
     let first = SessionState::of(&facts, 0..msgs.len()).marker_text(6, 100, ROOM, &c);
     assert!(
@@ -149,7 +149,7 @@ fn a_shortened_request_stays_tagged_when_merged_forward() {
         "{first}"
     );
     // The next pass reads it back: still shortened, once, with its number.
-    let again = Facts::of(&[Message::text(Role::User, first)], true);
+    let again = Facts::of(&[Message::text(Role::User, first)]);
     let state = SessionState::of(&again, 0..1);
     let r = state.render(2_000, &c);
     assert_eq!(r.user_words.shortened, vec![2]);
@@ -164,7 +164,7 @@ fn a_shortened_request_stays_tagged_when_merged_forward() {
 fn a_left_out_run_is_carried_into_the_next_record() {
     let c = counter();
     let msgs = chat(600, |k| format!("Please handle ticket {k} now."));
-    let facts = Facts::of(&msgs, true);
+    let facts = Facts::of(&msgs);
     let first = SessionState::of(&facts, 0..msgs.len())
         .with_words_ceiling(1_000)
         .marker_text(msgs.len(), 0, 500, &c);
@@ -177,7 +177,7 @@ fn a_left_out_run_is_carried_into_the_next_record() {
     // The next pass: the record, then 100 new requests, all dropped with a tight ceiling.
     let mut again = vec![Message::text(Role::User, first)];
     again.extend(chat(100, |k| format!("And then ticket {}.", 600 + k)));
-    let facts = Facts::of(&again, true);
+    let facts = Facts::of(&again);
     let r = SessionState::of(&facts, 0..again.len())
         .with_words_ceiling(600)
         .render(300, &c);
@@ -236,7 +236,7 @@ fn failures_are_counted_before_the_user_words_take_their_share() {
         }
         msgs.push(Message::text(Role::Assistant, format!("done {k}")));
     }
-    let facts = Facts::of(&msgs, true);
+    let facts = Facts::of(&msgs);
     let ceiling = 3_000;
     let r = SessionState::of(&facts, 0..msgs.len())
         .with_words_ceiling(ceiling)
@@ -251,7 +251,7 @@ fn failures_are_counted_before_the_user_words_take_their_share() {
 fn five_thousand_requests_keep_the_task_and_the_newest_within_the_room() {
     let msgs = chat(5_000, |k| format!("Please handle ticket {k} now."));
     let c = counter();
-    let facts = Facts::of(&msgs, true);
+    let facts = Facts::of(&msgs);
     let r = SessionState::of(&facts, 0..msgs.len())
         .with_words_ceiling(2_000)
         .render(1_000, &c);
@@ -288,7 +288,7 @@ fn shedding_leaves_out_only_the_outcomes_of_settled_rounds() {
         vec![result("t4", "1 file changed", false)],
     ));
     msgs.push(Message::text(Role::User, "Thanks."));
-    let facts = Facts::of(&msgs, true);
+    let facts = Facts::of(&msgs);
     let then_lines = |state: SessionState| -> Vec<String> {
         state
             .render(2_000, &counter())
@@ -311,7 +311,7 @@ fn shedding_leaves_out_only_the_outcomes_of_settled_rounds() {
 #[test]
 fn the_state_keeps_words_files_failures_and_commands() {
     let msgs = session();
-    let facts = Facts::of(&msgs, true);
+    let facts = Facts::of(&msgs);
     let text = SessionState::of(&facts, 0..7).marker_text(7, 500, 2_000, &counter());
     let lines: Vec<&str> = text.lines().skip(1).collect();
     assert_eq!(
@@ -342,7 +342,7 @@ fn the_state_keeps_words_files_failures_and_commands() {
 #[test]
 fn a_fix_in_the_kept_part_is_named_as_kept() {
     let msgs = session();
-    let facts = Facts::of(&msgs, true);
+    let facts = Facts::of(&msgs);
     let r = SessionState::of(&facts, 0..3).render(2_000, &counter());
     assert!(
         r.lines
@@ -356,7 +356,7 @@ fn a_fix_in_the_kept_part_is_named_as_kept() {
 #[test]
 fn recompaction_merges_the_earlier_state() {
     let msgs = session();
-    let facts = Facts::of(&msgs, true);
+    let facts = Facts::of(&msgs);
     let c = counter();
     let first = SessionState::of(&facts, 0..7).marker_text(7, 500, 2_000, &c);
     let mut again = vec![Message::text(Role::User, first)];
@@ -365,7 +365,7 @@ fn recompaction_merges_the_earlier_state() {
         vec![call("t9", "Bash", json!({"command": "git commit"}))],
     ));
     again.push(Message::new(Role::User, vec![result("t9", "done", false)]));
-    let facts2 = Facts::of(&again, true);
+    let facts2 = Facts::of(&again);
     let second = SessionState::of(&facts2, 0..3).marker_text(3, 600, 2_000, &c);
     assert!(
         second.contains("[user] #1: Fix the build. Never touch vendor/."),
@@ -379,7 +379,7 @@ fn recompaction_merges_the_earlier_state() {
     assert!(second.contains("[ran ok] git commit (t9)"), "{second}");
     assert_eq!(second.matches(MARKER_PREFIX).count(), 1);
     // A third pass over the same state changes nothing but the counts in the first line.
-    let facts3 = Facts::of(&[Message::text(Role::User, second.clone())], true);
+    let facts3 = Facts::of(&[Message::text(Role::User, second.clone())]);
     let third = SessionState::of(&facts3, 0..1).marker_text(3, 600, 2_000, &c);
     assert_eq!(
         third.lines().skip(1).collect::<Vec<_>>(),
@@ -404,7 +404,7 @@ fn a_tight_budget_shortens_long_requests_around_constraints_and_counts_what_went
         ));
         msgs.push(Message::new(Role::User, vec![result(&id, "ok", false)]));
     }
-    let facts = Facts::of(&msgs, true);
+    let facts = Facts::of(&msgs);
     let r = SessionState::of(&facts, 0..msgs.len()).render(60, &counter());
     assert_eq!(
         r.lines[0],
@@ -436,7 +436,7 @@ fn a_shortened_request_keeps_a_repeated_instruction_once_and_types_the_repeats()
         "Always run tests. ".repeat(40)
     );
     let msgs = vec![Message::text(Role::User, long)];
-    let facts = Facts::of(&msgs, true);
+    let facts = Facts::of(&msgs);
     let r = SessionState::of(&facts, 0..1).render(60, &counter());
     assert_eq!(
         r.lines,
@@ -466,7 +466,7 @@ fn a_summary_item_is_what_render_writes_and_reads_back_whole() {
         "[summary compactor]\n  They fixed the build.\n  \n  - [call x1] is not a line of the state."
     );
     let marker = format!("{MARKER_PREFIX} earlier\n{item}\n");
-    let facts = Facts::of(&[Message::text(Role::User, marker)], true);
+    let facts = Facts::of(&[Message::text(Role::User, marker)]);
     let r = SessionState::of(&facts, 0..1).render(500, &counter());
     assert_eq!(
         r.lines,
@@ -479,7 +479,7 @@ fn the_first_digest_format_is_merged_too() {
     let old = format!(
         "{MARKER_PREFIX} 40 earlier messages were removed. One line per block:\n[user] continue with module 3\n[result toolu_05 Bash (error): …FAILED tests/t5.py - AssertionError]\n[result toolu_06 Bash: ok]\n"
     );
-    let facts = Facts::of(&[Message::text(Role::User, old)], true);
+    let facts = Facts::of(&[Message::text(Role::User, old)]);
     let r = SessionState::of(&facts, 0..1).render(500, &counter());
     assert!(
         r.lines

@@ -218,6 +218,48 @@ pub(super) fn ledger(state: &SessionState, room: usize, counter: &dyn TokenCount
     }
 }
 
+/// `parts` with the ledger of `state` fitted into what the target leaves after everything else
+/// in the output (the system prompt, tools and pinned messages, the kept tail, the head and the
+/// model's text), and the summary message's tokens.
+pub(super) fn fit_ledger(
+    mut parts: SummaryParts,
+    state: SessionState,
+    conversation: &Conversation,
+    plan: &Plan,
+    budget: Budget,
+    cx: &Context<'_>,
+) -> (SummaryParts, usize) {
+    let (counter, tokens) = (cx.counter, cx.tokens);
+    let fixed = counter.count_system(conversation.system.as_ref())
+        + counter.count_tools(conversation.tools())
+        + tokens.span(0..plan.from)
+        + tokens.tail(plan.to);
+    let count = |p: &SummaryParts| counter.count_message(&Message::text(Role::User, p.text()));
+    let room = budget.target.saturating_sub(fixed + count(&parts));
+    // The user's words may pass the ledger's room and the target, not what the output
+    // has left under the limit.
+    let state = state.with_words_ceiling(room + budget.limit.saturating_sub(budget.target));
+    parts.ledger = ledger(&state, room, counter);
+    let mut summary_tokens = count(&parts);
+    // The message counts a little more than its parts apart: one more pass with the room
+    // shrunk by the excess. Still over (what is always kept does not fit): the outcomes
+    // of settled rounds go first, as in truncate's marker.
+    let over = (fixed + summary_tokens).saturating_sub(budget.target);
+    if over > 0 && room > over {
+        parts.ledger = ledger(&state, room - over, counter);
+        summary_tokens = count(&parts);
+    }
+    if fixed + summary_tokens > budget.target {
+        let mut lean = parts.clone();
+        lean.ledger = ledger(&state.shedding_settled(), room, counter);
+        let lean_tokens = count(&lean);
+        if lean_tokens < summary_tokens {
+            (parts, summary_tokens) = (lean, lean_tokens);
+        }
+    }
+    (parts, summary_tokens)
+}
+
 /// The parts of the summary message of messages `from..to` (`tokens` of them): the head
 /// naming them (it starts with [`SUMMARY_PREFIX`]), the model's text with any imitation of the
 /// ledger header neutralized ([`neutralize_ledger_header`]) as one indented item under
@@ -253,7 +295,7 @@ mod tests {
 
     fn ledger_of(c: &Conversation, to: usize, room: usize) -> Marker {
         let counter = counter_for(Tokenizer::default());
-        let state = ledger_state(Facts::of(&c.messages, true), 0, to, None);
+        let state = ledger_state(Facts::of(&c.messages), 0, to, None);
         ledger(&state, room, counter.as_ref())
     }
 
@@ -292,7 +334,7 @@ mod tests {
             ]}))
             .unwrap();
         let counter = counter_for(Tokenizer::default());
-        let state = ledger_state(Facts::of(&c.messages, false), 0, 3, None);
+        let state = ledger_state(Facts::of(&c.messages), 0, 3, None);
         let text = ledger(&state, 2_000, counter.as_ref()).text;
         assert!(text.contains("\n[created] docs/y.md\n"), "{text}");
         assert!(text.contains("\n[edited] src/x.rs\n"), "{text}");
@@ -402,7 +444,7 @@ mod tests {
         let (_, lines) = split_summary(&text);
         // The ledger merged from `earlier` and the new round holds each of `kept` and t2.
         let merged_holds = |earlier: &[&str], kept: &[&str]| -> String {
-            let state = ledger_state(Facts::of(&later.messages, true), 0, 3, Some(earlier));
+            let state = ledger_state(Facts::of(&later.messages), 0, 3, Some(earlier));
             let merged = ledger(&state, 2_000, counter.as_ref());
             assert_eq!(merged.failures, vec!["t2".to_string()]);
             for k in kept {

@@ -20,7 +20,7 @@ use super::truncate::{Truncate, TruncateConfig};
 use super::{Budget, Compaction, Context, Edit, Strategy, StrategyError, digest_line};
 use crate::conversation::{Block, Conversation, Message, Role};
 use crate::facts::Facts;
-use crate::guard::{CutKind, Layout, Marker, MessageTokens, SummaryParts, UnitEdit};
+use crate::guard::{CutKind, Layout, Marker, MessageTokens, UnitEdit};
 use crate::llm::{Summarizer, SummaryRequest};
 use crate::render::clip;
 use crate::tokens::TokenCounter;
@@ -40,7 +40,7 @@ pub use checks::UNKNOWN_ID_MARK;
 use checks::{degenerate, mark_unknown_ids};
 use chunking::chunk;
 pub use ledger::neutralize_ledger_header;
-use ledger::{ledger, ledger_state, split_summary, summary_parts};
+use ledger::{fit_ledger, ledger_state, split_summary, summary_parts};
 pub use plan::{Plan, plan, summary_text};
 pub use transcript::transcript;
 
@@ -279,6 +279,70 @@ impl Summary {
             .join("\n\n");
         Ok((joined, calls))
     }
+
+    /// The model's text for the span of `plan`: the cached one (noted), or the one the model
+    /// writes, refused when over `max_summary_tokens` or looping; the breaker counts the
+    /// outcome of a call.
+    async fn model_text(
+        &self,
+        conversation: &Conversation,
+        plan: &Plan,
+        previous_model: Option<&str>,
+        cx: &Context<'_>,
+        notes: &mut Vec<String>,
+    ) -> Result<String, Failure> {
+        let counter = cx.counter;
+        let span_start = plan.from + usize::from(plan.previous.is_some());
+        let text = transcript(&conversation.messages[span_start..plan.to]);
+        let instructions = self.instructions(cx);
+        let key = cache_key(&[
+            self.summarizer.model(),
+            &self.prompt,
+            instructions.as_deref().unwrap_or(""),
+            previous_model.unwrap_or(""),
+            &text,
+        ]);
+        if let Some(t) = self.cache.get(&key) {
+            notes.push("summary: cache hit, no model call".to_string());
+            return Ok(t.to_string());
+        }
+        let written = self
+            .write_summary(previous_model, &text, instructions.as_deref(), counter)
+            .await
+            .and_then(|(t, calls)| {
+                let tokens = counter.count_text(&t);
+                if tokens > self.config.max_summary_tokens {
+                    return Err(Failure::Oversized {
+                        tokens,
+                        max: self.config.max_summary_tokens,
+                    });
+                }
+                if let Some(why) = degenerate(&t) {
+                    return Err(Failure::Degenerate(why));
+                }
+                Ok((t, calls))
+            });
+        let (t, calls) = match written {
+            Ok(written) => written,
+            Err(e) => {
+                self.record(false);
+                return Err(e);
+            }
+        };
+        self.record(true);
+        notes.push(format!(
+            "summary: {} model call(s) to {}{}",
+            calls,
+            self.summarizer.model(),
+            if plan.previous.is_some() {
+                ", updating the earlier summary"
+            } else {
+                ""
+            }
+        ));
+        self.cache.insert(key, Arc::from(t.as_str()));
+        Ok(t)
+    }
 }
 
 /// The in-process summary cache: at most `max_bytes` of model text (each entry weighs its
@@ -313,12 +377,10 @@ impl Strategy for Summary {
         budget: Budget,
         cx: &Context<'_>,
     ) -> Result<Compaction, StrategyError> {
-        let counter = cx.counter;
-        let tokens = cx.tokens;
         let Some(plan) = plan(
             conversation,
             cx.layout,
-            tokens,
+            cx.tokens,
             budget,
             self.config.keep_recent_share,
         ) else {
@@ -334,70 +396,19 @@ impl Strategy for Summary {
             );
             return Ok(self.fall_back(conversation, budget, cx, &reason));
         }
-        let has_flag = cx.format.has_error_flag();
-        let span_start = plan.from + usize::from(plan.previous.is_some());
-        let span = &conversation.messages[span_start..plan.to];
-        let text = transcript(span, has_flag);
         let (previous_model, previous_ledger) = plan
             .previous
             .as_deref()
             .map(split_summary)
             .unwrap_or_default();
         let previous_model = plan.previous.as_ref().map(|_| previous_model.as_ref());
-        let instructions = self.instructions(cx);
-        let key = cache_key(&[
-            self.summarizer.model(),
-            &self.prompt,
-            instructions.as_deref().unwrap_or(""),
-            previous_model.unwrap_or(""),
-            &text,
-        ]);
-        let cached = self.cache.get(&key).map(|t| t.to_string());
         let mut notes = Vec::new();
-        let model_text = match cached {
-            Some(t) => {
-                notes.push("summary: cache hit, no model call".to_string());
-                t
-            }
-            None => {
-                let written = self
-                    .write_summary(previous_model, &text, instructions.as_deref(), counter)
-                    .await
-                    .and_then(|(t, calls)| {
-                        let tokens = counter.count_text(&t);
-                        if tokens > self.config.max_summary_tokens {
-                            return Err(Failure::Oversized {
-                                tokens,
-                                max: self.config.max_summary_tokens,
-                            });
-                        }
-                        if let Some(why) = degenerate(&t) {
-                            return Err(Failure::Degenerate(why));
-                        }
-                        Ok((t, calls))
-                    });
-                match written {
-                    Ok((t, calls)) => {
-                        self.record(true);
-                        notes.push(format!(
-                            "summary: {} model call(s) to {}{}",
-                            calls,
-                            self.summarizer.model(),
-                            if plan.previous.is_some() {
-                                ", updating the earlier summary"
-                            } else {
-                                ""
-                            }
-                        ));
-                        self.cache.insert(key, Arc::from(t.as_str()));
-                        t
-                    }
-                    Err(e) => {
-                        self.record(false);
-                        return Ok(self.fall_back(conversation, budget, cx, &e.to_string()));
-                    }
-                }
-            }
+        let model_text = match self
+            .model_text(conversation, &plan, previous_model, cx, &mut notes)
+            .await
+        {
+            Ok(t) => t,
+            Err(e) => return Ok(self.fall_back(conversation, budget, cx, &e.to_string())),
         };
         // Call ids the model wrote that the history does not hold are marked, so that an
         // invented id never reads as a call that happened.
@@ -414,46 +425,18 @@ impl Strategy for Summary {
                 "summary: {invented} call id(s) in the model's text are not in the history; marked"
             ));
         }
-        let facts = Facts::of(&conversation.messages, has_flag);
+        let facts = Facts::of(&conversation.messages);
         let earlier = plan.previous.as_ref().map(|_| previous_ledger.as_slice());
         let state = ledger_state(facts, plan.from, plan.to, earlier);
-        let tokens_before = tokens.span(plan.from..plan.to);
-        let mut parts = summary_parts(
+        let tokens_before = cx.tokens.span(plan.from..plan.to);
+        let parts = summary_parts(
             plan.from,
             plan.to,
             tokens_before,
             &model_text,
             Marker::default(),
         );
-        // The ledger fills what the target leaves after everything else in the output: the
-        // system prompt, tools and pinned messages, the kept tail, the head and the model's text.
-        let fixed = counter.count_system(conversation.system.as_ref())
-            + counter.count_tools(conversation.tools())
-            + tokens.span(0..plan.from)
-            + tokens.tail(plan.to);
-        let count = |p: &SummaryParts| counter.count_message(&Message::text(Role::User, p.text()));
-        let room = budget.target.saturating_sub(fixed + count(&parts));
-        // The user's words may pass the ledger's room and the target, not what the output
-        // has left under the limit.
-        let state = state.with_words_ceiling(room + budget.limit.saturating_sub(budget.target));
-        parts.ledger = ledger(&state, room, counter);
-        let mut summary_tokens = count(&parts);
-        // The message counts a little more than its parts apart: one more pass with the room
-        // shrunk by the excess. Still over (what is always kept does not fit): the outcomes
-        // of settled rounds go first, as in truncate's marker.
-        let over = (fixed + summary_tokens).saturating_sub(budget.target);
-        if over > 0 && room > over {
-            parts.ledger = ledger(&state, room - over, counter);
-            summary_tokens = count(&parts);
-        }
-        if fixed + summary_tokens > budget.target {
-            let mut lean = parts.clone();
-            lean.ledger = ledger(&state.shedding_settled(), room, counter);
-            let lean_tokens = count(&lean);
-            if lean_tokens < summary_tokens {
-                (parts, summary_tokens) = (lean, lean_tokens);
-            }
-        }
+        let (parts, summary_tokens) = fit_ledger(parts, state, conversation, &plan, budget, cx);
         let user_words = parts.ledger.user_words.clone();
         if !user_words.is_verbatim() {
             notes.push(user_words.note());
@@ -511,7 +494,7 @@ mod tests {
     #[test]
     fn transcript_has_words_calls_and_results_but_no_thinking_or_base64() {
         let c = session();
-        let t = transcript(&c.messages[..8], true);
+        let t = transcript(&c.messages[..8]);
         assert_eq!(
             t,
             "User: Fix the failing build. Do not touch vendor/.\n\

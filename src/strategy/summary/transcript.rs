@@ -17,7 +17,7 @@ pub(super) fn role_name(role: &Role) -> &str {
 /// digest lines for calls and results (`[call toolu_1 Read(src/a.rs)]`,
 /// `[result toolu_1 (error): …]`), `[image]` / `[document]` for media. Thinking is left out and
 /// no base64 is ever copied.
-pub fn transcript(messages: &[Message], has_error_flag: bool) -> String {
+pub fn transcript(messages: &[Message]) -> String {
     let tools: HashMap<&str, &str> = messages
         .iter()
         .flat_map(Message::tool_uses)
@@ -32,7 +32,7 @@ pub fn transcript(messages: &[Message], has_error_flag: bool) -> String {
                 Block::Thinking(_) => continue,
                 Block::Image(_) => "[image]".to_string(),
                 Block::Document(_) => "[document]".to_string(),
-                other => match digest_line(&m.role, other, &tools, has_error_flag) {
+                other => match digest_line(&m.role, other, &tools) {
                     Some(l) => l,
                     None => continue,
                 },

@@ -73,7 +73,7 @@ pub(super) fn drop_oldest(
     let floor = share(config.digest_share);
     let most = share(config.digest_max_share).max(floor);
     // Read once from the input; each candidate cut takes the facts before it.
-    let facts = Facts::of(&input.messages, cx.format.has_error_flag());
+    let facts = Facts::of(&input.messages);
     let sizes = StateSizes::of(&facts, pinned, input.messages.len(), counter);
     // The marker's text is budgeted by `room` (its header included, see
     // `SessionState::marker_text`); what the message adds around the text is counted once.
