@@ -4,12 +4,12 @@
 //! bytes -> detect -> read (lossless) -> Conversation -> ... -> write (same format) -> JSON
 //! ```
 //!
-//! Four request formats are read and written: Anthropic Messages ([`anthropic`]), OpenAI Chat
-//! Completions ([`openai_chat`]), OpenAI Responses ([`openai_responses`]) and Google Gemini
-//! `generateContent` ([`gemini`]). Three session logs are
-//! imported into a request conversation: Claude Code session JSONL ([`claude_code`], to
-//! Anthropic), Codex CLI rollouts ([`codex`], to Responses) and mini-swe-agent trajectories
-//! ([`trajectory`], to OpenAI Chat). [`convert()`] turns a conversation of one request format into
+//! Four request formats are read and written: Anthropic Messages (`anthropic`), OpenAI Chat
+//! Completions (`openai_chat`), OpenAI Responses (`openai_responses`) and Google Gemini
+//! `generateContent` (`gemini`). Three session logs are
+//! imported into a request conversation: Claude Code session JSONL (`claude_code`, to
+//! Anthropic), Codex CLI rollouts (`codex`, to Responses) and mini-swe-agent trajectories
+//! (`trajectory`, to OpenAI Chat). [`convert()`] turns a conversation of one request format into
 //! another. [`detect`] guesses the format of unknown bytes.
 
 pub(crate) mod anthropic;
@@ -50,7 +50,7 @@ pub enum Format {
     #[serde(rename = "openai-responses")]
     OpenAiResponses,
     /// Google Gemini `generateContent` request body (`{"systemInstruction", "contents": [...]}`)
-    /// or a bare array of contents ([`gemini`]).
+    /// or a bare array of contents (`gemini`).
     Gemini,
 }
 
@@ -104,7 +104,7 @@ impl Format {
         }
     }
 
-    /// The rule that tells a tool result's outcome on this wire ([`crate::outcome`]):
+    /// The rule that tells a tool result's outcome on this wire (`crate::outcome`):
     /// `is_error` for Anthropic and Gemini (whose reader sets it from `response.error`), harness
     /// exit codes for OpenAI Chat and Responses.
     pub fn outcome_policy(self) -> crate::outcome::OutcomePolicy {
@@ -136,7 +136,7 @@ impl Format {
 
     /// Writes a conversation as compact JSON bytes of a request body of this format: the
     /// bytes of `serde_json::to_vec(&self.write(conversation))`, without the `Value` tree
-    /// ([`emit`]).
+    /// (`emit`).
     pub fn write_bytes(self, conversation: &Conversation) -> Vec<u8> {
         emit::write_bytes(self, conversation)
     }

@@ -20,6 +20,13 @@
 //! call lost its result (Anthropic: `tool_use ids were found without tool_result blocks
 //! immediately after`; OpenAI Chat: tool messages must answer a preceding `tool_calls`).
 //!
+//! Here, [`apply`] in its steps: `check_plan` (each edit on its own, collecting the replaced
+//! blocks and the drop), `check_span` (the drop's span: no edit inside it, its carry, its
+//! failures recorded, no call parted from its result), `splice` (the output, message by
+//! message) and `output_records` (the failure records carried over). A plan still carries the
+//! content it puts in (a capped block, a cleared result, a marker's text), which is why the
+//! checks look at the replacement as well as at what it replaces.
+//!
 //! The plan's edits and the summary and marker parts they carry are in `plan`, the refusals
 //! in `error`, the checks of one edit against the input and its layout in `check`, an image's
 //! repair (its record and the block that takes its place) in `image`.

@@ -14,8 +14,12 @@
 //!   [`crate::guard::Marker::failures`];
 //! - it never mutates its input.
 //!
-//! A plan that breaks a rule is refused with a [`crate::guard::PlanError`] naming the edit, and
-//! the report shows it; the pipeline then verifies every output it builds.
+//! A plan carries the content it puts in: the capped block (`Cap`), the cleared result
+//! (`Clear`), the marker's text with its digest and recall line (`Drop`); only a summary is
+//! written by the guard from its parts (`Summarize`). The guard checks each replacement
+//! against what it replaces. A plan that breaks a rule is refused with a
+//! [`crate::guard::PlanError`] naming the edit, and the report shows it; the pipeline then
+//! verifies every output it builds.
 
 mod digest;
 pub mod microcompact;

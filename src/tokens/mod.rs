@@ -23,14 +23,14 @@
 //! | tool_use | tool name + input as compact JSON (`Arguments` / `Freeform` strings as they are) |
 //! | tool_result | its text, or its nested blocks, recursively |
 //! | thinking | the `thinking` text / reasoning `summary` texts; encrypted payloads estimated ([`encrypted_estimate`]) |
-//! | image | Anthropic's `width × height / 750` rule after resizing ([`image::image_tokens`]) |
-//! | document | its text when it has a text source, a per-page estimate for PDFs ([`image::document_tokens`]) |
+//! | image | Anthropic's `width × height / 750` rule after resizing (`image::image_tokens`) |
+//! | document | its text when it has a text source, a per-page estimate for PDFs (`image::document_tokens`) |
 //! | other | its JSON serialization |
 //!
 //! Each message adds [`MESSAGE_OVERHEAD`] tokens; the system prompt and the tool definitions
 //! count too ([`TokenCounter::count_system`], [`TokenCounter::count_tools`]).
 //!
-//! These counted tokens become the target model's tokens through [`model`] (a rule's ratio,
+//! These counted tokens become the target model's tokens through `model` (a rule's ratio,
 //! per-call framing and overhead); [`ModelCount`] is that figure for a whole request, the one
 //! every report, budget and count gives ([`crate::Compactor::model_count`]).
 
@@ -148,23 +148,23 @@ pub trait TokenCounter: Send + Sync {
     /// A lower bound of [`TokenCounter::count_text`] of `text`, found without tokenizing it:
     /// a caller that only asks whether a text fits a small room skips counting one that
     /// cannot. The provided form knows nothing and returns 0; [`TiktokenCounter`] returns the
-    /// number of pieces its pre-tokenizer is sure to cut `text` into ([`split_floor`]).
+    /// number of pieces its pre-tokenizer is sure to cut `text` into (`split_floor`).
     fn count_at_least(&self, text: &str) -> usize {
         let _ = text;
         0
     }
 
-    /// Whether [`TokenCounter::count_text`] adds up at every [`pieces::piece_start`]:
+    /// Whether [`TokenCounter::count_text`] adds up at every `pieces::piece_start`:
     /// `count_text(s) == count_text(&s[..at]) + count_text(&s[at..])` there. True for
     /// [`TiktokenCounter`] (both vocabularies' pre-tokenizers start a piece there, see
-    /// [`pieces`]); false by default, and a caller then counts a joined text whole.
+    /// `pieces`); false by default, and a caller then counts a joined text whole.
     fn adds_at_piece_starts(&self) -> bool {
         false
     }
 
     /// [`TokenCounter::count_text_cached`] of `text` for a caller that may know the count from
     /// parts it counted: where the count is not cached, `sum()` is taken when it gives one (it
-    /// must equal `count_text(text)`: a sum at piece starts, [`pieces`]), else `text` is
+    /// must equal `count_text(text)`: a sum at piece starts, `pieces`), else `text` is
     /// tokenized. A caching counter keeps the count, so `text` is found later untokenized.
     fn count_text_cached_or(&self, text: &str, sum: &mut dyn FnMut() -> Option<usize>) -> usize {
         sum().unwrap_or_else(|| self.count_text_cached(text))
