@@ -133,7 +133,7 @@ impl Compactor {
     }
 
     /// This pipeline with its compaction memory bounded to `max_bytes` (estimated bytes of
-    /// remembered outputs; see [`Memory`]). Anything remembered so far is dropped.
+    /// remembered outputs; see `Memory`). Anything remembered so far is dropped.
     pub fn with_memory_bytes(mut self, max_bytes: u64) -> Compactor {
         self.memory = Memory::with_max_bytes(max_bytes);
         self
@@ -181,7 +181,7 @@ impl Compactor {
     }
 
     /// Feeds the provider's count of one request back: `counted` is the counter's count of the
-    /// request sent ([`Report::counted_after`]), `actual` the input tokens of the answer's
+    /// request sent (`Report::counted_after`), `actual` the input tokens of the answer's
     /// `usage` (Anthropic: `input_tokens + cache_read_input_tokens +
     /// cache_creation_input_tokens`; OpenAI: `prompt_tokens` / `input_tokens`). The model's
     /// running ratio moves (bounded, outliers ignored; see
@@ -242,7 +242,7 @@ impl Compactor {
     /// configured one). Never mutates the input; returns it borrowed when it is under the
     /// trigger or nothing valid and smaller could be made, unless it holds an unusable inline
     /// image outside the newest exchange: then a copy with that image replaced by a text
-    /// placeholder ([`crate::guard::plan_repairs`]; the report's `repairs`, status
+    /// placeholder (`crate::guard::plan_repairs`; the report's `repairs`, status
     /// [`crate::Status::Repaired`] when that is all).
     ///
     /// # Errors
@@ -258,7 +258,7 @@ impl Compactor {
     }
 
     /// [`Compactor::compact`] with extra instructions for a model summary. The steps are
-    /// [`crate::pipeline`]'s.
+    /// `crate::pipeline`'s.
     ///
     /// # Errors
     /// As [`Compactor::compact`].
@@ -283,8 +283,8 @@ impl Compactor {
     /// than copied out of it ([`SharedCompacted`]: a caller that writes the output and lets it
     /// go makes the next turn's continuation copy nothing of the remembered history), and
     /// with the input's prefix hashes when the caller has them (`hashes`: made by
-    /// [`PrefixHashes::of`](crate::memory::PrefixHashes::of) or
-    /// [`PrefixHashes::extended`](crate::memory::PrefixHashes::extended) under the budget's
+    /// `PrefixHashes::of` or
+    /// `PrefixHashes::extended` under the budget's
     /// limit as tag, [`Compactor::budget`]; otherwise, or when they do not cover every
     /// message of `input`, the input is hashed here).
     ///

@@ -59,7 +59,7 @@ impl Conversation {
 ///
 /// Open: a role the model does not name is [`Role::Other`] with its wire name, kept and written
 /// back as it came. What a role *is* to compaction (a user turn, an instruction, ...) is the
-/// rule table's to say ([`crate::rules::Table::role_kind`]), per provider; an unknown role is
+/// rule table's to say (`crate::rules::Table::role_kind`), per provider; an unknown role is
 /// an opaque unit that the guard keeps in place.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Role {
@@ -408,7 +408,7 @@ impl ToolResult {
     }
 
     /// The outcome of the call: the typed [`ToolResult::outcome`] field that the format
-    /// adapter set when it read the result (see [`crate::outcome`] for the rule of each
+    /// adapter set when it read the result (see `crate::outcome` for the rule of each
     /// format). Nothing is re-read from the text here, so a cleared or cut result keeps the
     /// outcome it had.
     pub fn outcome(&self) -> Outcome {

@@ -27,7 +27,7 @@ use crate::rules::{FailureSignal, Table};
 use memchr::memmem;
 use serde_json::Value;
 
-/// How a format tells a tool result's outcome. Pick it with [`OutcomePolicy::of`] (a format
+/// How a format tells a tool result's outcome. Pick it with `OutcomePolicy::of` (a format
 /// name) or `Format::outcome_policy`.
 #[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -196,7 +196,7 @@ pub struct Report {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub recall: Vec<crate::recall::RecallRef>,
     /// The messages of the input holding a role, block or item type the format's rule table
-    /// does not know ([`crate::rules`]): each is kept byte-identical and in place (with its
+    /// does not know (`crate::rules`): each is kept byte-identical and in place (with its
     /// tool exchange), and the rest is compacted as usual. Not serialized when empty.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub opaque: Vec<OpaqueUnit>,
@@ -206,7 +206,7 @@ pub struct Report {
     pub cost: Option<crate::cost::CostEstimate>,
     /// Where compactor put its own `cache_control` breakpoint on an Anthropic output, as a
     /// JSON path (`messages[0].content[7]`): the end of the prefix of the input it kept, which
-    /// the next re-compaction keeps too ([`crate::guard::cache::kept_prefix_end`]). Not
+    /// the next re-compaction keeps too (`crate::guard::cache::kept_prefix_end`). Not
     /// serialized when none was put.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cache_breakpoint: Option<String>,

@@ -29,7 +29,7 @@ pub const REFERENCE: &str = "reference";
 pub const DIGEST: &str = "digest";
 
 /// The index of the first user message that carries Claude Code's summary (its first words are
-/// [`crate::facts::CLAUDE_CODE_SUMMARY_PREFIX`]), if any.
+/// `crate::facts::CLAUDE_CODE_SUMMARY_PREFIX`), if any.
 pub fn summary_at(c: &Conversation) -> Option<usize> {
     c.messages.iter().position(|m| {
         m.role == Role::User

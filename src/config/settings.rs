@@ -155,14 +155,14 @@ pub struct TokenSettings {
     #[serde(default)]
     pub model: String,
     /// `[tokens.models."PATTERN"]`: how each model family is counted (see
-    /// [`crate::tokens::model`]).
+    /// `crate::tokens::model`).
     #[serde(default)]
     pub models: std::collections::BTreeMap<String, crate::tokens::ModelRule>,
     /// Learn each calibrated model's ratio from the provider's `usage` (the proxy does).
     #[serde(default = "yes")]
     pub learn: bool,
     /// Bound of the learned ratios, in bytes (each weighs its model name plus
-    /// [`crate::tokens::model::LEARNED_ENTRY_BYTES`]; the least used evicted first); also
+    /// `crate::tokens::model::LEARNED_ENTRY_BYTES`; the least used evicted first); also
     /// bounds the `compactor_model_token_ratio` series of `/metrics`, one per ratio kept.
     #[serde(default = "learned_bytes")]
     pub learned_bytes: u64,

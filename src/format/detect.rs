@@ -237,7 +237,7 @@ pub fn guess_format(value: &Value) -> Result<Format, FormatError> {
 }
 
 /// Tells the request format of a JSON body from the signals each format's rule table lists
-/// ([`crate::rules::Signal`]): top-level keys (`system`, `input`, `max_completion_tokens`),
+/// (`crate::rules::Signal`): top-level keys (`system`, `input`, `max_completion_tokens`),
 /// message keys (`tool_calls`), roles (`developer`, `tool`), block and item types (`tool_use`,
 /// `thinking`, `input_text`, `image_url`), a system or developer message first (OpenAI Chat:
 /// Anthropic keeps its system prompt top-level) and the model name (`claude-`, `gpt-`). A
@@ -391,7 +391,7 @@ impl std::fmt::Display for Contradiction {
 }
 
 /// The first element of `value` that only another format has, when `value` is said to be of
-/// format `given`, by the rule tables' signals ([`crate::rules::Signal`]): an item with a
+/// format `given`, by the rule tables' signals (`crate::rules::Signal`): an item with a
 /// `type` and no `role` (Responses), a message key, role or block type that another table
 /// lists as its signal and `given`'s table does not know (`tool_calls`, role `developer`, a
 /// `tool_use` block said to be OpenAI Chat). An element no table knows is not evidence: it is

@@ -91,7 +91,7 @@ impl Layout {
     /// place and carry, by the carry rules of the format's table.
     ///
     /// # Errors
-    /// [`CarryError`] when what must be carried cannot be placed legally after that cut.
+    /// `CarryError` when what must be carried cannot be placed legally after that cut.
     pub fn carry(&self, input: &Conversation, to: usize) -> Result<Carried, CarryError> {
         let table = self.format().rules();
         let pinned = self.pinned();

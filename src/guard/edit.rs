@@ -95,9 +95,9 @@ pub struct CarriedOut {
 /// Builds the output of `plan` on `input` (whose layout is `layout`). `records` are the typed
 /// failure records of `input` itself (from an earlier apply), `None` when unknown.
 ///
-/// The steps: check each edit and collect the replaced blocks and the drop ([`check_plan`]),
-/// check the drop's span ([`check_span`]), splice the output ([`splice`]), then carry the
-/// failure records over ([`output_records`]).
+/// The steps: check each edit and collect the replaced blocks and the drop (`check_plan`),
+/// check the drop's span (`check_span`), splice the output (`splice`), then carry the
+/// failure records over (`output_records`).
 ///
 /// # Errors
 /// [`PlanError`] naming the first faulty edit; nothing is built then.

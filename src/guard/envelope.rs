@@ -18,7 +18,7 @@ use crate::format::Format;
 
 /// Makes a compaction output meet the request-wide rules a strategy does not see: for
 /// Anthropic, at most 4 `cache_control` breakpoints and none on an empty text block
-/// ([`cache::fit`]). Called by the pipeline on every strategy output before it is checked;
+/// (`cache::fit`). Called by the pipeline on every strategy output before it is checked;
 /// returns the breakpoints removed so the report can say so.
 pub fn settle(format: Format, output: &mut Conversation) -> Vec<cache::RemovedBreakpoint> {
     match format {

@@ -52,7 +52,7 @@ pub struct Layout {
 
 impl Layout {
     /// Computes the layout of `conversation`, a request of `format` (any input, valid or not;
-    /// see [`Units::of`]), with the default [`ContextRules`].
+    /// see [`Units::of`]), with the default `ContextRules`.
     pub fn of(conversation: &Conversation, format: Format) -> Layout {
         Layout::with_context(conversation, format, Arc::default())
     }

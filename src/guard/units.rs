@@ -154,7 +154,7 @@ pub(crate) fn is_effort_only(m: &Message) -> bool {
 impl Units {
     /// Splits a conversation of `format` into units. Works on any input, valid or not: for
     /// invalid histories the units are still well formed (validation reports the faults).
-    /// What a message is comes from the format's rule table ([`crate::rules`]).
+    /// What a message is comes from the format's rule table (`crate::rules`).
     pub fn of(conversation: &Conversation, format: Format) -> Units {
         let table = format.rules();
         let msgs = &conversation.messages;
@@ -294,7 +294,7 @@ impl Units {
     }
 
     /// The newest exchange: what the agent just sent, which compaction never rewrites on its
-    /// own account (an unusable image there refuses the input, [`crate::guard::plan_repairs`]).
+    /// own account (an unusable image there refuses the input, `crate::guard::plan_repairs`).
     /// It is the last tool exchange when the history ends inside it or with its last result
     /// (the calls and what the tools just gave back); otherwise the newest message that is not
     /// the model's (the user's new words, with their images) and any assistant messages after

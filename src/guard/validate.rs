@@ -62,7 +62,7 @@ impl Default for ValidateOptions {
 /// allowed). OpenAI Responses: each function_call_output follows its function_call;
 /// `arguments` is a JSON object string.
 ///
-/// References beyond call/result pairs (see [`super::refs`] for the sources): Anthropic server
+/// References beyond call/result pairs (see `super::refs` for the sources): Anthropic server
 /// tool results name a `server_tool_use` earlier in their turn, a `server_tool_use` of an
 /// earlier turn has its result, `tool_use.caller.tool_id` names an earlier `server_tool_use`;
 /// Responses approvals name an earlier `mcp_approval_request`, a `computer_call_output`

@@ -20,7 +20,7 @@ pub struct Violation {
     pub block: Option<usize>,
     /// What is wrong.
     pub kind: ViolationKind,
-    /// The ID of the provider rule it breaks in the format's table ([`crate::rules`]: its
+    /// The ID of the provider rule it breaks in the format's table (`crate::rules`: its
     /// source and the provider's error text are there); `None` for this project's own checks
     /// of what a compaction keeps.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -171,7 +171,7 @@ pub enum ViolationKind {
     /// An inline base64 image whose data is empty or not base64 (Anthropic error texts `image
     /// cannot be empty`, `invalid base64 data`, `Could not process image`; OpenAI `Invalid
     /// image`): every later request that carries it fails. Compaction replaces one outside the
-    /// newest exchange by a text placeholder ([`crate::guard::plan_repairs`]); one inside it
+    /// newest exchange by a text placeholder (`crate::guard::plan_repairs`); one inside it
     /// refuses the input.
     BadImage {
         /// What is wrong with the data.
@@ -279,7 +279,7 @@ pub enum SystemRule {
 }
 
 impl SystemRule {
-    /// The rule's ID in the Anthropic table ([`crate::rules::ANTHROPIC`]).
+    /// The rule's ID in the Anthropic table (`crate::rules::ANTHROPIC`).
     pub fn id(&self) -> &'static str {
         match self {
             SystemRule::First => "A1.1",
@@ -347,7 +347,7 @@ impl std::fmt::Display for SystemRule {
 }
 
 impl ViolationKind {
-    /// The ID of the rule this breaks in `format`'s table ([`crate::rules`]), `None` for the
+    /// The ID of the rule this breaks in `format`'s table (`crate::rules`), `None` for the
     /// checks of what a compaction must keep (this project's rules, not a provider's).
     pub fn rule_id(&self, format: Format) -> Option<&'static str> {
         use ViolationKind::*;

@@ -38,10 +38,8 @@ pub struct SharedCompacted {
     /// What happened.
     pub report: Report,
     /// When the output continues a remembered output whose message items were written and
-    /// attached ([`Memory::attach_written`]): those items, of the output's first
+    /// attached (`Memory::attach_written`): those items, of the output's first
     /// `written.messages` messages.
-    ///
-    /// [`Memory::attach_written`]: crate::memory::Memory::attach_written
     pub written: Option<Arc<crate::memory::Written>>,
 }
 

@@ -78,7 +78,7 @@ impl RecallKey {
         }
     }
 
-    /// A new random secret of [`SECRET_BYTES`] bytes from the system's generator, as lowercase
+    /// A new random secret of `SECRET_BYTES` bytes from the system's generator, as lowercase
     /// hex (what the service keeps in Redis), or `None` when the generator failed.
     pub fn generate() -> Option<String> {
         use ring::rand::SecureRandom;

@@ -8,7 +8,7 @@
 //! ([`RecallRef`]). [`crate::Compactor::recall`] gives an original back, byte-identical to the
 //! input's JSON of that block or those messages.
 //!
-//! Ids are keyed MACs of the content ([`id`]): the same history compacts to the same bytes
+//! Ids are keyed MACs of the content (`id`): the same history compacts to the same bytes
 //! under one key (prompt caching and the proxy's prefix reuse depend on it), and nobody
 //! without the key can compute or collide them. Originals are kept per tenant ([`scope`]).
 //! A [`RecallDir`] keeps originals as files for a process that ends (the CLI: `compactor

@@ -14,7 +14,7 @@
 //!   HEAD /, HEAD /api/hello, no provider header     a client's start-up probe: 200 here
 //!   any other method or path                        forwarded as it came (passthrough.rs)
 //! ```
-//! Compaction runs on a bounded blocking pool ([`pool`]); a panic there becomes a JSON 500 on
+//! Compaction runs on a bounded blocking pool (`pool`); a panic there becomes a JSON 500 on
 //! the API routes and the original body forwarded on the proxy routes; a panic anywhere else
 //! is a JSON 500 (`tower_http::catch_panic`). [`app`] builds the router from an [`AppState`],
 //! so tests drive it without a port; [`serve`] binds it with the connection limits and
@@ -290,7 +290,7 @@ impl AppState {
     }
 
     /// What one request lends the summarizer: the summary time budget from now
-    /// ([`config::ServerSettings::summary_budget`]), the call counters of `/metrics`, and the shared
+    /// (`config::ServerSettings::summary_budget`), the call counters of `/metrics`, and the shared
     /// summary cache when a store is configured.
     pub fn llm_scope(&self) -> crate::llm::scope::Scope {
         let budget = self.settings().server.summary_budget();
@@ -460,7 +460,7 @@ impl AppState {
 
 /// The router with every route and layer (trace outermost, then the panic boundary, timeout,
 /// body limit, the header limits, the body bounds and the global concurrency limit of
-/// [`body`]).
+/// `body`).
 pub fn app(state: AppState) -> Router {
     let server = &state.settings().server;
     let timeout = Duration::from_secs(server.request_timeout_secs);

@@ -5,7 +5,7 @@
 //!    is dropped whole is never cut, nor a result an earlier tier rewrote
 //!    ([`crate::conversation::ToolResult::rewritten`]: microcompact's placeholder stays whole).
 //! 2. Drop: the oldest whole units go, cutting only where the guard allows, and one user-role
-//!    marker message with the [`SessionState`] of what went (made by code) takes their place.
+//!    marker message with the `SessionState` of what went (made by code) takes their place.
 //! 3. Squeeze: when even the newest turn is over the limit, the kept tool results and inputs are
 //!    capped harder, down to a floor.
 //!
@@ -38,7 +38,7 @@ pub struct TruncateConfig {
     pub digest_share: f64,
     /// Share of the target the marker may grow to (`digest_share..1`) when the session state
     /// of what is dropped needs it: the user's words, failures, files and commands
-    /// ([`crate::facts::StateSizes::need`]). The newest messages keep the rest verbatim.
+    /// (`crate::facts::StateSizes::need`). The newest messages keep the rest verbatim.
     pub digest_max_share: f64,
     /// Smallest cap the squeeze step goes down to.
     pub min_cap_tokens: usize,
@@ -134,8 +134,8 @@ impl Truncate {
     /// The synchronous core of [`Strategy::compact`]: a plan for [`crate::guard::apply`] (caps
     /// and at most one drop, in indices of `input`), made from the borrowed input and its
     /// layout (`cx.layout`). The steps of the module docs: cap what can be kept
-    /// ([`Truncate::cap_keepable`]), drop the oldest units ([`Truncate::drop_step`]), squeeze
-    /// ([`Truncate::squeeze`]), then the plan ([`plan_of`]).
+    /// (`Truncate::cap_keepable`), drop the oldest units (`Truncate::drop_step`), squeeze
+    /// (`Truncate::squeeze`), then the plan (`plan_of`).
     pub fn run(&self, input: &Conversation, budget: Budget, cx: &Context<'_>) -> Compaction {
         let counter = cx.counter;
         let layout = cx.layout;

@@ -43,16 +43,16 @@ pub struct Breakdown {
     /// Block tokens per block type ([`Block::kind`]: `text`, `tool_use`, `tool_result`, ...).
     /// Blocks nested in a tool_result count as the tool_result.
     pub by_block_type: BTreeMap<String, usize>,
-    /// The [`TOP_N`] tools with the most tokens (calls + results), most first.
+    /// The `TOP_N` tools with the most tokens (calls + results), most first.
     pub by_tool: Vec<ToolEntry>,
-    /// The [`TOP_N`] largest blocks, largest first (ties: earlier first).
+    /// The `TOP_N` largest blocks, largest first (ties: earlier first).
     pub largest: Vec<BlockEntry>,
 }
 
 /// Tokens spent on one tool.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ToolEntry {
-    /// The tool name ([`UNKNOWN_TOOL`] for results without a known call).
+    /// The tool name (`UNKNOWN_TOOL` for results without a known call).
     pub name: String,
     /// Number of tool_use blocks.
     pub calls: usize,
@@ -80,7 +80,7 @@ pub struct BlockEntry {
     pub kind: String,
     /// Its tokens.
     pub tokens: usize,
-    /// A one-line description ([`crate::render::block_summary`]).
+    /// A one-line description (`crate::render::block_summary`).
     pub summary: String,
 }
 

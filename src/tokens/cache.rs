@@ -12,7 +12,7 @@ use xxhash_rust::xxh3::Xxh3;
 
 /// Entries kept by [`CachedCounter::new`]; past it the least useful are evicted (quick_cache's
 /// S3-FIFO-like policy: an entry seen once goes before one seen again). One entry is a 128-bit
-/// key and a count, at most [`ENTRY_BYTES`] with the cache's own bookkeeping, so the bound is at
+/// key and a count, at most `ENTRY_BYTES` with the cache's own bookkeeping, so the bound is at
 /// most about 12 MB; 100,000 blocks is several long agent sessions.
 pub const DEFAULT_CACHE_CAPACITY: usize = 100_000;
 

@@ -290,7 +290,7 @@ impl Calibration {
     }
 
     /// The same rules, the learned ratios bounded by `max_bytes` (model name +
-    /// [`LEARNED_ENTRY_BYTES`] each; `[tokens] learned_bytes`). Learned ratios so far are
+    /// `LEARNED_ENTRY_BYTES` each; `[tokens] learned_bytes`). Learned ratios so far are
     /// dropped.
     pub fn with_learned_bytes(mut self, max_bytes: u64) -> Calibration {
         self.learned = learned_cache(max_bytes);
@@ -312,7 +312,7 @@ impl Calibration {
             .or(self.default_model.as_deref())
     }
 
-    /// The counting basis of `model` (see the [module docs](self)); `None` = no model known.
+    /// The counting basis of `model` (see the module docs); `None` = no model known.
     pub fn resolve(&self, model: Option<&str>) -> ModelTokens {
         let Some(model) = model else {
             return ModelTokens::counter(self.default_tokenizer);
@@ -349,8 +349,8 @@ impl Calibration {
     /// which the counter counted `counted` tokens (the same vocabulary [`Self::resolve`] names).
     /// Only models with a calibrated rule (ratio ≠ 1 or a non-zero overhead) learn; an exact
     /// tokenizer needs no ratio. The sample `(actual − overhead) / counted` is ignored when it
-    /// is outside [`LEARN_BOUNDS`], or, after [`LEARN_WARMUP`] samples, further than
-    /// [`LEARN_OUTLIER`] from the running ratio. Returns `None` when nothing was learned
+    /// is outside `LEARN_BOUNDS`, or, after `LEARN_WARMUP` samples, further than
+    /// `LEARN_OUTLIER` from the running ratio. Returns `None` when nothing was learned
     /// (learning off, no rule, an exact rule, `counted == 0`).
     pub fn observe(&self, model: &str, counted: usize, actual: u64) -> Option<Observation> {
         if !self.learn || counted == 0 {

@@ -86,7 +86,7 @@ pub(super) fn outcome_name(o: Option<&Outcome>) -> &'static str {
     }
 }
 
-/// Commands run (calls with a shell command, [`crate::facts::command_of`]), in order, with
+/// Commands run (calls with a shell command, `crate::facts::command_of`), in order, with
 /// their outcome.
 pub fn commands(c: &Conversation) -> Vec<CommandRun> {
     let outcomes = outcomes(c);
@@ -115,7 +115,7 @@ pub fn failed_calls(c: &Conversation) -> Vec<String> {
 }
 
 /// The first informative error line of each failed call, in [`failed_calls`] order (from
-/// [`crate::facts::Facts`]).
+/// `crate::facts::Facts`).
 pub fn failure_lines(c: &Conversation) -> Vec<String> {
     let facts = Facts::of(&c.messages);
     let ids = failed_calls(c);
@@ -142,7 +142,7 @@ fn user_texts(c: &Conversation) -> Vec<String> {
         .collect()
 }
 
-/// User sentences with an instruction word ([`crate::facts::INSTRUCTION_WORDS`]), in order,
+/// User sentences with an instruction word (`crate::facts::INSTRUCTION_WORDS`), in order,
 /// without repeats.
 pub fn instructions(c: &Conversation) -> Vec<String> {
     let (mut out, mut seen) = (Vec::new(), HashSet::new());

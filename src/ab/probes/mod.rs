@@ -67,7 +67,7 @@ pub struct CommandRun {
     pub outcome: &'static str,
 }
 
-/// A failed call that a later identical call fixed ([`crate::facts::FailureFact::fixed_by`]).
+/// A failed call that a later identical call fixed (`crate::facts::FailureFact::fixed_by`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct FixRun {
     /// The failed call's id.
@@ -94,7 +94,7 @@ pub struct Probes {
     /// Failures a later call fixed.
     pub fixes: Vec<FixRun>,
     /// What the person wrote, one item per user text block
-    /// ([`person_text`](crate::facts::person_text)).
+    /// (`person_text`).
     pub user_messages: Vec<String>,
     /// User sentences that instruct or constrain.
     pub instructions: Vec<String>,

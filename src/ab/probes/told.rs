@@ -53,7 +53,7 @@ pub(super) const FILE_WORDS: &[&str] = &[
 
 /// A failure stays visible when the output keeps a failed result for the id, or has a line that
 /// names the id together with `error` / `fail` (a digest line `[result id (error): …]`; the
-/// guard's own rule, [`guard::mentions_failure`], for outputs built without records). Weaker
+/// guard's own rule, `guard::mentions_failure`, for outputs built without records). Weaker
 /// than [`failure_told`], which the probes use.
 pub fn failure_visible(output: &Conversation, id: &str) -> bool {
     let result_kept = output

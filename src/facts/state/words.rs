@@ -7,17 +7,17 @@ use serde::Serialize;
 /// its lines, counted from the session's first request). Empty when every request of the span
 /// is written verbatim.
 ///
-/// The user's words come first in a record ([`super::SessionState::render`]) and are kept
+/// The user's words come first in a record (`super::SessionState::render`) and are kept
 /// even past its room: a request is shortened when the requests whole would take more than
 /// half the room, and left out only when, shortened, they take more than the words' ceiling
 /// leaves after the section titles and the failures (the ceiling: what the whole output can
-/// give the record, [`super::SessionState::with_words_ceiling`]): the first request (the
+/// give the record, `super::SessionState::with_words_ceiling`): the first request (the
 /// task) and the newest ones are kept, the ones between named by a line `[… N earlier
 /// requests left out: #a–#b]` (one run, with the requests earlier records had left out).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct UserWords {
     /// Requests written shortened around their constraint sentences (first sentence, every
-    /// sentence with an instruction word, last sentence; [`crate::facts::around_constraints`]),
+    /// sentence with an instruction word, last sentence; `crate::facts::around_constraints`),
     /// each line tagged `(shortened)`.
     pub shortened: Vec<usize>,
     /// Requests left out of the record: one run between the first and the newest kept.
@@ -25,7 +25,7 @@ pub struct UserWords {
     pub left_out: Option<LeftOut>,
     /// Sentences this record's shortening of the written requests left out as repeats of a
     /// kept one (`Always run tests. [… 39 repeats left out]`;
-    /// [`crate::facts::Shortened::repeats_left_out`]), summed over those requests.
+    /// `crate::facts::Shortened::repeats_left_out`), summed over those requests.
     #[serde(skip_serializing_if = "is_zero")]
     pub repeats_left_out: usize,
 }

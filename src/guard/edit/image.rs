@@ -17,7 +17,7 @@ pub const IMAGE_REMOVED_PREFIX: &str = "[compactor: image removed: ";
 
 /// One unusable inline image replaced by a text placeholder: where it was, why, and what it
 /// declared itself to be. In the report (`repairs`) and, as a plan edit,
-/// [`UnitEdit::RepairImage`].
+/// `UnitEdit::RepairImage`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ImageRepair {
     /// JSON path of the image in the wire format's terms

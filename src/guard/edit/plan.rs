@@ -59,7 +59,7 @@ pub enum UnitEdit {
     /// An unusable inline image (empty or undecodable base64 data) outside the newest exchange
     /// replaced by a text placeholder of its format, in its place, which [`apply`] writes
     /// ([`ImageRepair::placeholder_text`]). Planned from the input's own violations by
-    /// [`crate::guard::plan_repairs`], never by a strategy; refused when the image is not
+    /// `crate::guard::plan_repairs`, never by a strategy; refused when the image is not
     /// there with that fault or lies in the newest exchange. A tool result so repaired is not
     /// marked rewritten: its content may still be capped or cleared.
     ///

@@ -18,7 +18,7 @@
 //!                 alone; /metrics compactor_store_up 0, compactor_store_errors_total, a log line
 //! ```
 //! Without `redis_url` (the default) nothing here runs: the in-process memory is the store.
-//! Keys are the pipeline's own content hashes ([`PrefixHashes`]) with the preset and the
+//! Keys are the pipeline's own content hashes (`PrefixHashes`) with the preset and the
 //! format; values are the compacted request as the format writes it, so every replica reads
 //! back exactly what the first one sent. Entries expire after `ttl_secs` without use, and the
 //! least recently used go first when the total passes `max_bytes`.

@@ -10,7 +10,7 @@
 //!
 //! The summary message starts with [`SUMMARY_PREFIX`], so a later pass recognises it and sends
 //! "old summary + newly dropped messages" instead of everything again. Its code-made ledger is
-//! the span's [`SessionState`] (the user's words, files and what was done to them, failures with
+//! the span's `SessionState` (the user's words, files and what was done to them, failures with
 //! cause and fix, commands with outcome, the rest as room allows; the same facts and rendering as
 //! truncate's marker), budgeted to what the target leaves, never taken from the model, so no
 //! failure can be lost or turned into a success by the summarizer. [`crate::guard::apply`]
