@@ -311,9 +311,10 @@ fn every_strategys_plan_is_accepted_by_apply_and_its_output_passes_the_guard() {
             let options = ValidateOptions {
                 allow_open_tail: layout.ends_with_open_call(),
             };
+            // Counted once: every strategy is given the same input.
+            let tokens = MessageTokens::of(&input, counter.as_ref());
             for strategy in strategies() {
                 let name = strategy.name().to_string();
-                let tokens = MessageTokens::of(&input, counter.as_ref());
                 let cx = Context {
                     format,
                     counter: counter.as_ref(),
