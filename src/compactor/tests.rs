@@ -228,11 +228,12 @@ impl Strategy for Blank {
             return Ok(Compaction::unchanged("blank: nothing to blank"));
         };
         Ok(Compaction {
-            plan: vec![crate::guard::UnitEdit::Cap {
-                message,
-                block: 0,
-                with: crate::conversation::Block::text(""),
-            }],
+            plan: vec![crate::guard::UnitEdit::Cap(
+                crate::guard::write::Capped::forged(
+                    (message, 0),
+                    crate::conversation::Block::text(""),
+                ),
+            )],
             edits: vec![crate::strategy::Edit::Truncated {
                 message,
                 block: 0,

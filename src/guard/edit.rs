@@ -3,10 +3,10 @@
 //! ```text
 //! strategy.compact(view)  -> Vec<UnitEdit>   (pure: indices of the strategy's input)
 //! apply(input, layout, plan)
-//!   -> checks each edit against the layout  (a legal cut, no protected message, a block
-//!                                            of the same kind and call id, a failure
-//!                                            stays one, no two edits on one block, no cap
-//!                                            of a result compactor already rewrote)
+//!   -> checks each edit against the layout  (a legal cut, no protected message, a
+//!                                            replacement the guard wrote for that block,
+//!                                            no two edits on one block, no cap of a
+//!                                            result compactor already rewrote)
 //!   -> drops a span with its tool_use / tool_result partners together, writes the marker
 //!      (or the summary message, from its parts: head, narrative, code-made ledger), puts
 //!      an unusable image's placeholder in its place (RepairImage)
@@ -23,9 +23,10 @@
 //! Here, [`apply`] in its steps: `check_plan` (each edit on its own, collecting the replaced
 //! blocks and the drop), `check_span` (the drop's span: no edit inside it, its carry, its
 //! failures recorded, no call parted from its result), `splice` (the output, message by
-//! message) and `output_records` (the failure records carried over). A plan still carries the
-//! content it puts in (a capped block, a cleared result, a marker's text), which is why the
-//! checks look at the replacement as well as at what it replaces.
+//! message) and `output_records` (the failure records carried over). A capped block or a
+//! cleared result comes written by the guard ([`super::write`]), sealed, so its content is
+//! not read again here; a marker's text is still the strategy's (its failures are checked
+//! against the span it drops).
 //!
 //! The plan's edits and the summary and marker parts they carry are in `plan`, the refusals
 //! in `error`, the checks of one edit against the input and its layout in `check`, an image's
@@ -41,7 +42,7 @@ mod tests;
 use super::carry::{Carried, Kept};
 use super::layout::Layout;
 use crate::conversation::{Block, Conversation, Message, Rewrite, Role, ToolResult};
-use check::{check_block, check_drop};
+use check::{check_drop, check_target};
 pub use error::PlanError;
 pub(super) use image::image_at;
 use image::repaired_block;
@@ -139,9 +140,8 @@ struct Checked {
     repairs: Vec<ImageRepair>,
 }
 
-/// Checks each edit of `plan` on its own (a legal cut, no protected message, a block of the
-/// same kind and call id, a failure stays one, no two edits on one block) and collects what
-/// it replaces.
+/// Checks each edit of `plan` on its own (a legal cut, no protected message, a replacement
+/// written for its block, no two edits on one block) and collects what it replaces.
 fn check_plan(
     input: &Conversation,
     layout: &Layout,
@@ -159,19 +159,16 @@ fn check_plan(
             UnitEdit::Drop { to, marker } => (to, marker),
             // A summary is written here, from its parts, then stands for its span as a marker.
             UnitEdit::Summarize { to, summary } => (to, summary_marker(edit, summary)?),
-            UnitEdit::Cap {
-                message,
-                block,
-                with,
-            } => {
-                check_block(
+            UnitEdit::Cap(c) => {
+                let (message, block) = (c.message, c.block);
+                check_target(
                     input,
                     layout,
                     (edit, message, block),
-                    &with,
+                    &c.with,
                     Rewrite::Capped,
                 )?;
-                let with = match with {
+                let with = match c.with {
                     Block::ToolResult(r) => Block::ToolResult(ToolResult {
                         rewritten: Some(Rewrite::Capped),
                         ..r
@@ -181,16 +178,13 @@ fn check_plan(
                 insert(&mut checked.blocks, edit, message, block, with)?;
                 continue;
             }
-            UnitEdit::Clear {
-                message,
-                block,
-                with,
-            } => {
+            UnitEdit::Clear(c) => {
+                let (message, block) = (c.message, c.block);
                 let with = Block::ToolResult(ToolResult {
                     rewritten: Some(Rewrite::Cleared),
-                    ..with
+                    ..c.with
                 });
-                check_block(
+                check_target(
                     input,
                     layout,
                     (edit, message, block),

@@ -99,48 +99,6 @@ pub fn span(format: Format, conv: &Conversation, from: usize, to: usize) -> Opti
     )
 }
 
-/// Names recall id `id` right after the first `mark` in `block`'s text (a capped block's
-/// `[… N tokens truncated …]`): `[… N tokens truncated …] · recall rc_…`. The mark stays whole,
-/// so the block is still seen as capped (never cut twice). `false` when no text of the block
-/// holds the mark.
-pub fn name_after_mark(block: &mut crate::conversation::Block, mark: &str, id: &str) -> bool {
-    use crate::conversation::{Block, ToolInput, ToolResultContent};
-    fn in_str(s: &mut String, mark: &str, id: &str) -> bool {
-        match s.find(mark) {
-            Some(at) => {
-                s.insert_str(at + mark.len(), &format!(" · recall {id}"));
-                true
-            }
-            None => false,
-        }
-    }
-    fn in_value(v: &mut Value, mark: &str, id: &str) -> bool {
-        match v {
-            Value::String(s) => in_str(s, mark, id),
-            Value::Array(items) => items.iter_mut().any(|x| in_value(x, mark, id)),
-            Value::Object(o) => o.values_mut().any(|x| in_value(x, mark, id)),
-            _ => false,
-        }
-    }
-    match block {
-        Block::Text(t) => in_str(&mut t.text, mark, id),
-        Block::ToolResult(r) => match &mut r.content {
-            Some(ToolResultContent::Text(s)) => in_str(s, mark, id),
-            Some(ToolResultContent::Blocks(bs)) => bs.iter_mut().any(|b| match b {
-                Block::Text(t) => in_str(&mut t.text, mark, id),
-                _ => false,
-            }),
-            None => false,
-        },
-        Block::ToolUse(t) => match &mut t.input {
-            ToolInput::Json(v) => in_value(v, mark, id),
-            // JSON text: the words go inside a string literal (no quote, no backslash).
-            ToolInput::Arguments(s) | ToolInput::Freeform(s) => in_str(s, mark, id),
-        },
-        _ => false,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -180,30 +138,5 @@ mod tests {
         assert_eq!(b.original.as_ref(), chat["messages"][2].to_string());
         let s = span(Format::OpenAiChat, &conv, 0, 3).unwrap();
         assert_eq!(s.original.as_ref(), chat["messages"].to_string());
-    }
-
-    #[test]
-    fn an_id_is_named_after_the_first_mark_only() {
-        use crate::conversation::Block;
-        let body = json!({"messages": [{"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": "t1",
-             "content": "head\n[… 12 tokens truncated …]\ntail [… 3 tokens truncated …]"}]}]});
-        let conv = Format::Anthropic.read(&body).unwrap();
-        let mut b: Block = conv.messages[0].content[0].clone();
-        assert!(name_after_mark(&mut b, "tokens truncated …]", "rc_1"));
-        let Block::ToolResult(r) = &b else {
-            panic!("{b:?}")
-        };
-        assert_eq!(
-            r.text(),
-            "head\n[… 12 tokens truncated …] · recall rc_1\ntail [… 3 tokens truncated …]"
-        );
-        let mut plain: Block = Format::Anthropic
-            .read(&json!({"messages": [{"role": "user", "content": "no mark"}]}))
-            .unwrap()
-            .messages[0]
-            .content[0]
-            .clone();
-        assert!(!name_after_mark(&mut plain, "tokens truncated …]", "rc_1"));
     }
 }

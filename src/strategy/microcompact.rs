@@ -3,7 +3,7 @@
 //! All tool results but those of the `keep_recent` most recent tool calls, for tools on the
 //! compactable list, get their content replaced by a short placeholder that names the tool, the
 //! call id and the original size. Ids, tool names, `is_error` and the typed
-//! [`ToolResult::outcome`] stay, so pairing holds and a failure still is one. Images inside a
+//! [`crate::conversation::ToolResult::outcome`] stay, so pairing holds and a failure still is one. Images inside a
 //! cleared result go too. Optionally, the string values of the matching tool_use inputs are
 //! cleared as well. When fewer than `clear_at_least` tokens would go, nothing is done: a cleared
 //! prefix costs a prompt-cache rewrite.
@@ -21,17 +21,11 @@
 //! A clear is applied only when it saves: the placeholder must be smaller than what it
 //! replaces in model tokens *and* in bytes, so the output never grows.
 
-use super::text_cut::thousands;
 use super::{Budget, Compaction, Context, Edit, Strategy, StrategyError};
-use crate::conversation::{
-    Block, Conversation, Outcome, Rewrite, ToolInput, ToolResult, ToolResultContent, ToolUse,
-};
-use crate::guard::UnitEdit;
-use crate::outcome::exit_marker;
-use crate::render::clip;
+use crate::conversation::{Block, Conversation, Rewrite};
+use crate::guard::{UnitEdit, write};
 use foldhash::HashMap;
 use serde::Deserialize;
-use serde_json::Value;
 
 pub use crate::facts::CLEARED_PREFIX;
 
@@ -167,38 +161,26 @@ impl Microcompact {
                     .recall
                     .and_then(|_| crate::recall::wire::block(cx.format, input, i, j));
                 let rc = entry.as_ref().map(|e| e.reference.id.as_str());
-                let Some((cleared, after)) = clear_result(r, tool, before, rc, cx) else {
+                let Some(cleared) =
+                    write::clear(input, (i, j), (tool, before), rc, counter, cx.format)
+                else {
                     continue;
                 };
                 if let (Some(sink), Some(e)) = (cx.recall, entry) {
                     sink.push(e);
                 }
-                let freed = before.saturating_sub(after);
+                let freed = before.saturating_sub(cleared.tokens_after());
                 saved += freed;
                 total = total.saturating_sub(freed);
-                edits.push(Edit::Cleared {
-                    message: i,
-                    block: j,
-                    id: r.tool_use_id.clone(),
-                    tool: tool.to_string(),
-                    tokens: freed,
-                });
-                plan.push(UnitEdit::Clear {
-                    message: i,
-                    block: j,
-                    with: cleared,
-                });
+                edits.push(Edit::cleared(&cleared));
+                plan.push(UnitEdit::Clear(cleared));
                 if c.clear_tool_inputs
                     && let Some(&(ci, cj)) = call_at.get(r.tool_use_id.as_str())
                     && !layout.is_protected(ci)
-                    && let Some((with, freed)) = clear_input(&input.messages[ci].content[cj], cx)
+                    && let Some(with) = write::clear_input(input, (ci, cj), counter)
                 {
-                    saved += freed;
-                    plan.push(UnitEdit::Cap {
-                        message: ci,
-                        block: cj,
-                        with,
-                    });
+                    saved += with.tokens_before().saturating_sub(with.tokens_after());
+                    plan.push(UnitEdit::Cap(with));
                 }
             }
         }
@@ -268,184 +250,13 @@ impl Microcompact {
     }
 }
 
-/// Longest kept line of a failure, in chars.
-const KEPT_LINE_CHARS: usize = 200;
-
-/// `r` with its content replaced by a placeholder and the cleared block's count, or `None`
-/// when that would not save tokens (`before` is the block's count) and bytes, or would hide a
-/// failure on the wire. `recall`: the recall id of the original block, named in the
-/// placeholder (`… · recall rc_…]`).
-fn clear_result(
-    r: &ToolResult,
-    tool: &str,
-    before: usize,
-    recall: Option<&str>,
-    cx: &Context<'_>,
-) -> Option<(ToolResult, usize)> {
-    let failed = r.outcome == Outcome::Error;
-    let text = r.text_ref();
-    let head = format!(
-        "{CLEARED_PREFIX} {}result of {tool} call {} ({} tokens) to save context; re-run the tool if it is needed{}]",
-        if failed { "failed (error) " } else { "" },
-        r.tool_use_id,
-        thousands(before),
-        recall
-            .map(|id| format!(" · recall {id}"))
-            .unwrap_or_default()
-    );
-    let placeholder = if failed {
-        let mut lines = vec![head];
-        lines.extend(failure_lines(&text));
-        lines.join("\n")
-    } else {
-        head
-    };
-    if placeholder.len() >= content_bytes(r) {
-        return None;
-    }
-    let content = Some(match &r.content {
-        Some(ToolResultContent::Blocks(_)) => {
-            ToolResultContent::Blocks(vec![Block::text(placeholder)])
-        }
-        _ => ToolResultContent::Text(placeholder),
-    });
-    // The old content is not copied: only the fields around it.
-    let cleared = Block::ToolResult(ToolResult {
-        tool_use_id: r.tool_use_id.clone(),
-        content,
-        is_error: r.is_error,
-        extra: r.extra.clone(),
-        outcome: r.outcome,
-        rewritten: r.rewritten,
-    });
-    let after = cx.counter.count_block(&cleared);
-    let Block::ToolResult(cleared) = cleared else {
-        return None;
-    };
-    if after >= before {
-        return None;
-    }
-    // The wire must still say "failed" where it can: Anthropic keeps `is_error`, the exit-code
-    // formats keep the marker line copied above.
-    if failed && cx.format.outcome_policy().classify(&cleared) != Outcome::Error {
-        return None;
-    }
-    Some((cleared, after))
-}
-
-/// Bytes of a result's content as sent: its text, plus the JSON of any other block (images).
-fn content_bytes(r: &ToolResult) -> usize {
-    match &r.content {
-        None => 0,
-        Some(ToolResultContent::Text(s)) => s.len(),
-        Some(ToolResultContent::Blocks(bs)) => bs
-            .iter()
-            .map(|b| match b {
-                Block::Text(t) => t.text.len(),
-                Block::Image(v) | Block::Document(v) | Block::Other(v) | Block::Thinking(v) => {
-                    v.to_string().len()
-                }
-                _ => 0,
-            })
-            .sum(),
-    }
-}
-
-/// What a cleared failure keeps, in order: the line holding its exit-code marker (verbatim
-/// when short, else the marker and code alone), then its first and last informative lines
-/// (clipped to [`KEPT_LINE_CHARS`]). Codex's structured output (`{"output": "…",
-/// "metadata": …}`) is read through its `output` string.
-fn failure_lines(text: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let marker = exit_marker(text);
-    let mut marker_line = None;
-    if let Some(m) = marker {
-        let from = text
-            .get(..m.start)
-            .and_then(|t| t.rfind('\n'))
-            .map_or(0, |p| p + 1);
-        let to = text
-            .get(m.end..)
-            .and_then(|t| t.find('\n'))
-            .map_or(text.len(), |p| m.end + p);
-        let line = text.get(from..to).unwrap_or("").trim();
-        let kept = if line.chars().count() <= KEPT_LINE_CHARS {
-            line
-        } else {
-            text.get(m.start..m.end).unwrap_or("")
-        };
-        marker_line = Some(line.to_string());
-        out.push(kept.to_string());
-    }
-    let body = crate::facts::output_text(text);
-    let informative = |l: &&str| {
-        let t = l.trim();
-        marker_line.as_deref() != Some(t) && crate::facts::is_informative(t)
-    };
-    let first = body.lines().find(informative);
-    let last = body.lines().rev().find(informative);
-    for l in [first, last].into_iter().flatten() {
-        let l = clip(l.trim(), KEPT_LINE_CHARS);
-        if !out.contains(&l) {
-            out.push(l);
-        }
-    }
-    out
-}
-
-/// The call `block` with the long string values of its input cleared, and the tokens freed;
-/// `None` when the input is not a JSON object or nothing is long.
-fn clear_input(block: &Block, cx: &Context<'_>) -> Option<(Block, usize)> {
-    let Block::ToolUse(t) = block else {
-        return None;
-    };
-    // A JSON input is counted as the compact JSON it serializes to, so the difference of the
-    // (cached) block counts is the difference of the inputs' counts: no serializing here.
-    let json = matches!(t.input, ToolInput::Json(_));
-    let before = if json {
-        cx.counter.count_block(block)
-    } else {
-        cx.counter
-            .count_text_cached(&t.input.to_value().to_string())
-    };
-    let mut v = t.input.to_value();
-    let Value::Object(obj) = &mut v else {
-        return None;
-    };
-    for val in obj.values_mut() {
-        if let Value::String(s) = val
-            && s.chars().count() > 200
-        {
-            *s = format!("{CLEARED_PREFIX} {} chars]", thousands(s.chars().count()));
-        }
-    }
-    let t = ToolUse {
-        id: t.id.clone(),
-        name: t.name.clone(),
-        input: match &t.input {
-            ToolInput::Json(_) => ToolInput::Json(v),
-            ToolInput::Arguments(_) => ToolInput::Arguments(v.to_string()),
-            ToolInput::Freeform(s) => ToolInput::Freeform(s.clone()),
-        },
-        extra: t.extra.clone(),
-    };
-    let with = Block::ToolUse(t);
-    let after = match &with {
-        Block::ToolUse(_) if json => cx.counter.count_block(&with),
-        Block::ToolUse(t) => cx
-            .counter
-            .count_text_cached(&t.input.to_value().to_string()),
-        _ => 0,
-    };
-    Some((with, before.saturating_sub(after)))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::conversation::Outcome;
     use crate::format::Format;
     use crate::tokens::{Tokenizer, counter_for};
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     /// The input, the plan, and the output `guard::apply` builds of it (`None`: no plan).
     fn run(
@@ -543,14 +354,16 @@ mod tests {
         // OpenAI Chat: a tool message is one element, the original is that message.
         assert_eq!(e.original.to_string(), body["messages"][2].to_string());
         assert_eq!(e.reference.path, "messages[2]");
-        let Some(UnitEdit::Clear { with, .. }) = out.plan.first() else {
+        let Some(UnitEdit::Clear(cleared)) = out.plan.first() else {
             panic!("{:?}", out.plan);
         };
         assert!(
-            with.text()
+            cleared
+                .with()
+                .text()
                 .ends_with(&format!(" · recall {}]", e.reference.id)),
             "{}",
-            with.text()
+            cleared.with().text()
         );
     }
 

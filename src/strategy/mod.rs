@@ -14,18 +14,18 @@
 //!   [`crate::guard::Marker::failures`];
 //! - it never mutates its input.
 //!
-//! A plan carries the content it puts in: the capped block (`Cap`), the cleared result
-//! (`Clear`), the marker's text with its digest and recall line (`Drop`); only a summary is
-//! written by the guard from its parts (`Summarize`). The guard checks each replacement
-//! against what it replaces. A plan that breaks a rule is refused with a
+//! The text of a cap or a clear is written by the guard ([`crate::guard::write`]: a strategy
+//! asks for it, prices it, and puts the sealed result in its plan); a summary is written by
+//! the guard from its parts (`Summarize`); the marker's text with its digest and recall line
+//! (`Drop`) is still the strategy's, and the guard checks the failures it records against
+//! the span it drops. A plan that breaks a rule is refused with a
 //! [`crate::guard::PlanError`] naming the edit, and the report shows it; the pipeline then
 //! verifies every output it builds.
 
 mod digest;
 pub mod microcompact;
 pub mod summary;
-mod text_cut;
-pub use text_cut::thousands;
+pub use crate::guard::write::thousands;
 pub mod truncate;
 
 pub use digest::{MARKER_PREFIX, digest_line};
@@ -159,6 +159,32 @@ pub enum Edit {
         #[serde(skip_serializing_if = "UserWords::is_verbatim")]
         user_words: UserWords,
     },
+}
+
+impl Edit {
+    /// The report's edit of a block the guard capped ([`crate::guard::write::cap`]).
+    pub fn truncated(c: &crate::guard::write::Capped) -> Edit {
+        Edit::Truncated {
+            message: c.message(),
+            block: c.block(),
+            what: c.what(),
+            id: c.id().map(str::to_string),
+            tokens_before: c.tokens_before(),
+            tokens_after: c.tokens_after(),
+        }
+    }
+
+    /// The report's edit of a result the guard cleared ([`crate::guard::write::clear`]):
+    /// `tokens` is what the block lost.
+    pub fn cleared(c: &crate::guard::write::Cleared) -> Edit {
+        Edit::Cleared {
+            message: c.message(),
+            block: c.block(),
+            id: c.id().to_string(),
+            tool: c.tool().to_string(),
+            tokens: c.tokens_before().saturating_sub(c.tokens_after()),
+        }
+    }
 }
 
 /// Errors a strategy can report (the pipeline turns them into a report note and keeps going).

@@ -15,13 +15,11 @@
 
 mod drop;
 
-use super::text_cut::{TRUNCATION_MARK, cut_middle, cut_middle_known};
 use super::{Budget, Compaction, Context, Edit, Strategy, StrategyError};
-use crate::conversation::{Block, Conversation, ToolInput, ToolResultContent};
-use crate::guard::{Layout, MessageTokens, UnitEdit};
+use crate::conversation::{Block, Conversation};
+use crate::guard::{Layout, MessageTokens, UnitEdit, write};
 use drop::{Dropped, drop_oldest};
 use serde::Deserialize;
-use serde_json::Value;
 use std::collections::BTreeMap;
 
 /// Settings of [`Truncate`]; all sizes in tokens.
@@ -108,13 +106,9 @@ impl Truncate {
             degraded: None,
         };
         let n = input.messages.len();
-        for ((message, block), cap) in cap_blocks(input, cx.layout, from.min(n)..n, caps, cx) {
-            compaction.edits.push(cap.edit);
-            compaction.plan.push(UnitEdit::Cap {
-                message,
-                block,
-                with: cap.with,
-            });
+        for cap in cap_blocks(input, cx.layout, from.min(n)..n, caps, cx).into_values() {
+            compaction.edits.push(Edit::truncated(&cap.written));
+            compaction.plan.push(UnitEdit::Cap(cap.written));
         }
         compaction
     }
@@ -325,20 +319,12 @@ fn plan_of(
         // A capped block names the recall id of its original, like a cleared result.
         if let Some(sink) = cx.recall
             && let Some(entry) = crate::recall::wire::block(cx.format, input, message, block)
-            && crate::recall::wire::name_after_mark(
-                &mut cap.with,
-                TRUNCATION_MARK,
-                &entry.reference.id,
-            )
+            && cap.written.name_recall(&entry.reference.id)
         {
             sink.push(entry);
         }
-        edits.push(cap.edit);
-        plan.push(UnitEdit::Cap {
-            message,
-            block,
-            with: cap.with,
-        });
+        edits.push(Edit::truncated(&cap.written));
+        plan.push(UnitEdit::Cap(cap.written));
     }
     if let Some(mut d) = dropped {
         // The marker names the recall id of the span it stands for.
@@ -375,16 +361,18 @@ fn recall_line(r: &crate::recall::RecallRef) -> String {
     )
 }
 
-/// One capped block: the new block, its edit for the report, and the tokens it saves.
+/// One capped block: the block the guard wrote (with the figures of its report edit), and
+/// the tokens it saves.
 struct Capped {
-    with: Block,
-    edit: Edit,
+    written: write::Capped,
     saved: usize,
 }
 
 /// Caps every editable block of the messages in `range` of `input` (the input is not
-/// changed: each capped block is a new value). Protected messages are skipped; of the newest
-/// message only tool results are capped.
+/// changed: each capped block is a new value, written by [`write::cap`]). Protected messages
+/// are skipped; of the newest message only tool results are capped; an earlier summary or
+/// marker is merged by the next digest, never cut as ordinary text (its failures and
+/// requests would go).
 fn cap_blocks(
     input: &Conversation,
     layout: &Layout,
@@ -409,148 +397,32 @@ fn cap_blocks(
             if block_tokens <= smallest {
                 continue;
             }
-            let capped = match b {
-                // What compactor already wrote (a placeholder, an earlier cap) stays whole: the
-                // guard refuses a cap of it (`PlanError::Rewritten`).
-                Block::ToolResult(r) if r.rewritten.is_some() => None,
-                Block::ToolResult(r) => {
-                    let mut r = r.clone();
-                    cap_result(&mut r.content, caps.result, block_tokens, cx).map(
-                        |(before, after)| {
-                            let id = Some(r.tool_use_id.clone());
-                            (Block::ToolResult(r), "tool_result", id, before, after)
-                        },
-                    )
-                }
-                Block::ToolUse(t) if !newest => {
-                    let mut t = t.clone();
-                    cap_input(&mut t.input, caps.input, cx).map(|(before, after)| {
-                        let id = Some(t.id.clone());
-                        (Block::ToolUse(t), "tool_use_input", id, before, after)
-                    })
-                }
-                // An earlier summary or marker is merged by the next digest, never cut as
-                // ordinary text (its failures and requests would go).
+            let cap = match b {
+                Block::ToolResult(_) => caps.result,
+                Block::ToolUse(_) if !newest => caps.input,
                 Block::Text(t) if !newest && crate::facts::summary_kind(&t.text).is_none() => {
-                    cut_middle_known(&t.text, caps.text, cx.counter, Some(block_tokens)).map(
-                        |(s, before, after)| {
-                            let mut t = t.clone();
-                            t.text = s;
-                            (Block::Text(t), "text", None, before, after)
-                        },
-                    )
+                    caps.text
                 }
-                _ => None,
+                _ => continue,
             };
-            if let Some((with, what, id, tokens_before, tokens_after)) = capped {
-                // Priced with the recall id it will name (`Truncate::run`).
-                let named = cx.recall.map_or(0, |_| {
-                    cx.counter
-                        .count_text_cached(" · recall rc_7e3a9f0c7e3a9f0c7e3a9f0c7e3a9f0c")
-                });
-                let saved = block_tokens.saturating_sub(cx.counter.count_block(&with) + named);
-                let edit = Edit::Truncated {
-                    message: i,
-                    block: j,
-                    what,
-                    id,
-                    tokens_before,
-                    tokens_after,
-                };
-                out.insert((i, j), Capped { with, edit, saved });
-            }
+            let Some(written) = write::cap(input, (i, j), cap, block_tokens, cx.counter) else {
+                continue;
+            };
+            // Priced with the recall id it will name (`Truncate::run`).
+            let named = cx.recall.map_or(0, |_| {
+                cx.counter
+                    .count_text_cached(" · recall rc_7e3a9f0c7e3a9f0c7e3a9f0c7e3a9f0c")
+            });
+            let saved = block_tokens.saturating_sub(cx.counter.count_block(written.with()) + named);
+            out.insert((i, j), Capped { written, saved });
         }
     }
     out
 }
 
-/// Caps a tool_result's text. `block_tokens` is the cached count of the whole block: a text
-/// result counts as its text, and each block of a result of blocks is cached on its own
-/// ([`crate::tokens::CachedCounter`]), so no capped text is tokenized a second time.
-fn cap_result(
-    content: &mut Option<ToolResultContent>,
-    cap: usize,
-    block_tokens: usize,
-    cx: &Context<'_>,
-) -> Option<(usize, usize)> {
-    match content {
-        Some(ToolResultContent::Text(s)) => {
-            cut_middle_known(s, cap, cx.counter, Some(block_tokens)).map(|(out, before, after)| {
-                *s = out;
-                (before, after)
-            })
-        }
-        Some(ToolResultContent::Blocks(bs)) => {
-            let (mut before, mut after, mut changed) = (0, 0, false);
-            for b in bs.iter_mut() {
-                let known = matches!(b, Block::Text(_)).then(|| cx.counter.count_block(b));
-                if let Block::Text(t) = b
-                    && let Some((out, b0, a0)) = cut_middle_known(&t.text, cap, cx.counter, known)
-                {
-                    t.text = out;
-                    before += b0;
-                    after += a0;
-                    changed = true;
-                }
-            }
-            changed.then_some((before, after))
-        }
-        None => None,
-    }
-}
-
-/// Caps the string values inside a tool call's input; the input stays a JSON object (and an
-/// OpenAI `arguments` string stays valid JSON).
-fn cap_input(input: &mut ToolInput, cap: usize, cx: &Context<'_>) -> Option<(usize, usize)> {
-    let mut totals = (0, 0);
-    let changed = match input {
-        ToolInput::Json(v) => cap_strings(v, cap, cx, &mut totals),
-        ToolInput::Arguments(s) => match serde_json::from_str::<Value>(s) {
-            Ok(mut v) if v.is_object() => {
-                let changed = cap_strings(&mut v, cap, cx, &mut totals);
-                if changed {
-                    *s = v.to_string();
-                }
-                changed
-            }
-            _ => false,
-        },
-        ToolInput::Freeform(s) => match cut_middle(s, cap, cx.counter) {
-            Some((out, b, a)) => {
-                *s = out;
-                totals = (b, a);
-                true
-            }
-            None => false,
-        },
-    };
-    changed.then_some(totals)
-}
-
-fn cap_strings(v: &mut Value, cap: usize, cx: &Context<'_>, totals: &mut (usize, usize)) -> bool {
-    match v {
-        Value::String(s) => match cut_middle(s, cap, cx.counter) {
-            Some((out, b, a)) => {
-                *s = out;
-                totals.0 += b;
-                totals.1 += a;
-                true
-            }
-            None => false,
-        },
-        Value::Array(items) => items
-            .iter_mut()
-            .fold(false, |acc, x| cap_strings(x, cap, cx, totals) | acc),
-        Value::Object(obj) => obj
-            .values_mut()
-            .fold(false, |acc, x| cap_strings(x, cap, cx, totals) | acc),
-        _ => false,
-    }
-}
-
 /// True when a text holds a truncation marker of ours.
 pub fn is_truncated(text: &str) -> bool {
-    text.contains(TRUNCATION_MARK)
+    text.contains(write::TRUNCATION_MARK)
 }
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
-//! The checks of one edit of a plan against the input and its layout: a replaced block (same
-//! kind, same call, a failure stays one, no result cut twice) and a drop (its failures
+//! The checks of one edit of a plan against the input and its layout: the target of a cap or
+//! a clear (there, editable, written for it, no result cut twice) and a drop (its failures
 //! recorded, no call parted from its result).
 
 use super::{FailureRecord, Marker, PlanError};
@@ -26,10 +26,13 @@ pub(super) fn block_at(
         })
 }
 
-/// A replacement block must be the same kind, the same call, and keep a failure one; a result
-/// compactor already rewrote is not capped again, nor a cleared one cleared again (`doing`:
-/// what the edit does).
-pub(super) fn check_block(
+/// The target of a cap or a clear (`doing`): a block of the input, not protected, not in the
+/// newest message unless a tool result, and (for a tool result) not rewritten by compactor
+/// already, except that a capped result may still give way to a placeholder. `with` was
+/// written by the guard ([`crate::guard::write`]) from the block at these indices, so its
+/// content is not read again; only that it was written for this block (same kind, same call)
+/// is, in case a plan is applied to another input than it was made of.
+pub(super) fn check_target(
     input: &Conversation,
     layout: &Layout,
     (edit, message, block): (usize, usize, usize),
@@ -43,26 +46,8 @@ pub(super) fn check_block(
     if layout.newest() == Some(message) && !matches!(old, Block::ToolResult(_)) {
         return Err(PlanError::Newest { edit });
     }
-    let mismatch = |why| PlanError::Mismatch {
-        edit,
-        message,
-        block,
-        why,
-    };
     match (old, with) {
-        (Block::Thinking(_), _) => Err(mismatch("a thinking block is never edited")),
-        (Block::ToolResult(a), Block::ToolResult(b)) => {
-            if a.tool_use_id != b.tool_use_id {
-                return Err(mismatch("the result's call id changed"));
-            }
-            if a.outcome == Outcome::Error
-                && (b.outcome != Outcome::Error || a.is_error != b.is_error)
-            {
-                return Err(PlanError::FailureLost {
-                    edit,
-                    id: a.tool_use_id.clone(),
-                });
-            }
+        (Block::ToolResult(a), Block::ToolResult(b)) if a.tool_use_id == b.tool_use_id => {
             match a.rewritten {
                 // A capped result may still give way to a placeholder.
                 Some(Rewrite::Capped) if doing == Rewrite::Cleared => Ok(()),
@@ -76,9 +61,13 @@ pub(super) fn check_block(
             }
         }
         (Block::ToolUse(a), Block::ToolUse(b)) if a.id == b.id && a.name == b.name => Ok(()),
-        (Block::ToolUse(_), Block::ToolUse(_)) => Err(mismatch("the call's id or name changed")),
         (Block::Text(_), Block::Text(_)) => Ok(()),
-        _ => Err(mismatch("the replacement is another kind of block")),
+        _ => Err(PlanError::Mismatch {
+            edit,
+            message,
+            block,
+            why: "the replacement was written for another block",
+        }),
     }
 }
 

@@ -2,43 +2,31 @@
 //! that stand for a span it drops.
 
 use super::image::ImageRepair;
-use crate::conversation::{Block, ToolResult};
 use crate::facts::UserWords;
+use crate::guard::write::{Capped, Cleared};
 
 /// One edit, in units the guard knows. Indices are message / block indices of the input the
 /// strategy was given.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum UnitEdit {
-    /// A block capped (head + tail with a truncation marker): `with` is the capped block, of the
-    /// same kind (and call id) as the one it replaces. A tool result is marked
+    /// A block capped by the guard's writer ([`crate::guard::write::cap`]: head + tail with
+    /// a truncation mark, or [`crate::guard::write::clear_input`]: a call's long input
+    /// strings cleared), at the indices it records. A tool result is marked
     /// [`Rewrite::Capped`] in the output; one already rewritten is refused
     /// ([`PlanError::Rewritten`]).
     ///
     /// [`Rewrite::Capped`]: crate::conversation::Rewrite::Capped
     /// [`PlanError::Rewritten`]: super::PlanError::Rewritten
-    Cap {
-        /// Message index.
-        message: usize,
-        /// Block index.
-        block: usize,
-        /// The capped block.
-        with: Block,
-    },
-    /// A tool_result's content replaced by a placeholder; id, `is_error` and outcome unchanged.
-    /// Marked [`Rewrite::Cleared`] in the output; a result already cleared is refused
+    Cap(Capped),
+    /// A tool_result's content replaced by the guard's placeholder
+    /// ([`crate::guard::write::clear`]); id, `is_error` and outcome unchanged. Marked
+    /// [`Rewrite::Cleared`] in the output; a result already cleared is refused
     /// ([`PlanError::Rewritten`]), a capped one may be cleared.
     ///
     /// [`Rewrite::Cleared`]: crate::conversation::Rewrite::Cleared
     /// [`PlanError::Rewritten`]: super::PlanError::Rewritten
-    Clear {
-        /// Message index.
-        message: usize,
-        /// Block index.
-        block: usize,
-        /// The cleared result.
-        with: ToolResult,
-    },
+    Clear(Cleared),
     /// Messages `pinned..to` dropped, `marker` (a user-role message) put in their place.
     Drop {
         /// First kept message: a legal cut of the layout.

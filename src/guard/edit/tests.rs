@@ -1,6 +1,6 @@
 use super::*;
-use crate::conversation::Outcome;
 use crate::format::Format;
+use crate::guard::write::{Capped, Cleared};
 use serde_json::json;
 
 /// Round 1 holds a failed call, round 2 a successful one, round 3 the question.
@@ -115,11 +115,7 @@ fn a_drop_whose_marker_omits_a_failure_is_refused_naming_the_edit() {
     let c = history();
     let layout = Layout::of(&c, crate::format::Format::Anthropic);
     let plan = vec![
-        UnitEdit::Cap {
-            message: 4,
-            block: 0,
-            with: c.messages[4].content[0].clone(),
-        },
+        UnitEdit::Cap(Capped::forged((4, 0), c.messages[4].content[0].clone())),
         UnitEdit::Drop {
             to: 3,
             marker: marker(&[]),
@@ -148,28 +144,34 @@ fn a_drop_inside_an_exchange_is_not_a_legal_cut() {
     );
 }
 
+/// A replacement is spliced in without reading its content again, but only where it was
+/// written: one written for another block (a plan applied to another input) is refused.
 #[test]
-fn a_clear_that_makes_a_failure_a_success_is_refused() {
+fn a_replacement_written_for_another_block_is_refused() {
     let c = history();
     let layout = Layout::of(&c, crate::format::Format::Anthropic);
     let Some(Block::ToolResult(r)) = c.messages[2].content.first() else {
         panic!("a tool_result");
     };
-    let mut ok = r.clone();
-    ok.outcome = Outcome::Success;
-    ok.is_error = None;
-    let plan = vec![UnitEdit::Clear {
-        message: 2,
-        block: 0,
-        with: ok,
-    }];
+    let other = ToolResult {
+        tool_use_id: "t9".into(),
+        ..r.clone()
+    };
+    let plan = vec![UnitEdit::Clear(Cleared::forged((2, 0), other))];
     assert_eq!(
         apply(&c, &layout, plan, Some(&[])),
-        Err(PlanError::FailureLost {
+        Err(PlanError::Mismatch {
             edit: 0,
-            id: "t1".into()
+            message: 2,
+            block: 0,
+            why: "the replacement was written for another block"
         })
     );
+    let text = UnitEdit::Cap(Capped::forged((2, 0), Block::text("ok")));
+    assert!(matches!(
+        apply(&c, &layout, vec![text], Some(&[])),
+        Err(PlanError::Mismatch { edit: 0, .. })
+    ));
 }
 
 /// A clear or a cap is typed on the result it writes; a later plan may clear a capped
@@ -186,16 +188,9 @@ fn a_rewritten_result_is_typed_and_not_cut_again() {
         )),
         ..r.clone()
     };
-    let clear = |with: &ToolResult| UnitEdit::Clear {
-        message: 5,
-        block: 0,
-        with: with.clone(),
-    };
-    let cap = |with: &ToolResult| UnitEdit::Cap {
-        message: 5,
-        block: 0,
-        with: Block::ToolResult(with.clone()),
-    };
+    let clear = |with: &ToolResult| UnitEdit::Clear(Cleared::forged((5, 0), with.clone()));
+    let cap =
+        |with: &ToolResult| UnitEdit::Cap(Capped::forged((5, 0), Block::ToolResult(with.clone())));
     let rewritten = |plan: Vec<UnitEdit>, on: &Conversation| {
         let out = apply(
             on,
@@ -239,10 +234,11 @@ fn a_rewritten_result_is_typed_and_not_cut_again() {
 fn an_edit_of_a_dropped_message_or_twice_of_one_block_is_refused() {
     let c = history();
     let layout = Layout::of(&c, crate::format::Format::Anthropic);
-    let cap = |message| UnitEdit::Cap {
-        message,
-        block: 0,
-        with: c.messages[message].content[0].clone(),
+    let cap = |message| {
+        UnitEdit::Cap(Capped::forged(
+            (message, 0),
+            c.messages[message].content[0].clone(),
+        ))
     };
     let plan = vec![
         cap(1),

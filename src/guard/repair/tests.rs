@@ -243,11 +243,7 @@ fn apply_refuses_a_repair_the_input_does_not_call_for() {
     let Block::ToolResult(result) = &c.messages[2].content[0] else {
         panic!("a tool result")
     };
-    let clear = UnitEdit::Clear {
-        message: 2,
-        block: 0,
-        with: result.clone(),
-    };
+    let clear = UnitEdit::Clear(crate::guard::write::Cleared::forged((2, 0), result.clone()));
     assert_eq!(
         refused(vec![clear.clone(), fix(&empty)]),
         PlanError::Conflict { edit: 1, other: 0 }
