@@ -2,13 +2,14 @@
 //!
 //! Run: `cargo run --release --example custom_strategy`. `tests/all/compaction.rs` runs [`run`] too.
 //!
-//! `keep_tail` drops the oldest whole rounds behind a one-line marker: it reads the guard's
-//! layout (`cx.layout`) for the legal cuts and keeps the shortest tail that fits the target.
-//! It returns a plan; `guard::apply` builds the output and the pipeline verifies it like any
-//! built-in tier's.
+//! `keep_tail` drops the oldest whole rounds behind a marker: it reads the guard's layout
+//! (`cx.layout`) for the legal cuts and keeps the shortest tail that fits the target with the
+//! marker's room. It decides what goes; the guard writes the marker (the session state of the
+//! dropped rounds, `guard::write::drop_marker`) and builds the output, and the pipeline
+//! verifies it like any built-in tier's.
 
 use compactor::conversation::Conversation;
-use compactor::guard::{CutKind, Marker, MessageTokens, UnitEdit, UserWords};
+use compactor::guard::{CutKind, MessageTokens, UnitEdit, write};
 use compactor::registry::{Built, Registry};
 use compactor::strategy::{Budget, Compaction, Context, Edit, Strategy, StrategyError};
 use compactor::{Compactor, Format, Status};
@@ -31,19 +32,19 @@ impl Strategy for KeepTail {
     ) -> Result<Compaction, StrategyError> {
         let layout = cx.layout;
         let tokens = MessageTokens::of(conversation, cx.counter);
+        // The marker's room, in counter tokens.
+        let room = budget.target / 4;
         let cut = layout.earliest_cut(layout.pinned(), |c| {
-            c.kind == CutKind::RoundStart && tokens.tail(c.index) <= budget.target
+            c.kind == CutKind::RoundStart && tokens.tail(c.index) + room <= budget.target
         });
         let Some(cut) = cut.filter(|c| c.kind == CutKind::RoundStart) else {
             return Ok(Compaction::unchanged("keep_tail: no round start fits"));
         };
         let pinned = layout.pinned();
-        // A plan, not an output: the guard builds the output (and refuses the plan, naming
-        // the edit, if the dropped rounds held a failure this marker does not record).
-        let marker = Marker {
-            text: format!("[{} earlier messages dropped]", cut.index - pinned),
-            ..Marker::default()
-        };
+        // A plan, not an output: the guard writes the marker and builds the output (and
+        // refuses the plan, naming the edit, if it breaks a rule).
+        let marker = write::drop_marker(conversation, &tokens, pinned..cut.index, room, cx.counter);
+        let user_words = marker.user_words().clone();
         Ok(Compaction {
             plan: vec![UnitEdit::Drop {
                 to: cut.index,
@@ -54,7 +55,7 @@ impl Strategy for KeepTail {
                 to: cut.index,
                 calls: 0,
                 tokens: tokens.span(pinned..cut.index),
-                user_words: UserWords::default(),
+                user_words,
             }],
             notes: Vec::new(),
             degraded: None,

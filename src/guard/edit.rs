@@ -41,13 +41,14 @@ mod tests;
 
 use super::carry::{Carried, Kept};
 use super::layout::Layout;
+use super::write::Marker;
 use crate::conversation::{Block, Conversation, Message, Rewrite, Role, ToolResult};
 use check::{check_drop, check_target};
 pub use error::PlanError;
 pub(super) use image::image_at;
 use image::repaired_block;
 pub use image::{IMAGE_REMOVED_PREFIX, ImageRepair};
-pub use plan::{Marker, SummaryParts, UnitEdit};
+pub use plan::{SummaryParts, UnitEdit};
 use std::collections::BTreeMap;
 
 /// Where a failure of the input is kept in the output when its result is gone: the output

@@ -60,9 +60,10 @@ pub use crate::tokens::image::ImageFault;
 pub(crate) use carry::{Carried, CarryError, Kept};
 pub(crate) use context::ContextRules;
 pub use edit::{
-    Applied, FailureRecord, IMAGE_REMOVED_PREFIX, ImageRepair, Marker, PlanError, SummaryParts,
-    UnitEdit, apply,
+    Applied, FailureRecord, IMAGE_REMOVED_PREFIX, ImageRepair, PlanError, SummaryParts, UnitEdit,
+    apply,
 };
+pub use write::Marker;
 // `settle`, `check_envelope` and `check_compaction_with` are public only while
 // tests/all/strategy_props.rs judges strategy outputs with them (issue 38 item 5 rewrites it).
 pub(crate) use envelope::take_client_envelope;

@@ -184,18 +184,11 @@ impl Truncate {
         let n = input.messages.len();
         let view = MessageTokens::from_counts(per);
         let raw = MessageTokens::from_counts(raw);
-        // Room for the marker's recall line (`recall_line`), priced with an id whose hex
-        // digits tokenize badly and the largest count, plus a little slack.
+        // Room for the marker's recall line (`write::recall_line`), priced with an id whose
+        // hex digits tokenize badly and the largest count, plus a little slack.
         let reserve = cx.recall.map_or(0, |_| {
-            let sample = crate::recall::RecallRef {
-                id: format!("rc_{}", "7e3a9f0c".repeat(4)),
-                kind: crate::recall::RecallKind::Span,
-                bytes: 0,
-                message: 0,
-                end: n,
-                path: String::new(),
-            };
-            cx.counter.count_text_cached(&recall_line(&sample)) + 4
+            let sample = write::recall_line(n, &format!("rc_{}", "7e3a9f0c".repeat(4)));
+            cx.counter.count_text_cached(&sample) + 4
         });
         drop_oldest(
             input,
@@ -331,10 +324,13 @@ fn plan_of(
         if let (Some(sink), Edit::Dropped { from, to, .. }) = (cx.recall, &d.edit)
             && let Some(entry) = crate::recall::wire::span(cx.format, input, *from, *to)
         {
-            d.marker.text.push_str(&recall_line(&entry.reference));
+            d.marker.name_recall(
+                entry.reference.end - entry.reference.message,
+                &entry.reference.id,
+            );
             sink.push(entry);
         }
-        let words = &d.marker.user_words;
+        let words = d.marker.user_words();
         if !words.is_verbatim() {
             notes.push(words.note());
         }
@@ -350,15 +346,6 @@ fn plan_of(
         notes,
         degraded: None,
     }
-}
-
-/// The marker's last line naming the recall id of the dropped span.
-fn recall_line(r: &crate::recall::RecallRef) -> String {
-    format!(
-        "The {} dropped messages can be recalled whole: recall {}\n",
-        r.end - r.message,
-        r.id
-    )
 }
 
 /// One capped block: the block the guard wrote (with the figures of its report edit), and

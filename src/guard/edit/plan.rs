@@ -2,8 +2,7 @@
 //! that stand for a span it drops.
 
 use super::image::ImageRepair;
-use crate::facts::UserWords;
-use crate::guard::write::{Capped, Cleared};
+use crate::guard::write::{Capped, Cleared, Marker};
 
 /// One edit, in units the guard knows. Indices are message / block indices of the input the
 /// strategy was given.
@@ -92,16 +91,4 @@ impl SummaryParts {
         let header = self.ledger.text.lines().next().unwrap_or("").trim();
         !header.is_empty() && self.narrative.contains(header)
     }
-}
-
-/// A user-role record of a dropped span, with the failures it writes (typed ids).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Marker {
-    /// The message text.
-    pub text: String,
-    /// Call ids of the failures the text records.
-    pub failures: Vec<String>,
-    /// The user's requests the text does not hold verbatim (shortened or left out), when the
-    /// text is a record of the span's session state; empty for any other marker.
-    pub user_words: UserWords,
 }

@@ -22,6 +22,7 @@
 
 use super::*;
 use crate::facts::{Facts, MARKER_PREFIX, SessionState, SummaryFact, SummaryKind, summary_item};
+use crate::guard::write::ledger;
 use crate::guard::{Marker, SummaryParts};
 use std::borrow::Cow;
 
@@ -179,45 +180,6 @@ fn legacy_line(l: &str) -> Option<String> {
     Some(format!("[… {n} more items omitted]"))
 }
 
-/// The ledger of `state` within `room` tokens (counted with `counter`, the header included):
-/// [`LEDGER_HEADER`], then the lines of [`SessionState::render`] (the user's words and
-/// failures kept even past the room); with the ids of the failures it writes. Empty text when
-/// the state holds nothing.
-pub(super) fn ledger(state: &SessionState, room: usize, counter: &dyn TokenCounter) -> Marker {
-    let write = |lines: &[String]| {
-        let mut text = String::new();
-        if !lines.is_empty() {
-            text.push_str(LEDGER_HEADER);
-            text.push('\n');
-            for line in lines {
-                text.push_str(line);
-                text.push('\n');
-            }
-        }
-        text
-    };
-    let header = counter.count_text_cached(LEDGER_HEADER) + 1;
-    let mut lines_room = room.saturating_sub(header);
-    let mut rendered = state.render(lines_room, counter);
-    let mut text = write(&rendered.lines);
-    // The render counts its lines apart (its section titles not at all): a few more passes,
-    // each with its room shrunk by what the written ledger is over.
-    for _ in 0..6 {
-        let over = counter.count_text(&text).saturating_sub(room);
-        if over == 0 || lines_room == 0 {
-            break;
-        }
-        lines_room = lines_room.saturating_sub(over);
-        rendered = state.render(lines_room, counter);
-        text = write(&rendered.lines);
-    }
-    Marker {
-        text,
-        failures: rendered.failures,
-        user_words: rendered.user_words,
-    }
-}
-
 /// `parts` with the ledger of `state` fitted into what the target leaves after everything else
 /// in the output (the system prompt, tools and pinned messages, the kept tail, the head and the
 /// model's text), and the summary message's tokens.
@@ -303,7 +265,7 @@ mod tests {
     fn the_ledger_is_the_session_state_of_the_span_indented_under_its_header() {
         let m = ledger_of(&session(), 8, 2_000);
         assert_eq!(
-            m.text,
+            m.text(),
             "Ledger (made by code from the transcript, exact):\n\
              The user's words, verbatim, oldest first:\n\
              [user] #1: Fix the failing build. Do not touch vendor/.\n\
@@ -320,7 +282,7 @@ mod tests {
              [call t3] Edit, src/b.rs: ok\n\
              [assistant] Fixed.\n"
         );
-        assert_eq!(m.failures, vec!["t2".to_string()]);
+        assert_eq!(m.failures(), vec!["t2".to_string()]);
     }
 
     #[test]
@@ -335,7 +297,7 @@ mod tests {
             .unwrap();
         let counter = counter_for(Tokenizer::default());
         let state = ledger_state(Facts::of(&c.messages), 0, 3, None);
-        let text = ledger(&state, 2_000, counter.as_ref()).text;
+        let text = ledger(&state, 2_000, counter.as_ref()).text().to_string();
         assert!(text.contains("\n[created] docs/y.md\n"), "{text}");
         assert!(text.contains("\n[edited] src/x.rs\n"), "{text}");
     }
@@ -356,17 +318,25 @@ mod tests {
         let counter = counter_for(Tokenizer::default());
         let full = ledger_of(&c, c.messages.len(), 10_000);
         let tight = ledger_of(&c, c.messages.len(), 200);
-        assert!(counter.count_text(&full.text) > 2 * 200, "{}", full.text);
+        assert!(counter.count_text(full.text()) > 2 * 200, "{}", full.text());
         assert!(
-            counter.count_text(&tight.text) <= 200,
+            counter.count_text(tight.text()) <= 200,
             "{} {}",
-            counter.count_text(&tight.text),
-            tight.text
+            counter.count_text(tight.text()),
+            tight.text()
         );
-        assert!(tight.text.contains("[user] #1: Make every step pass."));
-        assert!(tight.text.contains("[failed r7] Bash, command make step7"));
-        assert!(tight.text.contains("more items omitted]"), "{}", tight.text);
-        assert_eq!(tight.failures, vec!["r7".to_string()]);
+        assert!(tight.text().contains("[user] #1: Make every step pass."));
+        assert!(
+            tight
+                .text()
+                .contains("[failed r7] Bash, command make step7")
+        );
+        assert!(
+            tight.text().contains("more items omitted]"),
+            "{}",
+            tight.text()
+        );
+        assert_eq!(tight.failures(), vec!["r7".to_string()]);
     }
 
     #[test]
@@ -446,11 +416,11 @@ mod tests {
         let merged_holds = |earlier: &[&str], kept: &[&str]| -> String {
             let state = ledger_state(Facts::of(&later.messages), 0, 3, Some(earlier));
             let merged = ledger(&state, 2_000, counter.as_ref());
-            assert_eq!(merged.failures, vec!["t2".to_string()]);
+            assert_eq!(merged.failures(), vec!["t2".to_string()]);
             for k in kept {
-                assert!(merged.text.contains(k), "{k} in {}", merged.text);
+                assert!(merged.text().contains(k), "{k} in {}", merged.text());
             }
-            merged.text
+            merged.text().to_string()
         };
         let text = merged_holds(
             &lines,

@@ -50,8 +50,7 @@ pub const SUMMARY_PREFIX: &str = "[compactor summary of messages ";
 /// The default summary prompt (`strategies/prompts/summary.md`); `summary.prompt_file` replaces it.
 pub const DEFAULT_PROMPT: &str = include_str!("../../../strategies/prompts/summary.md");
 
-/// The line that opens the code-made ledger inside a summary message.
-pub const LEDGER_HEADER: &str = "Ledger (made by code from the transcript, exact):";
+pub use crate::guard::write::LEDGER_HEADER;
 
 /// Share of the summarizer's window the material may fill (token counts of another tokenizer
 /// are an estimate).
@@ -437,7 +436,7 @@ impl Strategy for Summary {
             Marker::default(),
         );
         let (parts, summary_tokens) = fit_ledger(parts, state, conversation, &plan, budget, cx);
-        let user_words = parts.ledger.user_words.clone();
+        let user_words = parts.ledger.user_words().clone();
         if !user_words.is_verbatim() {
             notes.push(user_words.note());
         }

@@ -4,7 +4,7 @@
 use super::TruncateConfig;
 use crate::conversation::{Conversation, Message, Role};
 use crate::facts::{Facts, SessionState, StateSizes};
-use crate::guard::{Layout, Marker, MessageTokens};
+use crate::guard::{Layout, Marker, MessageTokens, write};
 use crate::strategy::{Budget, Context, Edit};
 use crate::tokens::pieces;
 
@@ -98,10 +98,11 @@ pub(super) fn drop_oldest(
     let exact_total = |k: usize, m: &Marker| {
         let message = if counter.adds_at_piece_starts() {
             frame
-                + counter
-                    .count_text_cached_or(&m.text, &mut || pieces::count_by_lines(counter, &m.text))
+                + counter.count_text_cached_or(m.text(), &mut || {
+                    pieces::count_by_lines(counter, m.text())
+                })
         } else {
-            counter.count_message(&Message::text(Role::User, m.text.clone()))
+            counter.count_message(&Message::text(Role::User, m.text()))
         };
         fixed + message + tokens.tail(k) + extra(k)
     };
@@ -109,17 +110,12 @@ pub(super) fn drop_oldest(
     let build = |k: usize, exact: bool| -> (Marker, usize) {
         let room = budget.target.saturating_sub(base(k)).min(most.max(32));
         let marker_of = |state: &SessionState| {
-            let (text, rendered) =
-                state.marker_sized(k - pinned, raw.span(pinned..k), room, counter);
-            let m = Marker {
-                text,
-                failures: rendered.failures,
-                user_words: rendered.user_words,
-            };
+            let (m, rendered) =
+                write::marker(state, (k - pinned, raw.span(pinned..k)), room, counter);
             let total = if exact {
                 exact_total(k, &m)
             } else {
-                base(k) + rendered.tokens
+                base(k) + rendered
             };
             (m, total)
         };
@@ -178,7 +174,7 @@ pub(super) fn drop_oldest(
             to,
             calls,
             tokens: raw.span(pinned..to),
-            user_words: marker.user_words.clone(),
+            user_words: marker.user_words().clone(),
         },
         marker,
         tokens: total,
