@@ -3,15 +3,15 @@
 //! Run: `cargo run --release --example custom_strategy`. `tests/all/compaction.rs` runs [`run`] too.
 //!
 //! `keep_tail` drops the oldest whole rounds behind a marker: it reads the guard's layout
-//! (`cx.layout`) for the legal cuts and keeps the shortest tail that fits the target with the
-//! marker's room. It decides what goes; the guard writes the marker (the session state of the
+//! (`cx.layout`) for the legal cuts and keeps the longest tail that fits the target with the
+//! marker. It decides what goes; the guard writes the marker (the session state of the
 //! dropped rounds, `guard::write::drop_marker`) and builds the output, and the pipeline
 //! verifies it like any built-in tier's.
 
 use compactor::conversation::Conversation;
 use compactor::guard::{CutKind, MessageTokens, UnitEdit, write};
 use compactor::registry::{Built, Registry};
-use compactor::strategy::{Budget, Compaction, Context, Edit, Strategy, StrategyError};
+use compactor::strategy::{Budget, Compaction, Context, Strategy, StrategyError};
 use compactor::{Compactor, Format, Status};
 use serde_json::json;
 
@@ -32,30 +32,34 @@ impl Strategy for KeepTail {
     ) -> Result<Compaction, StrategyError> {
         let layout = cx.layout;
         let tokens = MessageTokens::of(conversation, cx.counter);
-        // The marker's room, in counter tokens.
-        let room = budget.target / 4;
-        let cut = layout.earliest_cut(layout.pinned(), |c| {
-            c.kind == CutKind::RoundStart && tokens.tail(c.index) + room <= budget.target
+        let pinned = layout.pinned();
+        // The marker of a drop up to `cut`, written by the guard: the dropped rounds' session
+        // state (the user's words verbatim, failures, files) within a quarter of the target.
+        let marker = |cut: usize| {
+            write::drop_marker(
+                conversation,
+                &tokens,
+                pinned..cut,
+                budget.target / 4,
+                cx.counter,
+            )
+        };
+        // The earliest round start whose tail and marker fit the target.
+        let cut = layout.earliest_cut(pinned, |c| {
+            c.kind == CutKind::RoundStart
+                && tokens.tail(c.index) + cx.counter.count_text(marker(c.index).text())
+                    <= budget.target
         });
         let Some(cut) = cut.filter(|c| c.kind == CutKind::RoundStart) else {
             return Ok(Compaction::unchanged("keep_tail: no round start fits"));
         };
-        let pinned = layout.pinned();
-        // A plan, not an output: the guard writes the marker and builds the output (and
-        // refuses the plan, naming the edit, if it breaks a rule).
-        let marker = write::drop_marker(conversation, &tokens, pinned..cut.index, room, cx.counter);
-        let user_words = marker.user_words().clone();
+        // A plan, not an output: the guard builds the output (and refuses the plan, naming
+        // the edit, if it breaks a rule).
+        let marker = marker(cut.index);
         Ok(Compaction {
             plan: vec![UnitEdit::Drop {
                 to: cut.index,
                 marker,
-            }],
-            edits: vec![Edit::Dropped {
-                from: pinned,
-                to: cut.index,
-                calls: 0,
-                tokens: tokens.span(pinned..cut.index),
-                user_words,
             }],
             notes: Vec::new(),
             degraded: None,
@@ -64,7 +68,7 @@ impl Strategy for KeepTail {
 }
 
 /// Builds a pipeline whose only tier is `keep_tail`, compacts a ten-round chat to a budget of
-/// 300 tokens and returns the output's message count and the report's status.
+/// 2,000 tokens and returns the output's message count and the report's status.
 ///
 /// # Errors
 /// Any error of the library (config, input, compaction).
@@ -84,7 +88,7 @@ pub fn registry() -> Registry {
     registry
 }
 
-/// Compacts a 20-message history at 300 tokens with `settings` (whose tiers may name
+/// Compacts a 20-message history at 2,000 tokens with `settings` (whose tiers may name
 /// `keep_tail`, e.g. from a config file loaded with
 /// `Loader { file, ..Loader::default() }.accepting(registry().names())`).
 ///
@@ -100,12 +104,12 @@ pub async fn run_with(
         messages.push(
             json!({"role": "user", "content": format!("question {i}: {}", "why? ".repeat(20))}),
         );
-        messages.push(json!({"role": "assistant", "content": format!("answer {i}: {}", "because. ".repeat(20))}));
+        messages.push(json!({"role": "assistant", "content": format!("answer {i}: {}", "because. ".repeat(200))}));
     }
     let history =
         Format::Anthropic.read(&json!({"model": "m", "max_tokens": 64, "messages": messages}))?;
     let out = compactor
-        .compact(&history, Format::Anthropic, Some(300))
+        .compact(&history, Format::Anthropic, Some(2_000))
         .await?;
     Ok((
         out.conversation.messages.len(),

@@ -234,14 +234,6 @@ impl Strategy for Blank {
                     crate::conversation::Block::text(""),
                 ),
             )],
-            edits: vec![crate::strategy::Edit::Truncated {
-                message,
-                block: 0,
-                what: "text",
-                id: None,
-                tokens_before: 3,
-                tokens_after: 0,
-            }],
             notes: Vec::new(),
             degraded: None,
         })

@@ -36,6 +36,7 @@ mod check;
 mod error;
 mod image;
 mod plan;
+mod record;
 #[cfg(test)]
 mod tests;
 
@@ -49,6 +50,7 @@ pub(super) use image::image_at;
 use image::repaired_block;
 pub use image::{IMAGE_REMOVED_PREFIX, ImageRepair};
 pub use plan::{SummaryParts, UnitEdit};
+pub use record::Edit;
 use std::collections::BTreeMap;
 
 /// Where a failure of the input is kept in the output when its result is gone: the output
@@ -78,6 +80,9 @@ pub struct Applied {
     pub repairs: Vec<ImageRepair>,
     /// What the drop kept in place and carried, and where.
     pub carried: CarriedOut,
+    /// What was applied, one [`Edit`] per edit of the plan in plan order (image repairs and a
+    /// call input cleared along with its result not listed): the report's edits.
+    pub edits: Vec<Edit>,
 }
 
 /// What a drop kept in place and carried ([`super::Layout::carry`]), as built.
@@ -115,6 +120,7 @@ pub fn apply(
         drop,
         blocks,
         repairs,
+        edits,
     } = checked;
     let (out, fresh, carried) = splice(input, layout, blocks, drop, carried);
     let records = output_records(records, &out.at, fresh);
@@ -129,6 +135,7 @@ pub fn apply(
         unchanged: out.unchanged,
         repairs,
         carried,
+        edits,
     })
 }
 
@@ -139,6 +146,7 @@ struct Checked {
     drop: Option<(usize, usize, Marker)>,
     blocks: BTreeMap<(usize, usize), (usize, Block)>,
     repairs: Vec<ImageRepair>,
+    edits: Vec<Edit>,
 }
 
 /// Checks each edit of `plan` on its own (a legal cut, no protected message, a replacement
@@ -152,14 +160,22 @@ fn check_plan(
         drop: None,
         blocks: BTreeMap::new(),
         repairs: Vec::new(),
+        edits: Vec::new(),
     };
+    let pinned = layout.pinned();
     // Repaired images (message, block, nested) -> edit.
     let mut repaired: BTreeMap<(usize, usize, Option<usize>), usize> = BTreeMap::new();
     for (edit, e) in plan.into_iter().enumerate() {
-        let (to, marker) = match e {
-            UnitEdit::Drop { to, marker } => (to, marker),
+        let (to, marker, record) = match e {
+            UnitEdit::Drop { to, marker } => {
+                let record = Edit::dropped(input, pinned..to, &marker);
+                (to, marker, record)
+            }
             // A summary is written here, from its parts, then stands for its span as a marker.
-            UnitEdit::Summarize { to, summary } => (to, summary_marker(edit, summary)?),
+            UnitEdit::Summarize { to, summary } => {
+                let record = Edit::summarized(pinned..to, &summary);
+                (to, summary_marker(edit, summary)?, record)
+            }
             UnitEdit::Cap(c) => {
                 let (message, block) = (c.message, c.block);
                 check_target(
@@ -169,6 +185,9 @@ fn check_plan(
                     &c.with,
                     Rewrite::Capped,
                 )?;
+                if c.reported {
+                    checked.edits.push(Edit::truncated(&c));
+                }
                 let with = match c.with {
                     Block::ToolResult(r) => Block::ToolResult(ToolResult {
                         rewritten: Some(Rewrite::Capped),
@@ -181,6 +200,7 @@ fn check_plan(
             }
             UnitEdit::Clear(c) => {
                 let (message, block) = (c.message, c.block);
+                checked.edits.push(Edit::cleared(&c));
                 let with = Block::ToolResult(ToolResult {
                     rewritten: Some(Rewrite::Cleared),
                     ..c.with
@@ -214,6 +234,7 @@ fn check_plan(
             return Err(PlanError::IllegalCut { edit, to });
         }
         checked.drop = Some((edit, to, marker));
+        checked.edits.push(record);
     }
     Ok(checked)
 }
@@ -225,6 +246,7 @@ fn summary_marker(edit: usize, summary: SummaryParts) -> Result<Marker, PlanErro
         return Err(PlanError::ForgedLedger { edit });
     }
     let text = summary.text();
+    let tokens_before = summary.tokens_before;
     let Marker {
         failures,
         user_words,
@@ -234,6 +256,7 @@ fn summary_marker(edit: usize, summary: SummaryParts) -> Result<Marker, PlanErro
         text,
         failures,
         user_words,
+        removed_tokens: tokens_before,
     })
 }
 

@@ -60,8 +60,8 @@ pub use crate::tokens::image::ImageFault;
 pub(crate) use carry::{Carried, CarryError, Kept};
 pub(crate) use context::ContextRules;
 pub use edit::{
-    Applied, FailureRecord, IMAGE_REMOVED_PREFIX, ImageRepair, PlanError, SummaryParts, UnitEdit,
-    apply,
+    Applied, Edit, FailureRecord, IMAGE_REMOVED_PREFIX, ImageRepair, PlanError, SummaryParts,
+    UnitEdit, apply,
 };
 pub use write::Marker;
 // `settle`, `check_envelope` and `check_compaction_with` are public only while

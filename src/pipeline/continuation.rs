@@ -207,6 +207,7 @@ pub(super) fn cap_on_arrival(
         return None;
     }
     let applied = guard::apply(base, &layout, compaction.plan, Some(&best.records)).ok()?;
+    let edits = applied.edits;
     let mut output = applied.conversation;
     guard::settle(run.format, &mut output);
     let tokens = run.counter.count_conversation(&output);
@@ -237,9 +238,9 @@ pub(super) fn cap_on_arrival(
         violations: Vec::new(),
         notes: vec![format!(
             "capped {} new block(s) as they arrived; the prefix sent before stays as it was",
-            compaction.edits.len()
+            edits.len()
         )],
-        edits: compaction.edits,
+        edits,
         millis: ms(t0),
         degraded: None,
         failed: None,

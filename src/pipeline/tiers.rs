@@ -139,9 +139,9 @@ async fn run_tier(
     };
     tier_run.notes = compaction.notes;
     tier_run.degraded.clone_from(&compaction.degraded);
-    tier_run.edits = compaction.edits;
-    // The guard builds the output of the plan (a faulty plan is refused, naming the edit).
-    if tier_run.edits.is_empty() || compaction.plan.is_empty() {
+    // The guard builds the output of the plan (a faulty plan is refused, naming the edit) and
+    // says what it applied (the run's edits).
+    if compaction.plan.is_empty() {
         return tier_run;
     }
     let tier_in = TierInput {
@@ -203,6 +203,7 @@ fn build(
     } = tier_in;
     let (mut output, records, unchanged) = match guard::apply(base, layout, plan, Some(records)) {
         Ok(applied) => {
+            tier_run.edits = applied.edits;
             tier_run.carried = crate::report::Carried {
                 kept: applied
                     .carried

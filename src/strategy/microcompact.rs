@@ -21,7 +21,7 @@
 //! A clear is applied only when it saves: the placeholder must be smaller than what it
 //! replaces in model tokens *and* in bytes, so the output never grows.
 
-use super::{Budget, Compaction, Context, Edit, Strategy, StrategyError};
+use super::{Budget, Compaction, Context, Strategy, StrategyError};
 use crate::conversation::{Block, Conversation, Rewrite};
 use crate::guard::{UnitEdit, write};
 use foldhash::HashMap;
@@ -124,7 +124,7 @@ impl Microcompact {
         let (stale, call_at) = self.stale_calls(input);
         let layout = cx.layout;
         let mut plan = Vec::new();
-        let mut edits = Vec::new();
+        let mut cleared_any = false;
         let mut saved = 0usize;
         let mut total = counter.count_system(input.system.as_ref())
             + counter.count_tools(input.tools())
@@ -172,7 +172,7 @@ impl Microcompact {
                 let freed = before.saturating_sub(cleared.tokens_after());
                 saved += freed;
                 total = total.saturating_sub(freed);
-                edits.push(Edit::cleared(&cleared));
+                cleared_any = true;
                 plan.push(UnitEdit::Clear(cleared));
                 if c.clear_tool_inputs
                     && let Some(&(ci, cj)) = call_at.get(r.tool_use_id.as_str())
@@ -184,7 +184,7 @@ impl Microcompact {
                 }
             }
         }
-        if edits.is_empty() {
+        if !cleared_any {
             return Compaction::unchanged(
                 "microcompact: no stale compactable tool result to clear",
             );
@@ -197,7 +197,6 @@ impl Microcompact {
         }
         Compaction {
             plan,
-            edits,
             notes: Vec::new(),
             degraded: None,
         }
@@ -456,7 +455,7 @@ mod tests {
             {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t2", "content": "x"}]}
         ]});
         let (_, out, built) = run(Format::Anthropic, &body, 10);
-        assert!(out.edits.is_empty());
+        assert!(out.plan.is_empty());
         assert_eq!(built, None);
     }
 

@@ -25,13 +25,13 @@
 mod digest;
 pub mod microcompact;
 pub mod summary;
+pub use crate::guard::Edit;
 pub use crate::guard::write::thousands;
 pub mod truncate;
 
 pub use digest::{MARKER_PREFIX, digest_line};
 
 use crate::conversation::Conversation;
-use crate::facts::UserWords;
 use crate::format::Format;
 use crate::guard::{Layout, MessageTokens, UnitEdit};
 use crate::tokens::TokenCounter;
@@ -75,8 +75,6 @@ pub struct Compaction {
     /// builds an output (a strategy, a user's own too, never writes one itself). Empty when
     /// nothing changed (the input is not copied).
     pub plan: Vec<UnitEdit>,
-    /// What was changed, in order.
-    pub edits: Vec<Edit>,
     /// Remarks for the report (why a step was skipped, a fallback taken, ...).
     pub notes: Vec<String>,
     /// Why the strategy fell back to a lesser method (e.g. summary -> truncate), when it did;
@@ -89,100 +87,8 @@ impl Compaction {
     pub fn unchanged(note: impl Into<String>) -> Compaction {
         Compaction {
             plan: Vec::new(),
-            edits: Vec::new(),
             notes: vec![note.into()],
             degraded: None,
-        }
-    }
-}
-
-/// One change, typed. Message indices refer to the strategy's *input*.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(tag = "edit", rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum Edit {
-    /// A block's text shortened to head + tail with a marker.
-    Truncated {
-        /// Message index.
-        message: usize,
-        /// Block index.
-        block: usize,
-        /// What was cut: `tool_result`, `tool_use_input` or `text`.
-        what: &'static str,
-        /// Call id for tool blocks.
-        id: Option<String>,
-        /// Tokens of the block before.
-        tokens_before: usize,
-        /// Tokens of the block after.
-        tokens_after: usize,
-    },
-    /// A stale tool result's content replaced with a placeholder.
-    Cleared {
-        /// Message index.
-        message: usize,
-        /// Block index.
-        block: usize,
-        /// The call id (kept in the output).
-        id: String,
-        /// The tool's name.
-        tool: String,
-        /// Tokens removed.
-        tokens: usize,
-    },
-    /// Whole messages dropped, replaced by one marker message with a digest.
-    Dropped {
-        /// First dropped message.
-        from: usize,
-        /// One past the last dropped message.
-        to: usize,
-        /// Tool calls among them.
-        calls: usize,
-        /// Tokens removed (before the marker is added).
-        tokens: usize,
-        /// The span's user requests the marker does not hold verbatim (omitted from the
-        /// serialized edit when it holds them all).
-        #[serde(skip_serializing_if = "UserWords::is_verbatim")]
-        user_words: UserWords,
-    },
-    /// Messages replaced by a model-written summary.
-    Summarized {
-        /// First summarized message.
-        from: usize,
-        /// One past the last summarized message.
-        to: usize,
-        /// Tokens of the summarized messages.
-        tokens_before: usize,
-        /// Tokens of the summary message.
-        summary_tokens: usize,
-        /// The span's user requests the summary's ledger does not hold verbatim (omitted from
-        /// the serialized edit when it holds them all).
-        #[serde(skip_serializing_if = "UserWords::is_verbatim")]
-        user_words: UserWords,
-    },
-}
-
-impl Edit {
-    /// The report's edit of a block the guard capped ([`crate::guard::write::cap`]).
-    pub fn truncated(c: &crate::guard::write::Capped) -> Edit {
-        Edit::Truncated {
-            message: c.message(),
-            block: c.block(),
-            what: c.what(),
-            id: c.id().map(str::to_string),
-            tokens_before: c.tokens_before(),
-            tokens_after: c.tokens_after(),
-        }
-    }
-
-    /// The report's edit of a result the guard cleared ([`crate::guard::write::clear`]):
-    /// `tokens` is what the block lost.
-    pub fn cleared(c: &crate::guard::write::Cleared) -> Edit {
-        Edit::Cleared {
-            message: c.message(),
-            block: c.block(),
-            id: c.id().to_string(),
-            tool: c.tool().to_string(),
-            tokens: c.tokens_before().saturating_sub(c.tokens_after()),
         }
     }
 }

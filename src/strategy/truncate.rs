@@ -15,7 +15,7 @@
 
 mod drop;
 
-use super::{Budget, Compaction, Context, Edit, Strategy, StrategyError};
+use super::{Budget, Compaction, Context, Strategy, StrategyError};
 use crate::conversation::{Block, Conversation};
 use crate::guard::{Layout, MessageTokens, UnitEdit, write};
 use drop::{Dropped, drop_oldest};
@@ -101,13 +101,11 @@ impl Truncate {
         let caps = self.caps(budget);
         let mut compaction = Compaction {
             plan: Vec::new(),
-            edits: Vec::new(),
             notes: Vec::new(),
             degraded: None,
         };
         let n = input.messages.len();
         for cap in cap_blocks(input, cx.layout, from.min(n)..n, caps, cx).into_values() {
-            compaction.edits.push(Edit::truncated(&cap.written));
             compaction.plan.push(UnitEdit::Cap(cap.written));
         }
         compaction
@@ -306,7 +304,6 @@ fn plan_of(
     mut notes: Vec<String>,
     cx: &Context<'_>,
 ) -> Compaction {
-    let mut edits: Vec<Edit> = Vec::new();
     let mut plan: Vec<UnitEdit> = Vec::new();
     for ((message, block), mut cap) in capped {
         // A capped block names the recall id of its original, like a cleared result.
@@ -316,13 +313,12 @@ fn plan_of(
         {
             sink.push(entry);
         }
-        edits.push(Edit::truncated(&cap.written));
         plan.push(UnitEdit::Cap(cap.written));
     }
     if let Some(mut d) = dropped {
         // The marker names the recall id of the span it stands for.
-        if let (Some(sink), Edit::Dropped { from, to, .. }) = (cx.recall, &d.edit)
-            && let Some(entry) = crate::recall::wire::span(cx.format, input, *from, *to)
+        if let Some(sink) = cx.recall
+            && let Some(entry) = crate::recall::wire::span(cx.format, input, d.from, d.to)
         {
             d.marker.name_recall(
                 entry.reference.end - entry.reference.message,
@@ -334,7 +330,6 @@ fn plan_of(
         if !words.is_verbatim() {
             notes.push(words.note());
         }
-        edits.push(d.edit);
         plan.push(UnitEdit::Drop {
             to: d.to,
             marker: d.marker,
@@ -342,7 +337,6 @@ fn plan_of(
     }
     Compaction {
         plan,
-        edits,
         notes,
         degraded: None,
     }

@@ -69,6 +69,11 @@ pub struct SummaryParts {
     /// The code-made ledger (its first line is its header; empty text = no ledger) and the
     /// failures it records (typed ids).
     pub ledger: Marker,
+    /// Counter tokens of the messages the summary replaces (for the report).
+    pub tokens_before: usize,
+    /// Counter tokens of the summary message, as the strategy counted it when fitting the
+    /// ledger (for the report).
+    pub tokens: usize,
 }
 
 impl SummaryParts {

@@ -35,6 +35,8 @@ fn summary(narrative: &str, failures: &[&str]) -> SummaryParts {
             failures: failures.iter().map(|s| s.to_string()).collect(),
             ..Marker::default()
         },
+        tokens_before: 0,
+        tokens: 0,
     }
 }
 

@@ -18,6 +18,8 @@ pub struct Capped {
     what: &'static str,
     tokens_before: usize,
     tokens_after: usize,
+    /// Whether the report lists it (a call input cleared along with its result is not).
+    pub(in crate::guard) reported: bool,
 }
 
 impl Capped {
@@ -34,6 +36,7 @@ impl Capped {
             what,
             tokens_before,
             tokens_after,
+            reported: true,
         }
     }
 

@@ -269,5 +269,9 @@ pub fn clear_input(
         Block::ToolUse(t) => counter.count_text_cached(&t.input.to_value().to_string()),
         _ => 0,
     };
-    Some(Capped::new(at, with, "tool_use_input", (before, after)))
+    let mut capped = Capped::new(at, with, "tool_use_input", (before, after));
+    // The report lists the cleared result, not its call's input (as before the guard wrote
+    // both).
+    capped.reported = false;
+    Some(capped)
 }

@@ -21,6 +21,9 @@ pub struct Marker {
     pub(in crate::guard) text: String,
     pub(in crate::guard) failures: Vec<String>,
     pub(in crate::guard) user_words: UserWords,
+    /// Counter tokens of the messages the marker stands for, as its first line states them
+    /// (0 for a ledger).
+    pub(in crate::guard) removed_tokens: usize,
 }
 
 impl Marker {
@@ -69,6 +72,7 @@ pub(crate) fn marker(
             text,
             failures: rendered.failures,
             user_words: rendered.user_words,
+            removed_tokens: removed.1,
         },
         rendered.tokens,
     )
@@ -128,5 +132,6 @@ pub(crate) fn ledger(state: &SessionState, room: usize, counter: &dyn TokenCount
         text,
         failures: rendered.failures,
         user_words: rendered.user_words,
+        removed_tokens: 0,
     }
 }

@@ -219,6 +219,7 @@ pub(super) fn fit_ledger(
             (parts, summary_tokens) = (lean, lean_tokens);
         }
     }
+    parts.tokens = summary_tokens;
     (parts, summary_tokens)
 }
 
@@ -244,6 +245,8 @@ pub(super) fn summary_parts(
             &neutralize_ledger_header(model_text.trim()).0,
         ),
         ledger,
+        tokens_before: tokens,
+        tokens: 0,
     }
 }
 

@@ -17,7 +17,7 @@
 //! writes the message from its parts and records the ledger's failures.
 
 use super::truncate::{Truncate, TruncateConfig};
-use super::{Budget, Compaction, Context, Edit, Strategy, StrategyError, digest_line};
+use super::{Budget, Compaction, Context, Strategy, StrategyError, digest_line};
 use crate::conversation::{Block, Conversation, Message, Role};
 use crate::facts::Facts;
 use crate::guard::{CutKind, Layout, Marker, MessageTokens, UnitEdit};
@@ -435,7 +435,7 @@ impl Strategy for Summary {
             &model_text,
             Marker::default(),
         );
-        let (parts, summary_tokens) = fit_ledger(parts, state, conversation, &plan, budget, cx);
+        let (parts, _) = fit_ledger(parts, state, conversation, &plan, budget, cx);
         let user_words = parts.ledger.user_words().clone();
         if !user_words.is_verbatim() {
             notes.push(user_words.note());
@@ -444,13 +444,6 @@ impl Strategy for Summary {
             plan: vec![UnitEdit::Summarize {
                 to: plan.to,
                 summary: parts,
-            }],
-            edits: vec![Edit::Summarized {
-                from: plan.from,
-                to: plan.to,
-                tokens_before,
-                summary_tokens,
-                user_words,
             }],
             notes,
             degraded: None,

@@ -5,14 +5,15 @@ use super::TruncateConfig;
 use crate::conversation::{Conversation, Message, Role};
 use crate::facts::{Facts, SessionState, StateSizes};
 use crate::guard::{Layout, Marker, MessageTokens, write};
-use crate::strategy::{Budget, Context, Edit};
+use crate::strategy::{Budget, Context};
 use crate::tokens::pieces;
 
 /// The oldest units to drop: up to `to`, with the marker that stands for them.
 pub(super) struct Dropped {
     pub(super) to: usize,
     pub(super) marker: Marker,
-    pub(super) edit: Edit,
+    /// The first dropped message (the end of the pinned prefix).
+    pub(super) from: usize,
     /// Tokens of the output (after the caps of `tokens`).
     pub(super) tokens: usize,
 }
@@ -163,19 +164,9 @@ pub(super) fn drop_oldest(
     } else {
         exact_total(to, &marker)
     };
-    let calls = input.messages[pinned..to]
-        .iter()
-        .map(|m| m.tool_uses().count())
-        .sum();
     Some(Dropped {
         to,
-        edit: Edit::Dropped {
-            from: pinned,
-            to,
-            calls,
-            tokens: raw.span(pinned..to),
-            user_words: marker.user_words().clone(),
-        },
+        from: pinned,
         marker,
         tokens: total,
     })
