@@ -81,8 +81,14 @@ fn refusal_lines<S: Serializer>(refused: &Option<Refusal>, s: S) -> Result<S::Ok
     match refused {
         None => s.collect_seq(std::iter::empty::<String>()),
         Some(Refusal::Plan(e)) => s.collect_seq([format!("plan refused: {e}")]),
-        Some(Refusal::Output(v)) => s.collect_seq(v.iter().map(ToString::to_string)),
+        Some(Refusal::Output(v)) => violation_lines(v, s),
     }
+}
+
+/// Serializes violations as their `PATH: WHAT` lines (their `Display`), as the JSON reports
+/// carry them (`#[serde(serialize_with = "...")]`).
+pub(crate) fn violation_lines<S: Serializer>(v: &[Violation], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_seq(v.iter().map(ToString::to_string))
 }
 
 /// What a tier's drop kept in place and carried ([`crate::guard::Layout::carry`]), indices
