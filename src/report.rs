@@ -1,8 +1,8 @@
 //! What a compaction did, for humans (one line) and machines (JSON).
 
-use crate::guard::Violation;
+use crate::guard::{PlanError, Violation};
 use crate::strategy::Edit;
-use serde::Serialize;
+use serde::{Serialize, Serializer};
 
 /// The outcome of a compaction run.
 #[non_exhaustive]
@@ -32,8 +32,14 @@ pub struct TierRun {
     pub accepted: bool,
     /// Tokens of its output in model tokens (0 when it produced none).
     pub tokens_after: usize,
-    /// Why the guard refused its output, if it did.
-    pub violations: Vec<String>,
+    /// Why the guard refused the tier (its plan or its output), if it did.
+    ///
+    /// Serialized under the key `violations` as a list of strings: `[]` when not refused,
+    /// `["plan refused: edit 0: messages[3] is protected (pinned prefix or open tool loop)"]`
+    /// for a refused plan, one `PATH: WHAT` line per violation for a refused output
+    /// (`messages[3].content[0]: text block is empty or whitespace only`).
+    #[serde(rename = "violations", serialize_with = "refusal_lines")]
+    pub refused: Option<Refusal>,
     /// Its remarks.
     pub notes: Vec<String>,
     /// Its edits, with message indices relative to the tier's input.
@@ -55,6 +61,34 @@ pub struct TierRun {
     /// dropped something.
     #[serde(skip_serializing_if = "Carried::is_empty")]
     pub carried: Carried,
+}
+
+/// Why the guard refused a tier ([`TierRun::refused`]).
+#[non_exhaustive]
+#[derive(Debug, Clone, PartialEq)]
+pub enum Refusal {
+    /// `guard::apply` refused the strategy's plan, naming the faulty edit; there is no output.
+    /// In the JSON report: `plan refused: edit 2: conflicts with edit 1`.
+    Plan(PlanError),
+    /// The guard's verdict on the built output: the rules it breaks (never empty), in the
+    /// order found. In the JSON report: one `PATH: WHAT` line each.
+    Output(Vec<Violation>),
+}
+
+/// Serializes [`TierRun::refused`] as the lines the report has always carried: `[]`,
+/// `["plan refused: {error}"]`, or one `PATH: WHAT` per violation.
+fn refusal_lines<S: Serializer>(refused: &Option<Refusal>, s: S) -> Result<S::Ok, S::Error> {
+    match refused {
+        None => s.collect_seq(std::iter::empty::<String>()),
+        Some(Refusal::Plan(e)) => s.collect_seq([format!("plan refused: {e}")]),
+        Some(Refusal::Output(v)) => violation_lines(v, s),
+    }
+}
+
+/// Serializes violations as their `PATH: WHAT` lines (their `Display`), as the JSON reports
+/// carry them (`#[serde(serialize_with = "...")]`).
+pub(crate) fn violation_lines<S: Serializer>(v: &[Violation], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_seq(v.iter().map(ToString::to_string))
 }
 
 /// What a tier's drop kept in place and carried ([`crate::guard::Layout::carry`]), indices
@@ -269,12 +303,9 @@ impl Report {
         out
     }
 
-    /// Violations the guard found in rejected outputs.
+    /// Tiers the guard refused (their plan or their output, [`TierRun::refused`]).
     pub fn rejections(&self) -> usize {
-        self.tiers
-            .iter()
-            .filter(|t| !t.violations.is_empty())
-            .count()
+        self.tiers.iter().filter(|t| t.refused.is_some()).count()
     }
 
     /// The one-line human summary:
@@ -349,19 +380,62 @@ pub(crate) fn counted(n: usize, noun: &str) -> String {
     }
 }
 
-/// Renders violations as strings for a report.
-pub(crate) fn violation_lines(v: &[Violation]) -> Vec<String> {
-    v.iter().map(ToString::to_string).collect()
-}
-
 #[cfg(test)]
 mod tests {
-    use super::counted;
+    use super::{Refusal, TierRun, counted};
+    use crate::guard::{PlanError, Violation, ViolationKind};
 
     #[test]
     fn a_count_of_one_is_singular_and_others_plural() {
         assert_eq!(counted(1, "block"), "1 block");
         assert_eq!(counted(2, "block"), "2 blocks");
         assert_eq!(counted(1_234, "unusable image"), "1,234 unusable images");
+    }
+
+    /// The typed refusal is written as the lines the report has always carried, under
+    /// `violations`, between `tokens_after` and `notes`.
+    #[test]
+    fn a_refusal_serializes_as_the_report_lines() {
+        let run = |refused| TierRun {
+            strategy: "truncate".into(),
+            accepted: false,
+            tokens_after: 0,
+            refused,
+            notes: Vec::new(),
+            edits: Vec::new(),
+            millis: 0.0,
+            degraded: None,
+            failed: None,
+            recall: Vec::new(),
+            carried: Default::default(),
+        };
+        let json = |r: TierRun| serde_json::to_string(&r).unwrap();
+        let empty = Violation {
+            path: "messages[3].content[0]".into(),
+            message: Some(3),
+            block: Some(0),
+            kind: ViolationKind::EmptyText,
+            rule: None,
+        };
+        assert_eq!(
+            json(run(None)),
+            r#"{"strategy":"truncate","accepted":false,"tokens_after":0,"violations":[],"notes":[],"edits":[],"millis":0.0}"#
+        );
+        let plan = json(run(Some(Refusal::Plan(PlanError::Conflict {
+            edit: 2,
+            other: 1,
+        }))));
+        assert!(
+            plan.contains(
+                r#""violations":["plan refused: edit 2: conflicts with edit 1"],"notes""#
+            ),
+            "{plan}"
+        );
+        let output = json(run(Some(Refusal::Output(vec![empty.clone(), empty]))));
+        let line = "messages[3].content[0]: text block is empty or whitespace only";
+        assert!(
+            output.contains(&format!(r#""violations":["{line}","{line}"],"notes""#)),
+            "{output}"
+        );
     }
 }

@@ -189,8 +189,10 @@ pub struct CompactionResult {
     pub status: String,
     /// The tiers applied (`microcompact+truncate`).
     pub applied: String,
-    /// Violations the guard finds when re-run on the output (must be 0).
-    pub violations: Vec<String>,
+    /// Violations the guard finds when re-run on the output (must be 0): serialized as their
+    /// `PATH: WHAT` lines.
+    #[serde(serialize_with = "crate::report::violation_lines")]
+    pub violations: Vec<guard::Violation>,
     /// Survival of each probe.
     pub survival: Vec<Survival>,
     /// Mean share of the probes kept, when there is anything to probe.
@@ -318,7 +320,7 @@ async fn compact_once(
         tokens_after: out.report.tokens_after,
         status,
         applied: out.report.applied(),
-        violations: violations.iter().map(ToString::to_string).collect(),
+        violations,
         fidelity: probes::fidelity(&survival),
         survival,
         millis,

@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::memory::PrefixHashes;
-use crate::report::Status;
+use crate::report::{Refusal, Status};
 use crate::strategy::truncate::Truncate;
 use crate::strategy::{Compaction, Context, StrategyError};
 use serde_json::json;
@@ -277,9 +277,10 @@ async fn an_output_passed_on_unjudged_is_judged_when_it_ends_up_the_output() {
     let blank = &out.report.tiers[0];
     assert!(!blank.accepted);
     assert!(
-        blank.violations.iter().any(|v| v.contains("empty")),
+        matches!(&blank.refused, Some(Refusal::Output(v))
+            if v.iter().any(|v| v.kind == crate::guard::ViolationKind::EmptyText)),
         "{:?}",
-        blank.violations
+        blank.refused
     );
     assert_eq!(out.report.rejections(), 1);
     assert_eq!(out.report.applied(), "none");
@@ -292,7 +293,7 @@ async fn an_output_passed_on_unjudged_is_judged_when_it_ends_up_the_output() {
         .compact(&input, Format::Anthropic, Some(2_000))
         .await
         .unwrap();
-    assert_eq!(once.report.tiers[0].violations, blank.violations);
+    assert_eq!(once.report.tiers[0].refused, blank.refused);
     assert_eq!(once.report.status, Status::OverBudget);
 }
 
@@ -341,7 +342,7 @@ async fn the_tiers_after_a_refused_output_run_again_on_the_one_before_it() {
         .report
         .tiers
         .iter()
-        .map(|t| (t.strategy.as_str(), t.accepted, t.violations.is_empty()))
+        .map(|t| (t.strategy.as_str(), t.accepted, t.refused.is_none()))
         .collect();
     // Blank passed on, microcompact's output built on it refused (it keeps the blanked
     // text), Blank refused when judged, microcompact again on the input: taken.

@@ -235,7 +235,7 @@ pub(super) fn cap_on_arrival(
         strategy: "truncate".into(),
         accepted: true,
         tokens_after: run.basis.to_model(tokens),
-        violations: Vec::new(),
+        refused: None,
         notes: vec![format!(
             "capped {} new block(s) as they arrived; the prefix sent before stays as it was",
             edits.len()

@@ -6,7 +6,7 @@ use super::output::{self, finish};
 use super::{Best, Run, Shared, ms};
 use crate::format::Format;
 use crate::guard::{self, MessageTokens};
-use crate::report::{Report, TierRun, violation_lines};
+use crate::report::{Refusal, Report, TierRun};
 use crate::strategy::{Context, Strategy};
 use std::time::Instant;
 
@@ -63,7 +63,7 @@ pub(super) fn settle_pending(run: &Run<'_>, best: &mut Best, report: &mut Report
     );
     if let Some(t) = report.tiers.get_mut(pending.tier) {
         t.accepted = false;
-        t.violations = violation_lines(&violations);
+        t.refused = Some(Refusal::Output(violations));
     }
     if let Some(note) = pending.note
         && let Some(at) = report.notes.iter().position(|n| *n == note)
@@ -118,7 +118,7 @@ async fn run_tier(
         strategy: tier.name().to_string(),
         accepted: false,
         tokens_after: 0,
-        violations: Vec::new(),
+        refused: None,
         notes: Vec::new(),
         edits: Vec::new(),
         millis,
@@ -227,7 +227,7 @@ fn build(
         }
         Err(e) => {
             tracing::warn!(strategy = name, error = %e, "guard refused a plan");
-            tier_run.violations = vec![format!("plan refused: {e}")];
+            tier_run.refused = Some(Refusal::Plan(e));
             return None;
         }
     };
@@ -296,7 +296,7 @@ fn take(
             first = %first,
             "guard rejected a strategy output"
         );
-        tier_run.violations = violation_lines(&violations);
+        tier_run.refused = Some(Refusal::Output(violations));
         return;
     }
     if !run.targets.takes(tokens, best.tokens) {
