@@ -1,16 +1,29 @@
-//! The circuit breaker in front of the summarizer's HTTP attempts, counting calls in flight.
+//! The crate's one circuit breaker: in front of the summarizer's HTTP attempts (the LLM
+//! client's, [`Policy::Probe`], `[llm]` `breaker_threshold` / `breaker_cooldown_secs`) and in
+//! front of whole summaries (the summary strategy's, [`Policy::NoProbe`], `[summary]`
+//! `failure_threshold` / `cooldown_secs`).
 //!
 //! ```text
-//! closed     admits an attempt while failures + attempts in flight < threshold, else waits
-//!            for one to end; `threshold` consecutive failures -> open (threshold 0: never)
-//! open       refuses every attempt (retries of requests already in flight too) until the
-//!            cool-down has passed since the failure that opened it -> cooled
-//! cooled     admits one probe and refuses the rest; its success -> closed, its failure -> open
+//! closed  a call goes; `threshold` consecutive failures -> open (threshold 0: never opens)
+//! open    every call is refused until the cool-down has passed since the failure that opened
+//!         it (Probe: until it has fully passed; NoProbe: its last instant still refuses)
+//! cooled  Probe: one probe goes, the rest are refused until it ends
+//!         NoProbe: every call goes
+//! always  a success -> closed, failures 0; a failure once the circuit has opened (while open,
+//!         a probe's, any once cooled) -> open again, the cool-down counted from it
 //! ```
-//! Counting the attempts in flight is what keeps a burst bounded: 8 concurrent requests to a
-//! failing model make at most `threshold` calls, not 8 x (1 + retries), because no more
-//! attempts are ever out than the breaker could still count as failures before it opens.
-//! An attempt that is dropped before its answer (the time budget ran out) counts as failed.
+//!
+//! It is used one of two ways, never both on one breaker:
+//! - per attempt ([`Breaker::admit`], the LLM client): an admitted attempt holds a [`Ticket`]
+//!   that reports its outcome, and attempts in flight count with the failures: a closed
+//!   circuit admits one only while failures + attempts in flight < threshold, else it waits
+//!   for one to end. That keeps a burst bounded: 8 concurrent requests to a failing model make
+//!   at most `threshold` calls, not 8 x (1 + retries), because no more attempts are ever out
+//!   than the breaker could still count as failures before it opens. An attempt dropped before
+//!   its answer (the time budget ran out) counts as failed.
+//! - after the fact ([`Breaker::open_for`] before a call, [`Breaker::record`] after it, the
+//!   summary strategy): nothing is counted in flight and nothing waits; a summary is several
+//!   model calls or none (a cache hit is not recorded).
 //!
 //! The state machine ([`Circuit`]) is given the time of every step, so its tests set the clock
 //! instead of sleeping.
@@ -22,15 +35,29 @@ use tokio::sync::Notify;
 #[cfg(test)]
 mod tests;
 
+/// What the breaker does around the end of its cool-down: the rules of its two users, kept as
+/// each had them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Policy {
+    /// The LLM client's, per HTTP attempt: open while less than the cool-down has passed since
+    /// the failure that opened it; then [`Breaker::admit`] lets one probe through and refuses
+    /// the rest ([`Refused::Probing`]) until it ends.
+    Probe,
+    /// The summary strategy's, per summary: open until the cool-down has passed, its last
+    /// instant included; then every call goes, and as its failures were not forgotten, the next
+    /// failure opens the circuit again.
+    NoProbe,
+}
+
 /// The breaker's state (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum State {
     /// Calls go; `failures` consecutive ones failed so far (fewer than the threshold).
     Closed { failures: u32 },
-    /// Opened by the failure at `at`: refuses attempts for the cool-down after it; then cooled,
-    /// the next attempt is a probe.
+    /// Opened by the failure at `at`: refuses calls for the cool-down after it; then cooled
+    /// (the [`Policy`] says what goes).
     Open { at: Instant },
-    /// Cooled: one probe is out and every other attempt is refused.
+    /// [`Policy::Probe`], cooled: one probe is out and every other attempt is refused.
     Probing,
 }
 
@@ -42,8 +69,9 @@ struct Circuit {
     in_flight: u32,
     /// Consecutive failures that open the circuit (a count; 0: never).
     threshold: u32,
-    /// How long the open circuit refuses attempts after the failure that opened it.
+    /// How long the open circuit refuses calls after the failure that opened it.
     cooldown: Duration,
+    policy: Policy,
 }
 
 /// What [`Circuit::admit`] answers an attempt.
@@ -58,12 +86,13 @@ enum Admission {
 }
 
 impl Circuit {
-    fn new(threshold: u32, cooldown: Duration) -> Circuit {
+    fn new(threshold: u32, cooldown: Duration, policy: Policy) -> Circuit {
         Circuit {
             state: State::Closed { failures: 0 },
             in_flight: 0,
             threshold,
             cooldown,
+            policy,
         }
     }
 
@@ -73,7 +102,11 @@ impl Circuit {
             return None;
         };
         let passed = now.saturating_duration_since(at);
-        (passed < self.cooldown).then(|| self.cooldown - passed)
+        let open = match self.policy {
+            Policy::Probe => passed < self.cooldown,
+            Policy::NoProbe => passed <= self.cooldown,
+        };
+        open.then(|| self.cooldown - passed)
     }
 
     /// One attempt asks to go at `now`.
@@ -83,8 +116,12 @@ impl Circuit {
         }
         match self.state {
             State::Probing => return Admission::Refused(Refused::Probing),
-            // Cooled: this one is the probe.
-            State::Open { .. } => self.state = State::Probing,
+            State::Open { .. } => {
+                // Cooled.
+                if self.policy == Policy::Probe {
+                    self.state = State::Probing;
+                }
+            }
             State::Closed { failures } => {
                 if self.threshold > 0 && failures.saturating_add(self.in_flight) >= self.threshold {
                     return Admission::Wait;
@@ -101,7 +138,7 @@ impl Circuit {
         self.record(now, ok);
     }
 
-    /// An attempt's outcome at `now`, `ok` or not.
+    /// A call's outcome at `now`, `ok` or not.
     fn record(&mut self, now: Instant, ok: bool) {
         self.state = match (self.state, ok) {
             (_, true) => State::Closed { failures: 0 },
@@ -117,8 +154,7 @@ impl Circuit {
     }
 }
 
-/// A circuit breaker shared by every request of one summarizer (see the module docs). Cheap to
-/// clone: the clones share one circuit.
+/// A circuit breaker (see the module docs). Cheap to clone: the clones share one circuit.
 #[derive(Debug, Clone)]
 pub(crate) struct Breaker {
     circuit: Arc<Mutex<Circuit>>,
@@ -126,12 +162,12 @@ pub(crate) struct Breaker {
     changed: Arc<Notify>,
 }
 
-/// Why an attempt was not admitted.
+/// Why a call was not admitted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Refused {
     /// The circuit is open for this much longer.
     Open(Duration),
-    /// The circuit has cooled and its one probe is out.
+    /// [`Policy::Probe`]: the circuit has cooled and its one probe is out.
     Probing,
 }
 
@@ -144,11 +180,11 @@ pub(crate) struct Ticket {
 }
 
 impl Breaker {
-    /// A breaker opening after `threshold` consecutive failed attempts (a count; 0: never) and
-    /// then refusing attempts for `cooldown`.
-    pub(crate) fn new(threshold: u32, cooldown: Duration) -> Breaker {
+    /// A breaker opening after `threshold` consecutive failures (a count; 0: never) and then
+    /// refusing calls for `cooldown`, with `policy` once that has passed.
+    pub(crate) fn new(threshold: u32, cooldown: Duration, policy: Policy) -> Breaker {
         Breaker {
-            circuit: Arc::new(Mutex::new(Circuit::new(threshold, cooldown))),
+            circuit: Arc::new(Mutex::new(Circuit::new(threshold, cooldown, policy))),
             changed: Arc::new(Notify::new()),
         }
     }
@@ -182,6 +218,20 @@ impl Breaker {
             }
             notified.await;
         }
+    }
+
+    /// The cool-down left at `now` (`Instant::now()` but in tests) while the circuit is open;
+    /// `None` when a call may go. Used after the fact with [`Breaker::record`]: nothing is
+    /// counted in flight.
+    pub(crate) fn open_for(&self, now: Instant) -> Option<Duration> {
+        self.lock().open_for(now)
+    }
+
+    /// Records the outcome, at `now` (`Instant::now()` but in tests), of a call
+    /// [`Breaker::open_for`] let go, `ok` or not.
+    pub(crate) fn record(&self, now: Instant, ok: bool) {
+        self.lock().record(now, ok);
+        self.changed.notify_waiters();
     }
 
     fn end(&self, ok: bool) {

@@ -254,15 +254,19 @@ impl LlmConfig {
         Duration::from_secs_f64(self.timeout_secs.max(0.001))
     }
 
-    /// The circuit breaker of one client of this config; a cool-down that is negative or not
-    /// finite is 0.
+    /// The circuit breaker of one client of this config: per attempt, with a probe
+    /// ([`breaker::Policy::Probe`]); a cool-down that is negative or not finite is 0.
     pub(crate) fn breaker(&self) -> breaker::Breaker {
         let cooldown = if self.breaker_cooldown_secs.is_finite() {
             self.breaker_cooldown_secs.max(0.0)
         } else {
             0.0
         };
-        breaker::Breaker::new(self.breaker_threshold, Duration::from_secs_f64(cooldown))
+        breaker::Breaker::new(
+            self.breaker_threshold,
+            Duration::from_secs_f64(cooldown),
+            breaker::Policy::Probe,
+        )
     }
 }
 

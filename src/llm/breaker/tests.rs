@@ -17,7 +17,7 @@ fn client_default() -> Breaker {
 
 #[tokio::test]
 async fn attempts_in_flight_and_failures_never_exceed_the_threshold() {
-    let b = Breaker::new(3, secs(60));
+    let b = Breaker::new(3, secs(60), Policy::Probe);
     let t1 = b.admit().await.unwrap();
     let t2 = b.admit().await.unwrap();
     t1.failed();
@@ -33,24 +33,24 @@ async fn attempts_in_flight_and_failures_never_exceed_the_threshold() {
     t3.failed();
     // Three failures: open; the waiter is refused, not sent.
     assert!(matches!(waiting.await.unwrap(), Err(Refused::Open(_))));
-    assert!(b.lock().open_for(Instant::now()).is_some());
+    assert!(b.open_for(Instant::now()).is_some());
 }
 
 #[tokio::test]
 async fn a_probe_goes_alone_and_its_success_closes() {
     // A cool-down of 0: cooled as soon as it opens.
-    let b = Breaker::new(1, Duration::ZERO);
+    let b = Breaker::new(1, Duration::ZERO, Policy::Probe);
     b.admit().await.unwrap().failed();
     let probe = b.admit().await.unwrap();
     assert_eq!(b.admit().await.err(), Some(Refused::Probing));
     probe.succeeded();
     b.admit().await.unwrap().succeeded();
-    assert_eq!(b.lock().open_for(Instant::now()), None);
+    assert_eq!(b.open_for(Instant::now()), None);
 }
 
 #[tokio::test]
 async fn a_dropped_ticket_counts_as_a_failure() {
-    let b = Breaker::new(1, secs(60));
+    let b = Breaker::new(1, secs(60), Policy::Probe);
     drop(b.admit().await.unwrap());
     assert!(matches!(b.admit().await, Err(Refused::Open(_))));
 }
@@ -59,7 +59,10 @@ async fn a_dropped_ticket_counts_as_a_failure() {
 fn the_clients_breaker_opens_after_5_failures_for_30_s_then_sends_one_probe() {
     let b = client_default();
     let mut c = b.lock();
-    assert_eq!((c.threshold, c.cooldown), (5, secs(30)));
+    assert_eq!(
+        (c.threshold, c.cooldown, c.policy),
+        (5, secs(30), Policy::Probe)
+    );
     let t0 = Instant::now();
     // Five attempts in flight: a sixth waits for one to end.
     for _ in 0..5 {
@@ -118,7 +121,7 @@ fn the_clients_breaker_opens_after_5_failures_for_30_s_then_sends_one_probe() {
 
 #[test]
 fn a_threshold_of_0_never_opens_nor_bounds_the_attempts_in_flight() {
-    let b = Breaker::new(0, secs(30));
+    let b = Breaker::new(0, secs(30), Policy::Probe);
     let mut c = b.lock();
     let t = Instant::now();
     for _ in 0..100 {
@@ -128,7 +131,12 @@ fn a_threshold_of_0_never_opens_nor_bounds_the_attempts_in_flight() {
         c.end(t, false);
     }
     assert_eq!(c.admit(t), Admission::Admitted);
-    assert_eq!(c.open_for(t), None);
+    drop(c);
+    let b = Breaker::new(0, secs(300), Policy::NoProbe);
+    for _ in 0..100 {
+        b.record(t, false);
+    }
+    assert_eq!(b.open_for(t), None);
 }
 
 /// How far the clock moves, relative to the cool-down when named so.
@@ -145,10 +153,12 @@ enum Step {
 enum Op {
     /// The clock moves on.
     Tick(Step),
-    /// An attempt asks to go.
+    /// [`Policy::Probe`]: an attempt asks to go.
     Admit,
-    /// The attempt in flight `which` (modulo their number) ends.
+    /// [`Policy::Probe`]: the attempt in flight `which` (modulo their number) ends.
     End { which: usize, ok: bool },
+    /// [`Policy::NoProbe`]: a call's outcome.
+    Record(bool),
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -177,11 +187,12 @@ fn threshold() -> impl Strategy<Value = u32> {
 
 /// What the breaker should say, from the outcomes alone: open iff the threshold is not 0, at
 /// least that many consecutive failures ended the outcomes so far, and the cool-down has not
-/// passed since the last of them.
+/// passed since the last of them (its last instant included under [`Policy::NoProbe`]).
 #[derive(Debug)]
 struct Spec {
     threshold: u32,
     cooldown: Duration,
+    policy: Policy,
     failures: u32,
     last_failure: Option<Instant>,
 }
@@ -203,7 +214,11 @@ impl Spec {
     fn open_for(&self, now: Instant) -> Option<Duration> {
         let at = self.last_failure.filter(|_| self.tripped())?;
         let passed = now - at;
-        (passed < self.cooldown).then(|| self.cooldown - passed)
+        let open = match self.policy {
+            Policy::Probe => passed < self.cooldown,
+            Policy::NoProbe => passed <= self.cooldown,
+        };
+        open.then(|| self.cooldown - passed)
     }
 }
 
@@ -218,11 +233,11 @@ fn advance(now: Instant, step: Step, cooldown: Duration) -> Instant {
 }
 
 proptest! {
-    /// Open as [`Spec`] says; while closed an attempt
+    /// The LLM client's breaker, per attempt: open as [`Spec`] says; while closed an attempt
     /// goes only with room (failures + attempts in flight under the threshold); once cooled,
     /// one probe at a time.
     #[test]
-    fn the_breaker_opens_and_admits_as_specified(
+    fn per_attempt_with_a_probe_the_breaker_opens_and_admits_as_specified(
         threshold in threshold(),
         cooldown in cooldown(),
         ops in proptest::collection::vec(prop_oneof![
@@ -231,8 +246,8 @@ proptest! {
             (any::<usize>(), any::<bool>()).prop_map(|(which, ok)| Op::End { which, ok }),
         ], 0..80),
     ) {
-        let mut c = Circuit::new(threshold, cooldown);
-        let mut spec = Spec { threshold, cooldown, failures: 0, last_failure: None };
+        let mut c = Circuit::new(threshold, cooldown, Policy::Probe);
+        let mut spec = Spec { threshold, cooldown, policy: Policy::Probe, failures: 0, last_failure: None };
         let mut now = Instant::now();
         // The attempts in flight: whether each is the probe.
         let mut tickets: Vec<bool> = Vec::new();
@@ -262,12 +277,40 @@ proptest! {
                     c.end(now, ok);
                     spec.outcome(now, ok);
                 }
+                Op::Record(_) => unreachable!(),
             }
             prop_assert_eq!(c.open_for(now), spec.open_for(now));
             prop_assert_eq!(c.in_flight as usize, tickets.len());
             if threshold > 0 {
                 prop_assert!(tickets.len() as u32 <= threshold);
             }
+        }
+    }
+
+    /// The summary strategy's breaker, after the fact: open as [`Spec`] says, whatever the
+    /// order of outcomes and clock.
+    #[test]
+    fn after_the_fact_without_a_probe_the_breaker_opens_as_specified(
+        threshold in threshold(),
+        cooldown in cooldown(),
+        ops in proptest::collection::vec(prop_oneof![
+            step().prop_map(Op::Tick),
+            any::<bool>().prop_map(Op::Record),
+        ], 0..80),
+    ) {
+        let b = Breaker::new(threshold, cooldown, Policy::NoProbe);
+        let mut spec = Spec { threshold, cooldown, policy: Policy::NoProbe, failures: 0, last_failure: None };
+        let mut now = Instant::now();
+        for op in ops {
+            match op {
+                Op::Tick(s) => now = advance(now, s, cooldown),
+                Op::Record(ok) => {
+                    b.record(now, ok);
+                    spec.outcome(now, ok);
+                }
+                Op::Admit | Op::End { .. } => unreachable!(),
+            }
+            prop_assert_eq!(b.open_for(now), spec.open_for(now));
         }
     }
 }
