@@ -1,169 +1,254 @@
-//! The circuit breaker in front of the summarizer's HTTP attempts, counting calls in flight.
+//! The crate's one circuit breaker: in front of the summarizer's HTTP attempts (the LLM
+//! client's, [`Policy::Probe`], `[llm]` `breaker_threshold` / `breaker_cooldown_secs`) and in
+//! front of whole summaries (the summary strategy's, [`Policy::NoProbe`], `[summary]`
+//! `failure_threshold` / `cooldown_secs`).
 //!
 //! ```text
-//! closed     admits an attempt while failures + attempts in flight < threshold, else waits
-//!            for one to end; `threshold` consecutive failures -> open
-//! open       refuses every attempt (retries of requests already in flight too) until the
-//!            cool-down has passed -> half-open
-//! half-open  admits one probe and refuses the rest; its success -> closed, its failure -> open
+//! closed  a call goes; `threshold` consecutive failures -> open (threshold 0: never opens)
+//! open    every call is refused until the cool-down has passed since the failure that opened
+//!         it (Probe: until it has fully passed; NoProbe: its last instant still refuses)
+//! cooled  Probe: one probe goes, the rest are refused until it ends
+//!         NoProbe: every call goes
+//! always  a success -> closed, failures 0; a failure once the circuit has opened (while open,
+//!         a probe's, any once cooled) -> open again, the cool-down counted from it
 //! ```
-//! Counting the attempts in flight is what keeps a burst bounded: 8 concurrent requests to a
-//! failing model make at most `threshold` calls, not 8 x (1 + retries), because no more
-//! attempts are ever out than the breaker could still count as failures before it opens.
-//! An attempt that is dropped before its answer (the time budget ran out) counts as failed.
+//!
+//! It is used one of two ways, never both on one breaker:
+//! - per attempt ([`Breaker::admit`], the LLM client): an admitted attempt holds a [`Ticket`]
+//!   that reports its outcome, and attempts in flight count with the failures: a closed
+//!   circuit admits one only while failures + attempts in flight < threshold, else it waits
+//!   for one to end. That keeps a burst bounded: 8 concurrent requests to a failing model make
+//!   at most `threshold` calls, not 8 x (1 + retries), because no more attempts are ever out
+//!   than the breaker could still count as failures before it opens. An attempt dropped before
+//!   its answer (the time budget ran out) counts as failed.
+//! - after the fact ([`Breaker::open_for`] before a call, [`Breaker::record`] after it, the
+//!   summary strategy): nothing is counted in flight and nothing waits; a summary is several
+//!   model calls or none (a cache hit is not recorded).
+//!
+//! The state machine ([`Circuit`]) is given the time of every step, so its tests set the clock
+//! instead of sleeping.
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
+#[cfg(test)]
+mod tests;
+
+/// What the breaker does around the end of its cool-down: the rules of its two users, kept as
+/// each had them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Policy {
+    /// The LLM client's, per HTTP attempt: open while less than the cool-down has passed since
+    /// the failure that opened it; then [`Breaker::admit`] lets one probe through and refuses
+    /// the rest ([`Refused::Probing`]) until it ends.
+    Probe,
+    /// The summary strategy's, per summary: open until the cool-down has passed, its last
+    /// instant included; then every call goes, and as its failures were not forgotten, the next
+    /// failure opens the circuit again.
+    NoProbe,
+}
+
 /// The breaker's state (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum State {
-    /// Calls go out; `failures` consecutive ones failed so far.
+    /// Calls go; `failures` consecutive ones failed so far (fewer than the threshold).
     Closed { failures: u32 },
-    /// Every attempt is refused until `until`.
-    Open { until: Instant },
-    /// One probe is out (`probing`) or may go out.
-    HalfOpen { probing: bool },
+    /// Opened by the failure at `at`: refuses calls for the cool-down after it; then cooled
+    /// (the [`Policy`] says what goes).
+    Open { at: Instant },
+    /// [`Policy::Probe`], cooled: one probe is out and every other attempt is refused.
+    Probing,
 }
 
+/// The breaker's state machine, without clock or waiting: every step is given `now`.
 #[derive(Debug)]
-struct Inner {
+struct Circuit {
     state: State,
+    /// Attempts admitted by [`Circuit::admit`] and not ended yet (a count).
     in_flight: u32,
-}
-
-/// A circuit breaker shared by every request of one summarizer. Cheap to clone.
-#[derive(Debug, Clone)]
-pub struct Breaker {
-    inner: Arc<Mutex<Inner>>,
-    changed: Arc<Notify>,
-    /// Consecutive failed attempts that open the circuit (0: never open, no in-flight bound).
+    /// Consecutive failures that open the circuit (a count; 0: never).
     threshold: u32,
+    /// How long the open circuit refuses calls after the failure that opened it.
     cooldown: Duration,
+    policy: Policy,
 }
 
-/// Why an attempt was not admitted.
+/// What [`Circuit::admit`] answers an attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refused {
+enum Admission {
+    /// It may go; it is counted in flight until [`Circuit::end`].
+    Admitted,
+    /// It may not go.
+    Refused(Refused),
+    /// Closed, but failures + attempts in flight are at the threshold: it waits for an end.
+    Wait,
+}
+
+impl Circuit {
+    fn new(threshold: u32, cooldown: Duration, policy: Policy) -> Circuit {
+        Circuit {
+            state: State::Closed { failures: 0 },
+            in_flight: 0,
+            threshold,
+            cooldown,
+            policy,
+        }
+    }
+
+    /// The cool-down left at `now` while the circuit is open; `None` when it is not open.
+    fn open_for(&self, now: Instant) -> Option<Duration> {
+        let State::Open { at } = self.state else {
+            return None;
+        };
+        let passed = now.saturating_duration_since(at);
+        let open = match self.policy {
+            Policy::Probe => passed < self.cooldown,
+            Policy::NoProbe => passed <= self.cooldown,
+        };
+        open.then(|| self.cooldown - passed)
+    }
+
+    /// One attempt asks to go at `now`.
+    fn admit(&mut self, now: Instant) -> Admission {
+        if let Some(left) = self.open_for(now) {
+            return Admission::Refused(Refused::Open(left));
+        }
+        match self.state {
+            State::Probing => return Admission::Refused(Refused::Probing),
+            State::Open { .. } => {
+                // Cooled.
+                if self.policy == Policy::Probe {
+                    self.state = State::Probing;
+                }
+            }
+            State::Closed { failures } => {
+                if self.threshold > 0 && failures.saturating_add(self.in_flight) >= self.threshold {
+                    return Admission::Wait;
+                }
+            }
+        }
+        self.in_flight += 1;
+        Admission::Admitted
+    }
+
+    /// An admitted attempt ended at `now`, `ok` or not.
+    fn end(&mut self, now: Instant, ok: bool) {
+        self.in_flight = self.in_flight.saturating_sub(1);
+        self.record(now, ok);
+    }
+
+    /// A call's outcome at `now`, `ok` or not.
+    fn record(&mut self, now: Instant, ok: bool) {
+        self.state = match (self.state, ok) {
+            (_, true) => State::Closed { failures: 0 },
+            (State::Closed { failures }, false)
+                if self.threshold == 0 || failures + 1 < self.threshold =>
+            {
+                State::Closed {
+                    failures: failures.saturating_add(1),
+                }
+            }
+            (_, false) => State::Open { at: now },
+        };
+    }
+}
+
+/// A circuit breaker (see the module docs). Cheap to clone: the clones share one circuit.
+#[derive(Debug, Clone)]
+pub(crate) struct Breaker {
+    circuit: Arc<Mutex<Circuit>>,
+    /// Wakes the attempts waiting for room when the state changes.
+    changed: Arc<Notify>,
+}
+
+/// Why a call was not admitted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Refused {
     /// The circuit is open for this much longer.
     Open(Duration),
-    /// The circuit is half-open and its one probe is out.
+    /// [`Policy::Probe`]: the circuit has cooled and its one probe is out.
     Probing,
 }
 
 /// One admitted attempt. Report its outcome with [`Ticket::succeeded`] or
 /// [`Ticket::failed`]; dropping it unreported counts as a failure.
 #[derive(Debug)]
-pub struct Ticket {
+pub(crate) struct Ticket {
     breaker: Breaker,
     done: bool,
 }
 
 impl Breaker {
-    /// A breaker opening after `threshold` consecutive failed attempts, for `cooldown`.
-    pub fn new(threshold: u32, cooldown: Duration) -> Breaker {
+    /// A breaker opening after `threshold` consecutive failures (a count; 0: never) and then
+    /// refusing calls for `cooldown`, with `policy` once that has passed.
+    pub(crate) fn new(threshold: u32, cooldown: Duration, policy: Policy) -> Breaker {
         Breaker {
-            inner: Arc::new(Mutex::new(Inner {
-                state: State::Closed { failures: 0 },
-                in_flight: 0,
-            })),
+            circuit: Arc::new(Mutex::new(Circuit::new(threshold, cooldown, policy))),
             changed: Arc::new(Notify::new()),
-            threshold,
-            cooldown,
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, Inner> {
+    fn lock(&self) -> MutexGuard<'_, Circuit> {
         // The state is a few words written under the lock: a panic cannot leave it torn.
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+        self.circuit.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Waits for the right to send one attempt.
+    /// Waits for the right to send one attempt, counted in flight until its [`Ticket`] ends.
     ///
     /// # Errors
-    /// [`Refused`] when the circuit is open, or half-open with its probe out.
-    pub async fn admit(&self) -> Result<Ticket, Refused> {
+    /// [`Refused`] when the circuit is open, or cooled with its probe out.
+    pub(crate) async fn admit(&self) -> Result<Ticket, Refused> {
         loop {
             // Registered before the state is read, so an end between the read and the wait
             // still wakes this waiter.
             let notified = self.changed.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            {
-                let mut inner = self.lock();
-                let now = Instant::now();
-                if let State::Open { until } = inner.state {
-                    if now < until {
-                        return Err(Refused::Open(until - now));
-                    }
-                    inner.state = State::HalfOpen { probing: false };
+            let admission = self.lock().admit(Instant::now());
+            match admission {
+                Admission::Admitted => {
+                    return Ok(Ticket {
+                        breaker: self.clone(),
+                        done: false,
+                    });
                 }
-                match inner.state {
-                    State::HalfOpen { probing: true } => return Err(Refused::Probing),
-                    State::HalfOpen { probing: false } => {
-                        inner.state = State::HalfOpen { probing: true };
-                        inner.in_flight += 1;
-                        return Ok(self.ticket());
-                    }
-                    State::Closed { failures }
-                        if self.threshold == 0 || failures + inner.in_flight < self.threshold =>
-                    {
-                        inner.in_flight += 1;
-                        return Ok(self.ticket());
-                    }
-                    // Closed with no room: wait for an attempt to end.
-                    State::Closed { .. } | State::Open { .. } => {}
-                }
+                Admission::Refused(refused) => return Err(refused),
+                Admission::Wait => {}
             }
             notified.await;
         }
     }
 
-    fn ticket(&self) -> Ticket {
-        Ticket {
-            breaker: self.clone(),
-            done: false,
-        }
+    /// The cool-down left at `now` (`Instant::now()` but in tests) while the circuit is open;
+    /// `None` when a call may go. Used after the fact with [`Breaker::record`]: nothing is
+    /// counted in flight.
+    pub(crate) fn open_for(&self, now: Instant) -> Option<Duration> {
+        self.lock().open_for(now)
     }
 
-    fn end(&self, ok: bool) {
-        {
-            let mut inner = self.lock();
-            inner.in_flight = inner.in_flight.saturating_sub(1);
-            inner.state = match (inner.state, ok) {
-                (_, true) => State::Closed { failures: 0 },
-                (State::Closed { failures }, false)
-                    if self.threshold == 0 || failures + 1 < self.threshold =>
-                {
-                    State::Closed {
-                        failures: failures + 1,
-                    }
-                }
-                (State::Open { until }, false) => State::Open { until },
-                (_, false) => State::Open {
-                    until: Instant::now() + self.cooldown,
-                },
-            };
-        }
+    /// Records the outcome, at `now` (`Instant::now()` but in tests), of a call
+    /// [`Breaker::open_for`] let go, `ok` or not.
+    pub(crate) fn record(&self, now: Instant, ok: bool) {
+        self.lock().record(now, ok);
         self.changed.notify_waiters();
     }
 
-    /// Whether the circuit is open now (for logs and tests).
-    pub fn is_open(&self) -> bool {
-        matches!(self.lock().state, State::Open { until } if Instant::now() < until)
+    fn end(&self, ok: bool) {
+        self.lock().end(Instant::now(), ok);
+        self.changed.notify_waiters();
     }
 }
 
 impl Ticket {
     /// The attempt got an answer the model's health counts as good.
-    pub fn succeeded(mut self) {
+    pub(crate) fn succeeded(mut self) {
         self.done = true;
         self.breaker.end(true);
     }
 
     /// The attempt failed (transport error, timeout, 429, 5xx, an answer over the size cap).
-    pub fn failed(mut self) {
+    pub(crate) fn failed(mut self) {
         self.done = true;
         self.breaker.end(false);
     }
@@ -174,59 +259,5 @@ impl Drop for Ticket {
         if !self.done {
             self.breaker.end(false);
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test]
-    async fn attempts_in_flight_and_failures_never_exceed_the_threshold() {
-        let b = Breaker::new(3, Duration::from_secs(60));
-        let t1 = b.admit().await.unwrap();
-        let t2 = b.admit().await.unwrap();
-        t1.failed();
-        let t3 = b.admit().await.unwrap();
-        // 1 failure + 2 in flight: a fourth attempt waits (it is not admitted yet).
-        let waiting = tokio::spawn({
-            let b = b.clone();
-            async move { b.admit().await.map(|t| t.failed()) }
-        });
-        tokio::task::yield_now().await;
-        assert!(!waiting.is_finished());
-        t2.failed();
-        t3.failed();
-        // Three failures: open; the waiter is refused, not sent.
-        assert!(matches!(waiting.await.unwrap(), Err(Refused::Open(_))));
-        assert!(b.is_open());
-    }
-
-    #[tokio::test]
-    async fn half_open_admits_one_probe_and_its_success_closes() {
-        let b = Breaker::new(1, Duration::from_millis(0));
-        b.admit().await.unwrap().failed();
-        let probe = b.admit().await.unwrap();
-        assert_eq!(b.admit().await.err(), Some(Refused::Probing));
-        probe.succeeded();
-        b.admit().await.unwrap().succeeded();
-        assert!(!b.is_open());
-        // A failed probe opens the circuit again.
-        b.admit().await.unwrap().failed();
-        let probe = b.admit().await.unwrap();
-        probe.failed();
-        let b = Breaker {
-            cooldown: Duration::from_secs(60),
-            ..b
-        };
-        b.admit().await.unwrap().failed();
-        assert!(matches!(b.admit().await, Err(Refused::Open(_))));
-    }
-
-    #[tokio::test]
-    async fn a_dropped_ticket_counts_as_a_failure() {
-        let b = Breaker::new(1, Duration::from_secs(60));
-        drop(b.admit().await.unwrap());
-        assert!(matches!(b.admit().await, Err(Refused::Open(_))));
     }
 }

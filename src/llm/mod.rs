@@ -12,13 +12,13 @@
 //! the clients prints it redacted). A local server (llama.cpp's `llama-server`, Ollama, vLLM) may
 //! need no key at all.
 //!
-//! Every client of [`from_config`] also has, per attempt, a [`breaker::Breaker`] that bounds the
+//! Every client of [`from_config`] also has, per attempt, a `breaker::Breaker` that bounds the
 //! attempts in flight and stops retries once the model keeps failing, and an answer size cap
 //! (`max_answer_bytes`, read incrementally, never buffered past it); per call it honours the
 //! [`scope::Scope`] a service lends it: a deadline, a call counter and a shared summary cache.
 
 pub mod anthropic;
-pub mod breaker;
+pub(crate) mod breaker;
 pub mod openai;
 mod post;
 pub mod scope;
@@ -185,7 +185,7 @@ pub struct LlmConfig {
     #[serde(default = "defaults::max_answer_bytes")]
     pub max_answer_bytes: usize,
     /// Consecutive failed attempts that open the circuit breaker; also the most attempts in
-    /// flight at once (0: no breaker). See [`breaker`].
+    /// flight at once (0: no breaker). See `llm::breaker`.
     #[serde(default = "defaults::breaker_threshold")]
     pub breaker_threshold: u32,
     /// Seconds the open breaker refuses attempts before it lets one probe through.
@@ -254,14 +254,19 @@ impl LlmConfig {
         Duration::from_secs_f64(self.timeout_secs.max(0.001))
     }
 
-    /// The circuit breaker of one client of this config.
-    pub fn breaker(&self) -> breaker::Breaker {
+    /// The circuit breaker of one client of this config: per attempt, with a probe
+    /// ([`breaker::Policy::Probe`]); a cool-down that is negative or not finite is 0.
+    pub(crate) fn breaker(&self) -> breaker::Breaker {
         let cooldown = if self.breaker_cooldown_secs.is_finite() {
             self.breaker_cooldown_secs.max(0.0)
         } else {
             0.0
         };
-        breaker::Breaker::new(self.breaker_threshold, Duration::from_secs_f64(cooldown))
+        breaker::Breaker::new(
+            self.breaker_threshold,
+            Duration::from_secs_f64(cooldown),
+            breaker::Policy::Probe,
+        )
     }
 }
 

@@ -21,13 +21,14 @@ use super::{Budget, Compaction, Context, Strategy, StrategyError, digest_line};
 use crate::conversation::{Block, Conversation, Message, Role};
 use crate::facts::Facts;
 use crate::guard::{CutKind, Layout, Marker, MessageTokens, UnitEdit};
+use crate::llm::breaker::{Breaker, Policy};
 use crate::llm::{Summarizer, SummaryRequest};
 use crate::render::clip;
 use crate::tokens::TokenCounter;
 use moka::sync::Cache;
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 mod checks;
@@ -70,9 +71,10 @@ pub struct SummaryConfig {
     pub prompt_file: String,
     /// Largest acceptable summary, in tokens; also the answer limit sent to the model.
     pub max_summary_tokens: usize,
-    /// Consecutive failures after which the model is not called for `cooldown_secs` (0 = never).
+    /// Consecutive failed summaries (a count) after which the model is not called for
+    /// `cooldown_secs`; once that has passed, one more failure stops it again (0 = never).
     pub failure_threshold: u32,
-    /// Cool-down of the circuit breaker, in seconds.
+    /// Cool-down of the circuit breaker, in seconds (negative: 0).
     pub cooldown_secs: f64,
     /// Bound of the in-process cache of model summaries, in bytes of their UTF-8 text (plus 8
     /// per entry); least recently used evicted first; 0 = no cache. A shared store
@@ -94,13 +96,6 @@ impl Default for SummaryConfig {
     }
 }
 
-/// The circuit breaker's state.
-#[derive(Debug, Default)]
-struct Breaker {
-    failures: u32,
-    open_until: Option<Instant>,
-}
-
 /// The model-summary strategy. Holds its cache and circuit breaker, so keep one value across
 /// turns (the [`crate::Compactor`] does).
 pub struct Summary {
@@ -110,7 +105,8 @@ pub struct Summary {
     fallback: Truncate,
     /// Model texts by [`cache_key`], bounded by bytes ([`SummaryConfig::cache_bytes`]).
     cache: Cache<u64, Arc<str>>,
-    breaker: Mutex<Breaker>,
+    /// Counts failed summaries ([`breaker`]).
+    breaker: Breaker,
 }
 
 impl std::fmt::Debug for Summary {
@@ -144,14 +140,13 @@ impl Summary {
         prompt: String,
         fallback: TruncateConfig,
     ) -> Summary {
-        let cache_bytes = config.cache_bytes;
         Summary {
             summarizer,
-            config,
             prompt,
             fallback: Truncate { config: fallback },
-            cache: summary_cache(cache_bytes),
-            breaker: Mutex::new(Breaker::default()),
+            cache: summary_cache(config.cache_bytes),
+            breaker: breaker(&config),
+            config,
         }
     }
 
@@ -163,28 +158,6 @@ impl Summary {
             .filter(|s| !s.is_empty())
             .collect();
         (!parts.is_empty()).then(|| parts.join("\n"))
-    }
-
-    /// Remaining cool-down when the breaker is open.
-    fn circuit_open(&self) -> Option<Duration> {
-        let b = self.breaker.lock().ok()?;
-        let until = b.open_until?;
-        until.checked_duration_since(Instant::now())
-    }
-
-    fn record(&self, ok: bool) {
-        let Ok(mut b) = self.breaker.lock() else {
-            return;
-        };
-        if ok {
-            *b = Breaker::default();
-            return;
-        }
-        b.failures += 1;
-        if self.config.failure_threshold > 0 && b.failures >= self.config.failure_threshold {
-            b.open_until =
-                Some(Instant::now() + Duration::from_secs_f64(self.config.cooldown_secs.max(0.0)));
-        }
     }
 
     fn fall_back(
@@ -324,11 +297,11 @@ impl Summary {
         let (t, calls) = match written {
             Ok(written) => written,
             Err(e) => {
-                self.record(false);
+                self.breaker.record(Instant::now(), false);
                 return Err(e);
             }
         };
-        self.record(true);
+        self.breaker.record(Instant::now(), true);
         notes.push(format!(
             "summary: {} model call(s) to {}{}",
             calls,
@@ -342,6 +315,17 @@ impl Summary {
         self.cache.insert(key, Arc::from(t.as_str()));
         Ok(t)
     }
+}
+
+/// The circuit breaker of failed summaries (a model error, an answer too long or looping, a
+/// window too small; not a cache hit): open after [`SummaryConfig::failure_threshold`]
+/// consecutive ones (0: never) for [`SummaryConfig::cooldown_secs`] (negative or NaN: 0; past
+/// `Duration`'s range or infinite: for ever); cooled, every summary calls the model again and
+/// one more failure opens it again ([`Policy::NoProbe`]).
+fn breaker(config: &SummaryConfig) -> Breaker {
+    let cooldown =
+        Duration::try_from_secs_f64(config.cooldown_secs.max(0.0)).unwrap_or(Duration::MAX);
+    Breaker::new(config.failure_threshold, cooldown, Policy::NoProbe)
 }
 
 /// The in-process summary cache: at most `max_bytes` of model text (each entry weighs its
@@ -387,7 +371,7 @@ impl Strategy for Summary {
                 "summary: no legal cut point after the earlier summary: nothing to summarize",
             ));
         };
-        if let Some(left) = self.circuit_open() {
+        if let Some(left) = self.breaker.open_for(Instant::now()) {
             let reason = format!(
                 "circuit open after {} consecutive failures, {:.0} s of cool-down left",
                 self.config.failure_threshold,
@@ -611,6 +595,58 @@ mod tests {
                      ## Files\n- src/a.rs (edited)\n- src/b.rs (read)\n## Next\n\
                      - Run cargo test again.\n- none\n- none";
         assert_eq!(degenerate(plain), None);
+    }
+
+    #[test]
+    fn the_breaker_opens_after_3_failed_summaries_for_300_s_then_lets_every_summary_call() {
+        let b = breaker(&SummaryConfig::default());
+        let (s, ns) = (Duration::from_secs, Duration::from_nanos(1));
+        let t0 = Instant::now();
+        b.record(t0, false);
+        b.record(t0, false);
+        assert_eq!(b.open_for(t0), None);
+        // A success forgets the failures before it.
+        b.record(t0 + s(1), true);
+        b.record(t0 + s(2), false);
+        b.record(t0 + s(2), false);
+        assert_eq!(b.open_for(t0 + s(2)), None);
+        // The third consecutive failure opens it for 300 s, their last instant included.
+        let t1 = t0 + s(3);
+        b.record(t1, false);
+        assert_eq!(b.open_for(t1), Some(s(300)));
+        assert_eq!(b.open_for(t1 + s(300)), Some(Duration::ZERO));
+        // Cooled: every summary calls the model, none is a probe.
+        let t2 = t1 + s(300) + ns;
+        assert_eq!(b.open_for(t2), None);
+        // The failures were kept: one more opens it again, 300 s from it; a failure while open
+        // (a summary begun before it opened) starts the 300 s again.
+        b.record(t2 + s(10), false);
+        assert_eq!(b.open_for(t2 + s(10)), Some(s(300)));
+        b.record(t2 + s(110), false);
+        assert_eq!(b.open_for(t2 + s(310)), Some(s(100)));
+        // A success (a summary begun before it opened) closes it.
+        b.record(t2 + s(311), true);
+        assert_eq!(b.open_for(t2 + s(311)), None);
+    }
+
+    #[test]
+    fn the_breakers_cool_down_is_clamped() {
+        // Negative or NaN: 0 (open at the failure's instant only); infinite: for ever.
+        let (t, ns) = (Instant::now(), Duration::from_nanos(1));
+        for (secs, left) in [
+            (-5.0, None),
+            (f64::NAN, None),
+            (f64::INFINITY, Some(Duration::MAX - ns)),
+        ] {
+            let b = breaker(&SummaryConfig {
+                failure_threshold: 1,
+                cooldown_secs: secs,
+                ..SummaryConfig::default()
+            });
+            b.record(t, false);
+            assert!(b.open_for(t).is_some(), "{secs}");
+            assert_eq!(b.open_for(t + ns), left, "{secs}");
+        }
     }
 
     #[test]
