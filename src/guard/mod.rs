@@ -3,7 +3,7 @@
 //! The guard computes a [`Layout`] once per input (units: rounds, tool exchanges, legal
 //! [`Cut`]s; the pinned prefix; the protected messages), every strategy plans from it, and
 //! [`apply`] builds the output of a plan ([`UnitEdit`]s; the text of a cap or a clear is the
-//! guard's own, written by [`write`]), refusing a faulty one with a
+//! guard's own, written by [`mod@write`]), refusing a faulty one with a
 //! [`PlanError`] that names the edit and recording kept failures as [`FailureRecord`]s. Every
 //! output then passes [`validate`] and [`check_compaction_with`] before it is returned.
 //!

@@ -12,10 +12,11 @@ use std::ops::Range;
 pub const LEDGER_HEADER: &str = "Ledger (made by code from the transcript, exact):";
 
 /// A user-role record of a dropped span (or a summary's ledger), with the failures it writes
-/// (typed call ids). Only the guard's writers fill one ([`marker`], [`ledger`]); the default
-/// is the empty record (no ledger). [`crate::guard::apply`] still checks its failures
-/// against the span it stands for (`PlanError::FailureLost`), the one place that rule is
-/// checked for a drop.
+/// (typed call ids). Only the guard's writers fill one ([`drop_marker`], and the
+/// crate-internal writers of truncate's marker and the summary ledger); the default is the
+/// empty record (no ledger). [`crate::guard::apply`] still checks its failures against the
+/// span it stands for (`PlanError::FailureLost`), the one place that rule is checked for a
+/// drop.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Marker {
     pub(in crate::guard) text: String,
