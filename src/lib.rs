@@ -60,8 +60,8 @@
 //!
 //! A strategy gets a [`strategy::Context`] (the guard's [`guard::Layout`]: units, legal cuts,
 //! protected messages) and a [`Budget`], and returns a [`strategy::Compaction`]: a plan of
-//! [`guard::UnitEdit`]s that the guard builds and checks. `Settings::default()` is the
-//! built-in defaults only, no environment.
+//! [`guard::UnitEdit`]s whose text the guard writes ([`mod@guard::write`]) and whose output
+//! it builds and checks. `Settings::default()` is the built-in defaults only, no environment.
 //!
 //! ## Cargo features
 //!

@@ -2,9 +2,9 @@
 //!
 //! A strategy is given a conversation, its guard [`Layout`] (in [`Context::layout`]) and a
 //! [`Budget`], and returns a [`Compaction`]: a *plan* of [`UnitEdit`]s (cap a block, clear a
-//! tool result, drop up to a legal cut behind a marker, summarize up to a legal cut) plus a
-//! typed list of [`Edit`]s for the report. [`crate::guard::apply`] builds the output of a plan;
-//! it is the only builder of the built-in strategies' outputs. Contract:
+//! tool result, drop up to a legal cut behind a marker, summarize up to a legal cut) with notes.
+//! [`crate::guard::apply`] builds the output of a plan and says what it applied (the report's
+//! [`Edit`]s); it is the only builder of outputs. Contract:
 //! - edits follow the layout's units: whole exchanges are kept, cleared, summarized or dropped;
 //!   a drop ends only at one of [`Layout::cuts`];
 //! - no edit touches a protected message ([`Layout::is_protected`]: pinned prefix, open tool
@@ -14,11 +14,11 @@
 //!   [`crate::guard::Marker::failures`];
 //! - it never mutates its input.
 //!
-//! The text of a cap or a clear is written by the guard ([`crate::guard::write`]: a strategy
-//! asks for it, prices it, and puts the sealed result in its plan); a summary is written by
-//! the guard from its parts (`Summarize`); the marker's text with its digest and recall line
-//! (`Drop`) is still the strategy's, and the guard checks the failures it records against
-//! the span it drops. A plan that breaks a rule is refused with a
+//! The text of a cap, a clear or a drop's marker is written by the guard
+//! ([`crate::guard::write`]: a strategy asks for it, prices it, and puts the sealed result in
+//! its plan); a summary message is written by the guard from its parts (`Summarize`: the
+//! model's narrative, a head line, the guard's ledger); the guard checks the failures a marker
+//! records against the span it drops. A plan that breaks a rule is refused with a
 //! [`crate::guard::PlanError`] naming the edit, and the report shows it; the pipeline then
 //! verifies every output it builds.
 
@@ -72,8 +72,9 @@ pub struct Context<'a> {
 #[derive(Debug, Clone)]
 pub struct Compaction {
     /// The plan: unit edits of the input for [`crate::guard::apply`], the only code that
-    /// builds an output (a strategy, a user's own too, never writes one itself). Empty when
-    /// nothing changed (the input is not copied).
+    /// builds an output (a strategy, a user's own too, never writes one itself) and that
+    /// says what was changed ([`crate::guard::Applied::edits`]). Empty when nothing changed
+    /// (the input is not copied).
     pub plan: Vec<UnitEdit>,
     /// Remarks for the report (why a step was skipped, a fallback taken, ...).
     pub notes: Vec<String>,
