@@ -8,15 +8,15 @@
 //!       -> AbReport -> table / Markdown / JSON / HTML ([`output`], [`html`])
 //! ```
 //!
-//! [`probes`] are computed once per transcript from the original history; [`replay`] runs once per
+//! [`probes`] are computed once per transcript from the original history; `replay` runs once per
 //! transcript without compaction (the baseline) and once per strategy and budget.
 
 pub mod html;
 pub mod output;
 pub mod probes;
 pub mod reference;
-pub mod replay;
-pub mod verdict;
+mod replay;
+mod verdict;
 
 #[cfg(test)]
 mod fidelity_tests;

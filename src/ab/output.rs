@@ -17,7 +17,7 @@ pub enum Timing {
 
 /// A table: a title, a header row and rows of cells.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Table {
+pub(crate) struct Table {
     /// Its title.
     pub title: String,
     /// Column names.
@@ -104,7 +104,7 @@ const DASH: &str = "–";
 /// The report's tables: the verdict, skipped files, whole-transcript compaction (figures, then
 /// the probes), how the probes matched, session replay. Each is a few columns wide and says
 /// what its columns mean ([`Table::notes`]).
-pub fn tables(r: &AbReport, timing: Timing) -> Vec<Table> {
+pub(crate) fn tables(r: &AbReport, timing: Timing) -> Vec<Table> {
     let show = timing == Timing::Show;
     let mut skipped = Table::new("Skipped files", &["file", "reason"]);
     for f in r.files.iter().filter(|f| f.skipped.is_some()) {
@@ -207,7 +207,7 @@ pub fn tables(r: &AbReport, timing: Timing) -> Vec<Table> {
 
 /// The benchmark of each preset over all files at each budget: replay cost and tokens against
 /// the baseline, prefix reuse, over-budget calls and mean fidelity.
-pub fn presets(r: &AbReport) -> Table {
+pub(crate) fn presets(r: &AbReport) -> Table {
     let mut t = Table::new(
         "Per preset over all files (the cost benchmark)",
         &["strategy", "budget", "cost USD", "vs none", "tokens sent", "vs none", "prefix reuse", "over budget", "fidelity"],
@@ -296,7 +296,7 @@ pub fn presets(r: &AbReport) -> Table {
 }
 
 /// The verdict table: over all files first, then per file and budget.
-pub fn verdicts(r: &AbReport) -> Table {
+pub(crate) fn verdicts(r: &AbReport) -> Table {
     let mut t = Table::new(
         "Verdict: the cheapest strategy that stayed valid and kept fidelity",
         &["file", "budget", "verdict"],
@@ -471,7 +471,7 @@ fn replay_cells(f: &FileResult, row: &Row, show: bool) -> Vec<String> {
 }
 
 /// The lines above the tables: what ran, with which settings, and the guard's verdict.
-pub fn preamble(r: &AbReport, timing: Timing) -> Vec<String> {
+pub(crate) fn preamble(r: &AbReport, timing: Timing) -> Vec<String> {
     let o = &r.options;
     let budgets: Vec<String> = o.budgets.iter().map(|b| thousands(*b)).collect();
     let loaded = r.files.iter().filter(|f| f.skipped.is_none()).count();

@@ -100,7 +100,7 @@ pub(crate) fn run(args: Args) -> Result<ExitCode, Failure> {
             budgets
         },
         replay_cap,
-        prices: ab::replay::Prices {
+        prices: compactor::models::Prices {
             input: price_input,
             cache_write: price_cache_write,
             cache_read: price_cached,

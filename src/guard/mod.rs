@@ -73,8 +73,6 @@ pub(crate) use fields::Count;
 pub use fields::check_token_limits;
 pub use layout::{Layout, MessageTokens};
 pub(crate) use preserve::check_continuation;
-#[cfg(feature = "ab")]
-pub(crate) use preserve::mentions_failure;
 pub use preserve::{check_compaction, check_compaction_with};
 pub(crate) use repair::plan_repairs;
 #[cfg(feature = "ab")]

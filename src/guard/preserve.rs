@@ -223,9 +223,8 @@ pub fn check_continuation(
 /// Whether a line of `text` names call `id` (as written) together with "error" or "fail" (any
 /// case), as the digest and the summary ledger do for a failed call they replace. The one
 /// definition of "a failure is still told in text", for outputs [`super::apply`] did not build
-/// (no typed [`FailureRecord`]s): the guard's check without records and the A/B probes'
-/// `failure_visible` both read it.
-pub fn mentions_failure(text: &str, id: &str) -> bool {
+/// (no typed [`FailureRecord`]s): the guard's check without records reads it.
+pub(super) fn mentions_failure(text: &str, id: &str) -> bool {
     text.match_indices(id).any(|(pos, _)| {
         // Offsets from searches: char boundaries; `get` keeps that checked.
         let from = text

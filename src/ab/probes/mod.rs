@@ -30,10 +30,9 @@ mod items;
 mod output;
 mod told;
 
-pub use items::{
+pub(crate) use items::{
     commands, failed_calls, failure_lines, identifiers, instructions, last_request, paths,
 };
-pub use told::{failure_told, failure_visible};
 
 use crate::conversation::Conversation;
 use crate::facts::{Facts, FileAction, around_constraints, parents_needed};

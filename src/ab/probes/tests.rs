@@ -221,17 +221,6 @@ fn a_digest_keeps_what_it_names_and_loses_the_rest() {
 }
 
 #[test]
-fn a_failure_written_as_plain_text_is_not_visible() {
-    let out = conv(vec![Message::text(
-        Role::User,
-        "[result t2: 3 tests passed]",
-    )]);
-    assert!(!failure_visible(&out, "t2"));
-    let out = conv(vec![Message::text(Role::User, "t2 failed")]);
-    assert!(failure_visible(&out, "t2"));
-}
-
-#[test]
 fn bare_ids_and_denied_failures_do_not_count() {
     let c = session();
     let p = Probes::of(&c);

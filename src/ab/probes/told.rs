@@ -3,11 +3,10 @@
 //! with a file or edit word in its context.
 
 use super::items::outcome_name;
-use super::output::{Output, texts};
+use super::output::Output;
 use super::{CommandRun, FixRun, How};
-use crate::conversation::{Conversation, Message, Outcome};
+use crate::conversation::Outcome;
 use crate::facts::has_phrase;
-use crate::guard;
 use crate::render::one_line;
 
 /// Words that say a file *was* changed (whole words, lowercase): past tense and record words
@@ -51,19 +50,6 @@ pub(super) const FILE_WORDS: &[&str] = &[
     "checked",
 ];
 
-/// A failure stays visible when the output keeps a failed result for the id, or has a line that
-/// names the id together with `error` / `fail` (a digest line `[result id (error): …]`; the
-/// guard's own rule, `guard::mentions_failure`, for outputs built without records). Weaker
-/// than [`failure_told`], which the probes use.
-pub fn failure_visible(output: &Conversation, id: &str) -> bool {
-    let result_kept = output
-        .messages
-        .iter()
-        .flat_map(Message::tool_results)
-        .any(|r| r.tool_use_id == id && r.outcome() == Outcome::Error);
-    result_kept || texts(output).iter().any(|t| guard::mentions_failure(t, id))
-}
-
 /// Words that deny a failure on the same line (`no errors`, `0 failed`).
 const NEGATIONS: &[&str] = &[
     "no error",
@@ -80,7 +66,7 @@ const NEGATIONS: &[&str] = &[
 /// Characters of a failure's first error line a line must hold (its cause).
 const CAUSE_CHARS: usize = 40;
 
-/// True when a normalized line tells failure `id` with its cause (see [`failure_told`]).
+/// True when a normalized line tells failure `id` with its cause (see `failure_how`).
 fn line_tells_failure(line: &str, id: &str, cause: &str) -> bool {
     line.contains(id)
         && (line.contains("error") || line.contains("fail"))
@@ -96,6 +82,9 @@ fn cause_of(first_line: &str) -> String {
         .collect()
 }
 
+/// A failure is told when the output keeps its failed result, or has a line that names the id,
+/// says error/failed without denying it (`no errors`), and holds the start of its first error
+/// line (its cause): a bare id with the word "error" is not enough.
 pub(super) fn failure_how(out: &Output<'_>, id: &str, first_line: &str) -> Option<How> {
     if out.results.get(id) == Some(&Outcome::Error) {
         return Some(How::Kept);
@@ -106,13 +95,6 @@ pub(super) fn failure_how(out: &Output<'_>, id: &str, first_line: &str) -> Optio
         .flat_map(|d| &d.lines)
         .any(|l| line_tells_failure(l, &id, &cause))
         .then_some(How::Line)
-}
-
-/// A failure is told when the output keeps its failed result, or has a line that names the id,
-/// says error/failed without denying it (`no errors`), and holds the start of its first error
-/// line (its cause): a bare id with the word "error" is not enough.
-pub fn failure_told(output: &Conversation, id: &str, first_line: &str) -> bool {
-    failure_how(&Output::of(output), id, first_line).is_some()
 }
 
 /// A fix is told when the failure is told and so is its fix: the fixing call's result is kept,
