@@ -74,6 +74,7 @@ impl Agreement {
             );
             assert_eq!(ours, expected, "{label}");
         }
+        self.checked.remove_files();
         self.ours.len()
     }
 }
