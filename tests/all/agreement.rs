@@ -5,14 +5,11 @@
 #![allow(clippy::unwrap_used)]
 
 use super::corpus::{CORPUS, LOGS, cassette_requests};
+use super::support::checker::{Batch, Body as Checked};
+use compactor::format::Format;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-const CHECKER: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../shared/tools/check_request.py"
-);
 
 fn bin() -> Command {
     super::support::compactor_bin()
@@ -35,29 +32,51 @@ fn compactor_verdict(file: &Path, format: &str, allow_open_tail: bool) -> i32 {
     out.status.code().unwrap()
 }
 
-/// Exit status of the checker (0 valid, 1 invalid).
-fn checker_verdict(file: &Path, format: &str, allow_open_tail: bool) -> i32 {
-    let mut cmd = Command::new("python3");
-    cmd.arg(CHECKER).arg(file).args(["--format", format]);
-    if allow_open_tail {
-        cmd.arg("--allow-open-tail");
-    }
-    let out = cmd.output().unwrap();
-    out.status.code().unwrap()
+/// Verdicts to compare: compactor's, taken at once, and the independent checker's, all in one
+/// Python run at [`Agreement::check`].
+struct Agreement {
+    checked: Batch,
+    /// Per body pushed: what it names, compactor's exit status, the one expected (0 / 1).
+    ours: Vec<(String, i32, i32)>,
 }
 
-/// Checks that both judges give the same verdict, and that it is `expected` (0 / 1).
-fn agree(file: &Path, format: &str, allow_open_tail: bool, expected: i32) -> String {
-    let ours = compactor_verdict(file, format, allow_open_tail);
-    let theirs = checker_verdict(file, format, allow_open_tail);
-    assert_eq!(
-        ours,
-        theirs,
-        "{} as {format}: compactor {ours}, checker {theirs}",
-        file.display()
-    );
-    assert_eq!(ours, expected, "{} as {format}", file.display());
-    format!("{} {format}: {ours}", file.display())
+impl Agreement {
+    fn new(name: &str) -> Agreement {
+        Agreement {
+            checked: Batch::new(name),
+            ours: Vec::new(),
+        }
+    }
+
+    /// Takes compactor's verdict on `file` and queues the checker's.
+    fn agree(&mut self, file: &Path, format: &str, allow_open_tail: bool, expected: i32) {
+        let ours = compactor_verdict(file, format, allow_open_tail);
+        let label = format!("{} as {format}", file.display());
+        self.checked.push(Checked {
+            label: label.clone(),
+            output: std::fs::read(file).unwrap(),
+            input: None,
+            format: Some(format.parse::<Format>().unwrap().as_str()),
+            open_tail: allow_open_tail,
+        });
+        self.ours.push((label, ours, expected));
+    }
+
+    /// Checks that both judges give the same verdict on every body (the checker's is 0 when it
+    /// finds no fault), and that it is the one expected. The number of bodies.
+    fn check(self) -> usize {
+        let theirs = self.checked.faults();
+        for ((label, ours, expected), faults) in self.ours.iter().zip(&theirs) {
+            let theirs = i32::from(!faults.is_empty());
+            assert_eq!(
+                *ours, theirs,
+                "{label}: compactor {ours}, checker {theirs} {faults:?}"
+            );
+            assert_eq!(ours, expected, "{label}");
+        }
+        self.checked.remove_files();
+        self.ours.len()
+    }
 }
 
 fn convert(input: &Path, to: &str, out: &Path) {
@@ -98,7 +117,7 @@ fn validate_agrees_with_the_checker_on_every_converted_corpus_file() {
         std::fs::write(&path, serde_json::to_string(body).unwrap()).unwrap();
         inputs.push((path, format!("cassette_request_{i}"), "anthropic"));
     }
-    let mut seen = Vec::new();
+    let mut agreement = Agreement::new("validate_agrees_on_every_converted_corpus_file");
     for (input, name, native) in &inputs {
         let mut targets = vec!["anthropic", "openai-chat"];
         if !targets.contains(native) {
@@ -108,15 +127,16 @@ fn validate_agrees_with_the_checker_on_every_converted_corpus_file() {
             let out = dir.join(format!("{name}.{to}.json"));
             convert(input, to, &out);
             // Session logs may end in an interrupted turn; both judges accept an open tail.
-            seen.push(agree(&out, to, true, 0));
+            agreement.agree(&out, to, true, 0);
         }
     }
-    assert_eq!(seen.len(), 2 * 12 + 1);
+    assert_eq!(agreement.check(), 2 * 12 + 1);
 }
 
 #[test]
 fn validate_agrees_with_the_checker_on_every_case() {
     let dir = out_dir();
+    let mut agreement = Agreement::new("validate_agrees_on_every_case");
     let mut names = Vec::new();
     let own =
         std::fs::read_dir(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cases"))
@@ -144,12 +164,11 @@ fn validate_agrees_with_the_checker_on_every_case() {
                 1,
                 "{name}: compactor must refuse ({rule})"
             ),
-            None => {
-                agree(&request, format, open_tail, i32::from(invalid));
-            }
+            None => agreement.agree(&request, format, open_tail, i32::from(invalid)),
         }
         names.push(name);
     }
+    agreement.check();
     // The cases present when this test was written (27 shared, 4 own); more may come.
     assert!(names.len() >= 31, "{} cases", names.len());
 }

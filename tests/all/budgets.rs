@@ -304,9 +304,10 @@ async fn a_configured_tool_call_framing_is_counted_by_the_pipeline() {
 }
 
 mod proxy {
+    use crate::support::upstream::{Recorded, Seen};
     use axum::Router;
     use axum::body::{Body, Bytes, to_bytes};
-    use axum::http::Request;
+    use axum::http::{HeaderMap, Method, Request, Uri};
     use axum::routing::post;
     use compactor::config::Loader;
     use compactor::format::Format;
@@ -334,37 +335,51 @@ mod proxy {
         ((counted + calls * framing) as f64 * TRUE_RATIO).round() as u64
     }
 
-    /// A fake Messages API on 127.0.0.1 that answers with its count of the prompt in `usage`:
-    /// as JSON, or as SSE (`message_start` then `message_delta`) when the request streams.
-    async fn upstream() -> String {
-        let handler = |body: Bytes| async move {
-            let input = provider_count(&body);
-            let stream = serde_json::from_slice::<Value>(&body).unwrap()["stream"] == true;
-            if stream {
-                let events = format!(
-                    "event: message_start\ndata: {}\n\nevent: message_delta\ndata: {}\n\n",
-                    json!({"type": "message_start", "message": {"usage": {"input_tokens": 2, "cache_read_input_tokens": input - 2, "output_tokens": 1}}}),
-                    json!({"type": "message_delta", "usage": {"output_tokens": 9}})
-                );
-                axum::response::Response::builder()
-                    .header("content-type", "text/event-stream")
-                    .body(Body::from(events))
-                    .unwrap()
-            } else {
-                axum::response::Response::builder()
-                    .header("content-type", "application/json")
-                    .body(Body::from(
-                        json!({"id": "msg", "usage": {"input_tokens": input, "output_tokens": 3}})
-                            .to_string(),
-                    ))
-                    .unwrap()
-            }
+    /// The fake's answer to `body`: its count of the prompt in `usage`, as SSE when the request
+    /// streams.
+    fn answer(body: &Bytes) -> axum::response::Response {
+        let input = provider_count(body);
+        let stream = serde_json::from_slice::<Value>(body).unwrap()["stream"] == true;
+        if stream {
+            let events = format!(
+                "event: message_start\ndata: {}\n\nevent: message_delta\ndata: {}\n\n",
+                json!({"type": "message_start", "message": {"usage": {"input_tokens": 2, "cache_read_input_tokens": input - 2, "output_tokens": 1}}}),
+                json!({"type": "message_delta", "usage": {"output_tokens": 9}})
+            );
+            axum::response::Response::builder()
+                .header("content-type", "text/event-stream")
+                .body(Body::from(events))
+                .unwrap()
+        } else {
+            axum::response::Response::builder()
+                .header("content-type", "application/json")
+                .body(Body::from(
+                    json!({"id": "msg", "usage": {"input_tokens": input, "output_tokens": 3}})
+                        .to_string(),
+                ))
+                .unwrap()
+        }
+    }
+
+    /// A fake Messages API on 127.0.0.1 giving [`answer`]: its URL, and the record of what it
+    /// received (each body judged by the independent checker when the record drops).
+    async fn upstream() -> (String, Recorded) {
+        let recorded = Recorded::new();
+        let log = recorded.log();
+        let handler = move |method: Method, uri: Uri, headers: HeaderMap, body: Bytes| {
+            log.lock().unwrap().push(Seen {
+                method: method.to_string(),
+                uri: uri.to_string(),
+                headers,
+                body: body.clone(),
+            });
+            async move { answer(&body) }
         };
         let router = Router::new().route("/v1/messages", post(handler));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
-        format!("http://{addr}")
+        (format!("http://{addr}"), recorded)
     }
 
     fn body(rounds: usize, stream: bool) -> Value {
@@ -389,7 +404,7 @@ mod proxy {
 
     #[tokio::test]
     async fn the_proxy_learns_the_ratio_from_usage_and_shows_it() {
-        let url = upstream().await;
+        let (url, _seen) = upstream().await;
         let loader = Loader {
             file: None,
             text: None,

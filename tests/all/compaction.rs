@@ -2,17 +2,13 @@
 //! Every output must pass the guard and the independent checker, and never grow; the token
 //! figures are snapshotted so a change in savings shows up in review.
 
+use super::support::checker::{Batch, Body as Checked};
 use compactor::config::Loader;
 use compactor::format::{self, Format};
 use compactor::guard::{self, Units, ValidateOptions};
 use compactor::{Compactor, Status};
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
-use std::process::Command;
-
-pub fn shared() -> PathBuf {
-    super::support::shared("")
-}
+use std::path::PathBuf;
 
 /// Session logs and request bodies of the corpus that the importers read (the YAML cassette
 /// holds several request bodies and is covered by the round-trip tests instead).
@@ -41,31 +37,12 @@ fn engine(preset: &str) -> Compactor {
     Compactor::from_config(settings).unwrap()
 }
 
-fn checker(out: &Path, input: &Path, format: Format, open_tail: bool) -> Result<(), String> {
-    let mut cmd = Command::new("python3");
-    cmd.arg(shared().join("tools/check_request.py"))
-        .arg(out)
-        .arg("--input")
-        .arg(input)
-        .arg("--format")
-        .arg(format.as_str());
-    if open_tail {
-        cmd.arg("--allow-open-tail");
-    }
-    let o = cmd.output().unwrap();
-    if o.status.success() {
-        Ok(())
-    } else {
-        Err(String::from_utf8_lossy(&o.stdout).into_owned())
-    }
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn every_corpus_session_compacts_validly_under_every_preset_and_budget() {
     let presets = ["default", "truncate", "microcompact"];
     let budgets = [50_000usize, 20_000, 8_000];
     let engines: Vec<(&str, Compactor)> = presets.iter().map(|p| (*p, engine(p))).collect();
-    let dir = tempfile_dir("compaction");
+    let mut checked = Batch::new("every_corpus_session_compacts_validly");
     let mut table = String::from("file | preset | budget | before | after | status\n");
     let mut failures = Vec::new();
     for file in corpus_files() {
@@ -84,8 +61,7 @@ async fn every_corpus_session_compacts_validly_under_every_preset_and_budget() {
             .exchanges
             .last()
             .is_some_and(|e| e.open);
-        let input_path = dir.join(format!("{name}.in.json"));
-        std::fs::write(&input_path, fmt.write(input).to_string()).unwrap();
+        let input_body = fmt.write(input).to_string().into_bytes();
         for (preset, engine) in &engines {
             for budget in budgets {
                 let out = engine.compact(input, fmt, Some(budget)).await.unwrap();
@@ -114,11 +90,13 @@ async fn every_corpus_session_compacts_validly_under_every_preset_and_budget() {
                 {
                     failures.push(format!("{label}: over budget but status {:?}", r.status));
                 }
-                let out_path = dir.join(format!("{name}.{preset}.{budget}.json"));
-                std::fs::write(&out_path, fmt.write(&out.conversation).to_string()).unwrap();
-                if let Err(e) = checker(&out_path, &input_path, fmt, open_tail) {
-                    failures.push(format!("{label}: check_request.py: {e}"));
-                }
+                checked.push(Checked {
+                    label,
+                    output: fmt.write(&out.conversation).to_string().into_bytes(),
+                    input: Some(input_body.clone()),
+                    format: Some(fmt.as_str()),
+                    open_tail,
+                });
                 let status = serde_json::to_value(r.status).unwrap();
                 writeln!(
                     table,
@@ -131,6 +109,8 @@ async fn every_corpus_session_compacts_validly_under_every_preset_and_budget() {
             }
         }
     }
+    // The independent checker on every output, against its input, in one Python run.
+    failures.extend(checked.faults_named(|_| true));
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     insta::assert_snapshot!("corpus_compaction", table);
 }

@@ -4,12 +4,13 @@
 //! parse, the learned ratios' bound, `/metrics` outside the concurrency limit.
 
 use crate::server::{
-    Reply, anthropic_request, call, closed_within, get_text, held_state, history, serve_port,
+    Reply, Seen, anthropic_request, call, closed_within, get_text, held_state, history, serve_port,
     settings, spawn_upstream, state, stop_server,
 };
+use crate::support::upstream::Recorded;
 use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::http::{HeaderMap, Request, StatusCode};
+use axum::http::{HeaderMap, Method, Request, StatusCode, Uri};
 use compactor::server::app;
 use futures_util::StreamExt;
 use pretty_assertions::assert_eq;
@@ -276,32 +277,45 @@ async fn a_stalled_client_body_is_a_408_that_says_so_on_every_kind_of_route() {
 }
 
 /// An upstream that counts the body it receives (never buffering it) and answers with the
-/// count and the framing headers it saw.
-async fn counting_upstream() -> String {
-    let handler = |headers: HeaderMap, body: Body| async move {
-        let mut stream = body.into_data_stream();
-        let mut bytes = 0usize;
-        while let Some(chunk) = stream.next().await {
-            bytes += chunk.unwrap().len();
+/// count and the framing headers it saw: its URL, and the record of its requests for the
+/// independent checker. It keeps no body, so it records each with an empty one, which the
+/// checker refuses on a route the proxy compacts: it is for pass-through routes only.
+async fn counting_upstream() -> (String, Recorded) {
+    let recorded = Recorded::new();
+    let log = recorded.log();
+    let handler = move |method: Method, uri: Uri, headers: HeaderMap, body: Body| {
+        log.lock().unwrap().push(Seen {
+            method: method.to_string(),
+            uri: uri.to_string(),
+            headers: headers.clone(),
+            body: Bytes::new(),
+        });
+        async move {
+            let mut stream = body.into_data_stream();
+            let mut bytes = 0usize;
+            while let Some(chunk) = stream.next().await {
+                bytes += chunk.unwrap().len();
+            }
+            let header = |k: &str| headers.get(k).map(|v| v.to_str().unwrap().to_string());
+            axum::Json(json!({
+                "bytes": bytes,
+                "content-length": header("content-length"),
+                "transfer-encoding": header("transfer-encoding"),
+            }))
         }
-        let header = |k: &str| headers.get(k).map(|v| v.to_str().unwrap().to_string());
-        axum::Json(json!({
-            "bytes": bytes,
-            "content-length": header("content-length"),
-            "transfer-encoding": header("transfer-encoding"),
-        }))
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let router = Router::new().fallback(handler);
     tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
-    format!("http://{addr}")
+    (format!("http://{addr}"), recorded)
 }
 
 #[tokio::test]
 async fn a_100_mb_pass_through_upload_streams_to_the_upstream_with_its_content_length() {
     let mut s = settings(0);
-    s.server.openai_upstream = counting_upstream().await;
+    let (upstream, _seen) = counting_upstream().await;
+    s.server.openai_upstream = upstream;
     let size = 100 * 1024 * 1024;
     let chunk = Bytes::from(vec![7u8; 1024 * 1024]);
     let chunks = futures_util::stream::iter(

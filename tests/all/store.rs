@@ -3,17 +3,16 @@
 //! recording what each replica sends.
 
 use crate::support::fake_llm::{DEFAULT_SUMMARY, FakeLlm};
+use crate::support::upstream::{Recorded, Reply, spawn_upstream};
 use axum::Router;
 use axum::body::{Body, to_bytes};
 use axum::http::{HeaderMap, Request, StatusCode};
-use bytes::Bytes;
 use compactor::config::{Loader, Settings};
 use compactor::llm::{LlmConfig, Provider};
 use compactor::server::{AppState, app};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tower::ServiceExt;
 
@@ -90,24 +89,14 @@ impl Drop for RedisServer {
     }
 }
 
-type Seen = Arc<Mutex<Vec<Bytes>>>;
-
-/// An upstream on 127.0.0.1 that records each body and answers a fixed message.
-async fn upstream() -> (String, Seen) {
-    let seen: Seen = Arc::default();
-    let rec = seen.clone();
-    let app = Router::new().fallback(move |body: Bytes| {
-        let rec = rec.clone();
-        async move {
-            rec.lock().unwrap().push(body);
-            axum::Json(json!({"type": "message", "role": "assistant",
-                "content": [{"type": "text", "text": "ok"}]}))
-        }
-    });
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    (format!("http://{addr}"), seen)
+/// An upstream on 127.0.0.1 that records each request and answers a fixed message; the
+/// independent checker judges every body it received when the handle drops.
+async fn upstream() -> (String, Recorded) {
+    spawn_upstream(Reply::json(
+        200,
+        r#"{"type":"message","role":"assistant","content":[{"type":"text","text":"ok"}]}"#,
+    ))
+    .await
 }
 
 /// A coding session: a prompt, then `rounds` Read calls answered by ~1,200-byte files, each
@@ -185,7 +174,7 @@ fn replica(s: &Settings) -> Router {
 }
 
 /// Sends `body` to `/v1/messages`; the status, the headers and the body sent upstream.
-async fn send(app: &Router, body: &Value, seen: &Seen) -> (StatusCode, HeaderMap, String) {
+async fn send(app: &Router, body: &Value, seen: &Recorded) -> (StatusCode, HeaderMap, String) {
     let req = Request::post("/v1/messages")
         .header("content-type", "application/json")
         .header("x-api-key", "sk-ant-test")
@@ -195,7 +184,12 @@ async fn send(app: &Router, body: &Value, seen: &Seen) -> (StatusCode, HeaderMap
     let res = app.clone().oneshot(req).await.unwrap();
     let (status, headers) = (res.status(), res.headers().clone());
     to_bytes(res.into_body(), usize::MAX).await.unwrap();
-    let sent = seen.lock().unwrap().last().cloned().unwrap_or_default();
+    let sent = seen
+        .lock()
+        .unwrap()
+        .last()
+        .map(|s| s.body.clone())
+        .unwrap_or_default();
     (status, headers, String::from_utf8(sent.to_vec()).unwrap())
 }
 

@@ -1,5 +1,6 @@
 //! The `summary` strategy against a local fake LLM server (no test reaches the internet).
 
+use crate::support::checker::{Batch, Body as Checked};
 use crate::support::fake_llm::{DEFAULT_SUMMARY, FakeLlm, Reply};
 use compactor::Compactor;
 use compactor::config::Settings;
@@ -784,35 +785,11 @@ fn shared() -> PathBuf {
     super::support::shared("")
 }
 
-/// Writes `value` to a temp file and runs the independent checker on it.
-fn check_request(name: &str, out: &Value, input: &Value, open_tail: bool) {
-    let dir = std::env::temp_dir().join(format!("compactor-summary-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let out_path = dir.join(format!("{name}.out.json"));
-    let in_path = dir.join(format!("{name}.in.json"));
-    std::fs::write(&out_path, out.to_string()).unwrap();
-    std::fs::write(&in_path, input.to_string()).unwrap();
-    let mut cmd = std::process::Command::new("python3");
-    cmd.arg(shared().join("tools/check_request.py"))
-        .arg(&out_path)
-        .arg("--input")
-        .arg(&in_path);
-    if open_tail {
-        cmd.arg("--allow-open-tail");
-    }
-    let result = cmd.output().unwrap();
-    assert!(
-        result.status.success(),
-        "{name}: {}{}",
-        String::from_utf8_lossy(&result.stdout),
-        String::from_utf8_lossy(&result.stderr)
-    );
-}
-
-/// Compacts one conversation with `summary` and checks the output with the guard and the
-/// independent checker. Returns the report.
+/// Compacts one conversation with `summary`, checks the output with the guard and queues it for
+/// the independent checker (with its input) in `checked`. Returns the report.
 async fn compact_and_check(
     engine: &Compactor,
+    checked: &mut Batch,
     name: &str,
     input: &Conversation,
     format: Format,
@@ -824,12 +801,13 @@ async fn compact_and_check(
         .exchanges
         .last()
         .is_some_and(|e| e.open);
-    check_request(
-        name,
-        &format.write(&out.conversation),
-        &format.write(input),
-        open,
-    );
+    checked.push(Checked {
+        label: name.to_string(),
+        output: format.write(&out.conversation).to_string().into_bytes(),
+        input: Some(format.write(input).to_string().into_bytes()),
+        format: None,
+        open_tail: open,
+    });
     out.report
 }
 
@@ -839,6 +817,7 @@ async fn every_corpus_session_compacts_to_a_valid_request_with_summary() {
     let mut config = llm(&server, Provider::Anthropic);
     config.context_window = 16_000;
     let engine = Compactor::from_config(settings(config)).unwrap();
+    let mut checked = Batch::new("every_corpus_session_compacts_with_summary");
     let mut paths: Vec<PathBuf> = std::fs::read_dir(shared().join("corpus"))
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -867,8 +846,15 @@ async fn every_corpus_session_compacts_to_a_valid_request_with_summary() {
             Err(e) => panic!("{name}: {e}"),
         };
         let budget = half(&engine, &loaded.conversation);
-        let report =
-            compact_and_check(&engine, &name, &loaded.conversation, loaded.format, budget).await;
+        let report = compact_and_check(
+            &engine,
+            &mut checked,
+            &name,
+            &loaded.conversation,
+            loaded.format,
+            budget,
+        )
+        .await;
         println!(
             "{name}: {:?} {} -> {} tokens",
             report.status, report.tokens_before, report.tokens_after
@@ -876,12 +862,14 @@ async fn every_corpus_session_compacts_to_a_valid_request_with_summary() {
         ran += 1;
     }
     println!("corpus: {ran} of {} files compacted", paths.len());
+    checked.assert_valid();
 }
 
 #[tokio::test]
 async fn every_shared_case_request_compacts_to_a_valid_request_with_summary() {
     let server = FakeLlm::start(vec![]).await;
     let engine = Compactor::from_config(settings(llm(&server, Provider::Openai))).unwrap();
+    let mut checked = Batch::new("every_shared_case_request_compacts_with_summary");
     let mut paths: Vec<PathBuf> = std::fs::read_dir(shared().join("cases"))
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -908,7 +896,7 @@ async fn every_shared_case_request_compacts_to_a_valid_request_with_summary() {
             continue;
         }
         let input = read.unwrap();
-        let report = compact_and_check(&engine, &name, &input, format, budget).await;
+        let report = compact_and_check(&engine, &mut checked, &name, &input, format, budget).await;
         if report
             .tiers
             .first()
@@ -922,4 +910,5 @@ async fn every_shared_case_request_compacts_to_a_valid_request_with_summary() {
         );
     }
     println!("cases: {summarized} of {} summarized", paths.len());
+    checked.assert_valid();
 }

@@ -128,6 +128,12 @@ impl Batch {
         faults
     }
 
+    /// Removes the files [`Batch::faults`] wrote, once the test found its verdicts as expected
+    /// ([`Batch::faults_named`] removes them itself when no body is faulty).
+    pub fn remove_files(&self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+
     /// One line per faulty body: its label, the checker's lines that `counts` keeps, and the
     /// command that re-runs the checker on its files (kept for it); empty when no body has such
     /// a line (the files removed).

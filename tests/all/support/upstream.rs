@@ -87,6 +87,24 @@ impl Deref for Recorded {
 }
 
 impl Recorded {
+    /// An empty record, judged at its drop like [`spawn_upstream`]'s: for a hand-made upstream
+    /// whose answer depends on the request, which pushes each request it receives to
+    /// [`Recorded::log`].
+    pub(crate) fn new() -> Recorded {
+        Recorded {
+            seen: Arc::default(),
+            as_sent: Mutex::default(),
+            planted: Mutex::default(),
+            checked: Mutex::default(),
+        }
+    }
+
+    /// The list the upstream's handler pushes each request it receives to (shared with this
+    /// handle).
+    pub(crate) fn log(&self) -> Arc<Mutex<Vec<Seen>>> {
+        self.seen.clone()
+    }
+
     /// `body` (sent invalid by the test) is not the checker's to judge when the upstream gets it
     /// byte-identical: the proxy forwards what it cannot compact as it came.
     pub(crate) fn sent_invalid(&self, body: impl Into<Bytes>) {
@@ -167,8 +185,8 @@ fn compacted_route(method: &str, uri: &str) -> Option<&'static str> {
 /// A fake upstream on 127.0.0.1 answering `reply` to every request: its base URL, and the
 /// handle on what it receives (see [`Recorded`] for the check at its drop).
 pub(crate) async fn spawn_upstream(reply: Reply) -> (String, Recorded) {
-    let recorded: Arc<Mutex<Vec<Seen>>> = Arc::default();
-    let rec = recorded.clone();
+    let recorded = Recorded::new();
+    let rec = recorded.log();
     let handler = move |method: axum::http::Method, uri: Uri, headers: HeaderMap, body: Bytes| {
         let reply = reply.clone();
         let rec = rec.clone();
@@ -209,13 +227,5 @@ pub(crate) async fn spawn_upstream(reply: Reply) -> (String, Recorded) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    (
-        format!("http://{addr}"),
-        Recorded {
-            seen: recorded,
-            as_sent: Mutex::default(),
-            planted: Mutex::default(),
-            checked: Mutex::default(),
-        },
-    )
+    (format!("http://{addr}"), recorded)
 }
