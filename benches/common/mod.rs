@@ -28,11 +28,20 @@ use compactor::format::{self, Format};
 use compactor::tokens::{CachedCounter, TiktokenCounter, TokenCounter, Tokenizer};
 use compactor::{Compactor, Conversation};
 use serde_json::{Value, json};
-use std::path::Path;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-/// Where the corpus of real transcripts lives (../shared/corpus, next to the repository).
+/// Where the corpus of real transcripts lives by default (../shared/corpus, next to the
+/// repository); `$COMPACTOR_SHARED/corpus` when that is set ([`corpus`]).
 pub const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/corpus");
+
+/// The corpus folder: `$COMPACTOR_SHARED/corpus`, else [`CORPUS`].
+pub fn corpus() -> PathBuf {
+    std::env::var_os("COMPACTOR_SHARED").map_or_else(
+        || PathBuf::from(CORPUS),
+        |s| PathBuf::from(s).join("corpus"),
+    )
+}
 
 /// The largest Claude Code session of the corpus by o200k tokens when read whole (`compactor
 /// compact --whole-log`): 170,669 tokens when issue 12 was written. [`largest_session`] checks
@@ -41,7 +50,8 @@ pub const LARGEST: &str = "cc_spotter_4d5611e5.jsonl";
 
 /// Reads a corpus file; panics naming the path when it is not there.
 pub fn read_corpus(name: &str) -> Vec<u8> {
-    let path = Path::new(CORPUS).join(name);
+    let dir = corpus();
+    let path = dir.join(name);
     std::fs::read(&path).unwrap_or_else(|e| {
         panic!(
             "bench input {} is missing ({e}): the benches read the corpus from ../shared/corpus",
@@ -55,11 +65,13 @@ pub fn read_corpus(name: &str) -> Vec<u8> {
 /// Panics naming the file when it is missing, does not load, or holds no message.
 pub fn load_whole(name: &str) -> Conversation {
     let bytes = read_corpus(name);
+    let dir = corpus();
     let loaded = format::load(&bytes, None, ImportOptions { whole_log: true })
-        .unwrap_or_else(|e| panic!("{CORPUS}/{name}: {e}"));
+        .unwrap_or_else(|e| panic!("{}/{name}: {e}", dir.display()));
     assert!(
         !loaded.conversation.messages.is_empty(),
-        "{CORPUS}/{name}: no message loaded"
+        "{}/{name}: no message loaded",
+        dir.display()
     );
     loaded.conversation
 }
@@ -75,7 +87,8 @@ pub fn largest_session() -> Conversation {
     let conv = load_whole(LARGEST);
     let tokens = o200k_tokens(&conv);
     let mut others: Vec<(usize, String)> = Vec::new();
-    let entries = std::fs::read_dir(CORPUS).unwrap_or_else(|e| panic!("{CORPUS}: {e}"));
+    let dir = corpus();
+    let entries = std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
         if name == LARGEST || !name.ends_with(".jsonl") {

@@ -28,9 +28,15 @@ const REFERENCE_SESSIONS: &[(&str, &str)] = &[
     ),
 ];
 
-/// `../shared/corpus`, next to the repository (as the integration tests read it).
+/// `../shared/corpus`, next to the repository, or `$COMPACTOR_SHARED/corpus` (as the
+/// integration tests read it).
 fn shared_corpus() -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus")
+    std::env::var_os("COMPACTOR_SHARED")
+        .map_or_else(
+            || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared"),
+            std::path::PathBuf::from,
+        )
+        .join("corpus")
 }
 
 /// The corpus files, sorted.

@@ -207,4 +207,5 @@ fn invented_units_survive_in_order_and_add_no_fault() {
             assert!(new.is_empty(), "{}: new faults {new:?}", batch.label(out));
         }
     }
+    batch.remove_files();
 }

@@ -5,19 +5,26 @@ pub mod upstream;
 
 use std::path::{Path, PathBuf};
 
-/// Where the shared corpus, failure cases and checker are expected: `../shared` next to the
-/// repository (`/work/shared` through the worktree's symlink).
+/// Where the shared corpus, failure cases and checker are expected by default: `../shared`
+/// next to the repository.
 pub const SHARED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared");
 
-/// `../shared/<sub>` (a folder or file the tests read), or a panic with one message naming the
-/// path that is missing, instead of an unwrap on a read error deep in a test.
+/// The shared folder: `$COMPACTOR_SHARED` when set (a checkout laid out otherwise), else
+/// [`SHARED`].
+pub fn shared_root() -> PathBuf {
+    std::env::var_os("COMPACTOR_SHARED").map_or_else(|| PathBuf::from(SHARED), PathBuf::from)
+}
+
+/// `<shared>/<sub>` (a folder or file the tests read, [`shared_root`]), or a panic with one
+/// message naming the path that is missing, instead of an unwrap on a read error deep in a
+/// test.
 pub fn shared(sub: &str) -> PathBuf {
-    let path = Path::new(SHARED).join(sub);
+    let path = shared_root().join(sub);
     if !path.exists() {
         panic!(
             "these tests read the shared corpus, cases and checker: {} does not exist \
              (expected the folder `shared` next to the repository, holding corpus/, cases/ \
-             and tools/)",
+             and tools/; set COMPACTOR_SHARED to use another place)",
             path.display()
         );
     }
