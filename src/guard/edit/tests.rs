@@ -303,3 +303,71 @@ fn a_kept_responses_compaction_item_goes_before_the_marker_so_the_provider_reads
         json!({"type": "compaction", "id": "cmp_1", "encrypted_content": "gAAA"})
     );
 }
+
+/// The report's edits are derived from what was applied, in plan order: a cap's figures are
+/// those the guard's writer measured, a drop names its span, the calls in it (counted here
+/// from the fixture: `t1` only) and the tokens its marker states, a cleared call input is not
+/// listed.
+#[test]
+fn the_edits_are_what_apply_applied() {
+    use crate::guard::MessageTokens;
+    use crate::guard::write::{cap, clear_input, drop_marker};
+    use crate::tokens::{Tokenizer, counter_for};
+    let long = "line of output\n".repeat(400);
+    let mut c = history();
+    let Block::ToolResult(r) = &mut c.messages[5].content[0] else {
+        panic!("a tool_result")
+    };
+    r.content = Some(crate::conversation::ToolResultContent::Text(long.clone()));
+    let Block::ToolUse(t) = &mut c.messages[4].content[0] else {
+        panic!("a tool_use")
+    };
+    t.input = crate::conversation::ToolInput::Json(json!({ "command": long }));
+    let layout = Layout::of(&c, Format::Anthropic);
+    let counter = counter_for(Tokenizer::default());
+    let counter = counter.as_ref();
+    let tokens = MessageTokens::of(&c, counter);
+    let capped = cap(&c, (5, 0), 50, tokens.block(5, 0).unwrap(), counter).unwrap();
+    let (before, after) = (capped.tokens_before(), capped.tokens_after());
+    assert!(after < before && before > 1_000, "{before} -> {after}");
+    let input = clear_input(&c, (4, 0), counter).unwrap();
+    let record = drop_marker(&c, &tokens, 0..3, 500, counter);
+    let plan = vec![
+        UnitEdit::Cap(capped),
+        UnitEdit::Cap(input),
+        UnitEdit::Drop {
+            to: 3,
+            marker: record,
+        },
+    ];
+    let out = apply(&c, &layout, plan, Some(&[])).unwrap();
+    assert_eq!(
+        out.edits,
+        vec![
+            Edit::Truncated {
+                message: 5,
+                block: 0,
+                what: "tool_result",
+                id: Some("t2".into()),
+                tokens_before: before,
+                tokens_after: after,
+            },
+            Edit::Dropped {
+                from: 0,
+                to: 3,
+                calls: 1,
+                tokens: tokens.span(0..3),
+                user_words: Default::default(),
+            },
+        ]
+    );
+    // The marker states the same count it is reported with.
+    assert!(
+        out.conversation.messages[0].plain_text().contains(&format!(
+            "3 earlier messages ({} tokens)",
+            tokens.span(0..3)
+        )),
+        "{}",
+        out.conversation.messages[0].plain_text()
+    );
+}
