@@ -23,10 +23,10 @@
 //! Here, [`apply`] in its steps: `check_plan` (each edit on its own, collecting the replaced
 //! blocks and the drop), `check_span` (the drop's span: no edit inside it, its carry, its
 //! failures recorded, no call parted from its result), `splice` (the output, message by
-//! message) and `output_records` (the failure records carried over). A capped block or a
-//! cleared result comes written by the guard ([`super::write`]), sealed, so its content is
-//! not read again here; a marker's text is still the strategy's (its failures are checked
-//! against the span it drops).
+//! message) and `output_records` (the failure records carried over). A capped block, a
+//! cleared result and a marker come written by the guard ([`super::write`]), sealed, so their
+//! content is not read again here; a marker's typed failures are still checked against the
+//! span it drops.
 //!
 //! The plan's edits and the summary and marker parts they carry are in `plan`, the refusals
 //! in `error`, the checks of one edit against the input and its layout in `check`, an image's

@@ -367,12 +367,9 @@ mod proxy {
         let recorded = Recorded::new();
         let log = recorded.log();
         let handler = move |method: Method, uri: Uri, headers: HeaderMap, body: Bytes| {
-            log.lock().unwrap().push(Seen {
-                method: method.to_string(),
-                uri: uri.to_string(),
-                headers,
-                body: body.clone(),
-            });
+            log.lock()
+                .unwrap()
+                .push(Seen::of(&method, &uri, headers, body.clone()));
             async move { answer(&body) }
         };
         let router = Router::new().route("/v1/messages", post(handler));

@@ -284,12 +284,9 @@ async fn counting_upstream() -> (String, Recorded) {
     let recorded = Recorded::new();
     let log = recorded.log();
     let handler = move |method: Method, uri: Uri, headers: HeaderMap, body: Body| {
-        log.lock().unwrap().push(Seen {
-            method: method.to_string(),
-            uri: uri.to_string(),
-            headers: headers.clone(),
-            body: Bytes::new(),
-        });
+        log.lock()
+            .unwrap()
+            .push(Seen::of(&method, &uri, headers.clone(), Bytes::new()));
         async move {
             let mut stream = body.into_data_stream();
             let mut bytes = 0usize;

@@ -30,7 +30,8 @@ pub enum UnitEdit {
     Drop {
         /// First kept message: a legal cut of the layout.
         to: usize,
-        /// The record that stands for the dropped span.
+        /// The record that stands for the dropped span, written by the guard
+        /// ([`crate::guard::write::drop_marker`], or truncate's crate-internal writer).
         marker: Marker,
     },
     /// Messages `pinned..to` replaced by one user-role summary message, which [`apply`]

@@ -182,7 +182,7 @@ fn legacy_line(l: &str) -> Option<String> {
 
 /// `parts` with the ledger of `state` fitted into what the target leaves after everything else
 /// in the output (the system prompt, tools and pinned messages, the kept tail, the head and the
-/// model's text), and the summary message's tokens.
+/// model's text), with the summary message's tokens in [`SummaryParts::tokens`].
 pub(super) fn fit_ledger(
     mut parts: SummaryParts,
     state: SessionState,
@@ -190,7 +190,7 @@ pub(super) fn fit_ledger(
     plan: &Plan,
     budget: Budget,
     cx: &Context<'_>,
-) -> (SummaryParts, usize) {
+) -> SummaryParts {
     let (counter, tokens) = (cx.counter, cx.tokens);
     let fixed = counter.count_system(conversation.system.as_ref())
         + counter.count_tools(conversation.tools())
@@ -220,7 +220,7 @@ pub(super) fn fit_ledger(
         }
     }
     parts.tokens = summary_tokens;
-    (parts, summary_tokens)
+    parts
 }
 
 /// The parts of the summary message of messages `from..to` (`tokens` of them): the head

@@ -419,7 +419,7 @@ impl Strategy for Summary {
             &model_text,
             Marker::default(),
         );
-        let (parts, _) = fit_ledger(parts, state, conversation, &plan, budget, cx);
+        let parts = fit_ledger(parts, state, conversation, &plan, budget, cx);
         let user_words = parts.ledger.user_words().clone();
         if !user_words.is_verbatim() {
             notes.push(user_words.note());

@@ -66,6 +66,23 @@ pub(crate) struct Seen {
     pub(crate) body: Bytes,
 }
 
+impl Seen {
+    /// A request as a fake upstream's handler receives it.
+    pub(crate) fn of(
+        method: &axum::http::Method,
+        uri: &axum::http::Uri,
+        headers: HeaderMap,
+        body: Bytes,
+    ) -> Seen {
+        Seen {
+            method: method.to_string(),
+            uri: uri.to_string(),
+            headers,
+            body,
+        }
+    }
+}
+
 /// The requests an upstream received (`seen.lock()` reads them, through `Deref`), judged by the
 /// checker when this handle is dropped (unless the test already panicked or called
 /// [`Recorded::faults`]). Keep it to the end of the test: bind it to a name (`_seen`), since
@@ -191,12 +208,9 @@ pub(crate) async fn spawn_upstream(reply: Reply) -> (String, Recorded) {
         let reply = reply.clone();
         let rec = rec.clone();
         async move {
-            rec.lock().unwrap().push(Seen {
-                method: method.to_string(),
-                uri: uri.to_string(),
-                headers,
-                body,
-            });
+            rec.lock()
+                .unwrap()
+                .push(Seen::of(&method, &uri, headers, body));
             tokio::time::sleep(reply.delay).await;
             let gate = reply.gate.clone();
             let chunks = reply.chunks.clone();
