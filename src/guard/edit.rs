@@ -181,6 +181,12 @@ fn check_plan(
             UnitEdit::Drop { to, mut marker } => {
                 let record = Edit::dropped(input, pinned..to, &marker);
                 let named = marker.recall.take();
+                if let Some(r) = named.as_ref().map(|e| &e.reference)
+                    && (r.message, r.end) != (pinned, to)
+                {
+                    let (from, end) = (r.message, r.end);
+                    return Err(PlanError::RecallElsewhere { edit, from, end });
+                }
                 (to, marker, (record, named))
             }
             // A summary is written here, from its parts, then stands for its span as a marker.

@@ -148,3 +148,29 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_marker_naming_the_recall_id_of_other_messages_than_its_drop_is_refused() {
+    let outputs: Vec<(String, bool)> = (0..3).map(|k| (format!("out {k}"), false)).collect();
+    let input = Format::Anthropic.read(&rounds(&outputs)).unwrap();
+    let counter = counter_for(Tokenizer::default());
+    let layout = Layout::of(&input, Format::Anthropic);
+    let tokens = MessageTokens::of(&input, counter.as_ref());
+    let (pinned, to) = (layout.pinned(), 3);
+    assert!(layout.cuts().iter().any(|c| c.index == to));
+    let drop = |named: std::ops::Range<usize>| {
+        let mut marker = drop_marker(&input, &tokens, pinned..to, 400, counter.as_ref());
+        assert!(marker.name_recall(&input, Format::Anthropic, named));
+        vec![UnitEdit::Drop { to, marker }]
+    };
+    assert_eq!(
+        apply(&input, &layout, drop(pinned..to + 1), Some(&[])).err(),
+        Some(PlanError::RecallElsewhere {
+            edit: 0,
+            from: pinned,
+            end: to + 1
+        })
+    );
+    let applied = apply(&input, &layout, drop(pinned..to), Some(&[])).unwrap();
+    assert_eq!(applied.recall.len(), 1);
+}
