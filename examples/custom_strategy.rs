@@ -5,8 +5,8 @@
 //! `keep_tail` drops the oldest whole rounds behind a marker: it reads the guard's layout
 //! (`cx.layout`) for the legal cuts and keeps the longest tail that fits the target with the
 //! marker. It decides what goes; the guard writes the marker (the session state of the
-//! dropped rounds, `guard::write::drop_marker`) and builds the output, and the pipeline
-//! verifies it like any built-in tier's.
+//! dropped rounds, `guard::write::drop_marker`, with the recall id of what it stands for) and
+//! builds the output, and the pipeline verifies it like any built-in tier's.
 
 use compactor::conversation::Conversation;
 use compactor::guard::{CutKind, MessageTokens, UnitEdit, write};
@@ -35,14 +35,20 @@ impl Strategy for KeepTail {
         let pinned = layout.pinned();
         // The marker of a drop up to `cut`, written by the guard: the dropped rounds' session
         // state (the user's words verbatim, failures, files) within a quarter of the target.
+        // With recall on, its last line names the recall id of the dropped rounds; the marker
+        // keeps them, and the pipeline stores them once it takes the output.
         let marker = |cut: usize| {
-            write::drop_marker(
+            let mut marker = write::drop_marker(
                 conversation,
                 &tokens,
                 pinned..cut,
                 budget.target / 4,
                 cx.counter,
-            )
+            );
+            if cx.recall {
+                marker.name_recall(conversation, cx.format, pinned..cut);
+            }
+            marker
         };
         // The earliest round start whose tail and marker fit the target.
         let cut = layout.earliest_cut(pinned, |c| {

@@ -36,6 +36,8 @@ mod check;
 mod error;
 mod image;
 mod plan;
+#[cfg(test)]
+mod recall_tests;
 mod record;
 #[cfg(test)]
 mod tests;
@@ -83,6 +85,11 @@ pub struct Applied {
     /// What was applied, one [`Edit`] per edit of the plan in plan order (image repairs and a
     /// call input cleared along with its result not listed): the report's edits.
     pub edits: Vec<Edit>,
+    /// The originals the output names by recall id, one per applied edit whose guard-written
+    /// text names one ([`super::write::Capped::recall`], [`super::write::Cleared::recall`],
+    /// [`Marker::recall`]), in plan order: the report's recall refs, and what the pipeline
+    /// keeps when it takes the output.
+    pub recall: Vec<crate::recall::Entry>,
 }
 
 /// What a drop kept in place and carried ([`super::Layout::carry`]), as built.
@@ -121,6 +128,7 @@ pub fn apply(
         blocks,
         repairs,
         edits,
+        recall,
     } = checked;
     let (out, fresh, carried) = splice(input, layout, blocks, drop, carried);
     let records = output_records(records, &out.at, fresh);
@@ -136,17 +144,19 @@ pub fn apply(
         repairs,
         carried,
         edits,
+        recall,
     })
 }
 
 /// A plan whose edits each passed their checks: the drop (its edit, its end, its marker),
 /// the replaced blocks by (message, block) with the edit that replaced them, and the image
-/// repairs in plan order.
+/// repairs, the report's edits and the recall entries in plan order.
 struct Checked {
     drop: Option<(usize, usize, Marker)>,
     blocks: BTreeMap<(usize, usize), (usize, Block)>,
     repairs: Vec<ImageRepair>,
     edits: Vec<Edit>,
+    recall: Vec<crate::recall::Entry>,
 }
 
 /// Checks each edit of `plan` on its own (a legal cut, no protected message, a replacement
@@ -161,22 +171,30 @@ fn check_plan(
         blocks: BTreeMap::new(),
         repairs: Vec::new(),
         edits: Vec::new(),
+        recall: Vec::new(),
     };
     let pinned = layout.pinned();
     // Repaired images (message, block, nested) -> edit.
     let mut repaired: BTreeMap<(usize, usize, Option<usize>), usize> = BTreeMap::new();
     for (edit, e) in plan.into_iter().enumerate() {
         let (to, marker, record) = match e {
-            UnitEdit::Drop { to, marker } => {
+            UnitEdit::Drop { to, mut marker } => {
                 let record = Edit::dropped(input, pinned..to, &marker);
-                (to, marker, record)
+                let named = marker.recall.take();
+                if let Some(r) = named.as_ref().map(|e| &e.reference)
+                    && (r.message, r.end) != (pinned, to)
+                {
+                    let (from, end) = (r.message, r.end);
+                    return Err(PlanError::RecallElsewhere { edit, from, end });
+                }
+                (to, marker, (record, named))
             }
             // A summary is written here, from its parts, then stands for its span as a marker.
             UnitEdit::Summarize { to, summary } => {
                 let record = Edit::summarized(pinned..to, &summary);
-                (to, summary_marker(edit, summary)?, record)
+                (to, summary_marker(edit, summary)?, (record, None))
             }
-            UnitEdit::Cap(c) => {
+            UnitEdit::Cap(mut c) => {
                 let (message, block) = (c.message, c.block);
                 check_target(
                     input,
@@ -188,6 +206,7 @@ fn check_plan(
                 if c.reported {
                     checked.edits.push(Edit::truncated(&c));
                 }
+                checked.recall.extend(c.recall.take());
                 let with = match c.with {
                     Block::ToolResult(r) => Block::ToolResult(ToolResult {
                         rewritten: Some(Rewrite::Capped),
@@ -201,6 +220,7 @@ fn check_plan(
             UnitEdit::Clear(c) => {
                 let (message, block) = (c.message, c.block);
                 checked.edits.push(Edit::cleared(&c));
+                checked.recall.extend(c.recall);
                 let with = Block::ToolResult(ToolResult {
                     rewritten: Some(Rewrite::Cleared),
                     ..c.with
@@ -234,7 +254,8 @@ fn check_plan(
             return Err(PlanError::IllegalCut { edit, to });
         }
         checked.drop = Some((edit, to, marker));
-        checked.edits.push(record);
+        checked.edits.push(record.0);
+        checked.recall.extend(record.1);
     }
     Ok(checked)
 }
@@ -257,6 +278,7 @@ fn summary_marker(edit: usize, summary: SummaryParts) -> Result<Marker, PlanErro
         failures,
         user_words,
         removed_tokens: tokens_before,
+        recall: None,
     })
 }
 

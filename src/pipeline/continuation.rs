@@ -193,21 +193,20 @@ pub(super) fn cap_on_arrival(
     let t0 = Instant::now();
     let layout = run.layout_of(base);
     let per = crate::guard::MessageTokens::of(base, run.counter);
-    let sink = crate::recall::Sink::default();
     let cx = crate::strategy::Context {
         format: run.format,
         counter: run.counter,
         instructions: None,
         layout: &layout,
         tokens: &per,
-        recall: run.recall.map(|_| &sink),
+        recall: run.recall.is_some(),
     };
     let compaction = truncate.caps_from(base, from, run.targets.counted, &cx);
     if compaction.plan.is_empty() {
         return None;
     }
     let applied = guard::apply(base, &layout, compaction.plan, Some(&best.records)).ok()?;
-    let edits = applied.edits;
+    let (edits, entries) = (applied.edits, applied.recall);
     let mut output = applied.conversation;
     guard::settle(run.format, &mut output);
     let tokens = run.counter.count_conversation(&output);
@@ -220,7 +219,6 @@ pub(super) fn cap_on_arrival(
     if !violations.is_empty() || tokens >= best.tokens {
         return None;
     }
-    let entries = sink.take();
     if let Some(store) = run.recall {
         for e in &entries {
             store.put(e);

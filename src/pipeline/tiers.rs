@@ -101,14 +101,13 @@ async fn run_tier(
             &counted
         }
     };
-    let sink = crate::recall::Sink::default();
     let cx = Context {
         format: run.format,
         counter: run.counter,
         instructions,
         layout,
         tokens: per,
-        recall: run.recall.map(|_| &sink),
+        recall: run.recall.is_some(),
     };
     let t0 = Instant::now();
     let result = tier.compact(base, run.targets.counted, &cx).await;
@@ -153,12 +152,11 @@ async fn run_tier(
     let Some(built) = build(run, tier.name(), tier_in, compaction.plan, &mut tier_run) else {
         return tier_run;
     };
-    let entries = sink.take();
     take(
         run,
         (tier.name(), more),
         built,
-        (compaction.degraded, entries),
+        compaction.degraded,
         best,
         report,
         &mut tier_run,
@@ -180,6 +178,8 @@ struct TierInput<'b> {
 struct Built {
     output: crate::conversation::Conversation,
     records: Vec<guard::FailureRecord>,
+    /// The originals the output names by recall id ([`guard::Applied::recall`]).
+    recall: Vec<crate::recall::Entry>,
     per: MessageTokens,
     /// Counted tokens of the whole output (system prompt and tools included).
     tokens: usize,
@@ -201,36 +201,38 @@ fn build(
         per,
         records,
     } = tier_in;
-    let (mut output, records, unchanged) = match guard::apply(base, layout, plan, Some(records)) {
-        Ok(applied) => {
-            tier_run.edits = applied.edits;
-            tier_run.carried = crate::report::Carried {
-                kept: applied
-                    .carried
-                    .kept
-                    .into_iter()
-                    .map(|(message, because)| crate::report::KeptMessage { message, because })
-                    .collect(),
-                system_from: applied.carried.system_from,
-                context: applied
-                    .carried
-                    .context
-                    .into_iter()
-                    .map(|(message, tag)| crate::report::CarriedContext { message, tag })
-                    .collect(),
-            };
-            (
-                applied.conversation,
-                applied.records.unwrap_or_default(),
-                applied.unchanged,
-            )
-        }
-        Err(e) => {
-            tracing::warn!(strategy = name, error = %e, "guard refused a plan");
-            tier_run.refused = Some(Refusal::Plan(e));
-            return None;
-        }
-    };
+    let (mut output, records, unchanged, recall) =
+        match guard::apply(base, layout, plan, Some(records)) {
+            Ok(applied) => {
+                tier_run.edits = applied.edits;
+                tier_run.carried = crate::report::Carried {
+                    kept: applied
+                        .carried
+                        .kept
+                        .into_iter()
+                        .map(|(message, because)| crate::report::KeptMessage { message, because })
+                        .collect(),
+                    system_from: applied.carried.system_from,
+                    context: applied
+                        .carried
+                        .context
+                        .into_iter()
+                        .map(|(message, tag)| crate::report::CarriedContext { message, tag })
+                        .collect(),
+                };
+                (
+                    applied.conversation,
+                    applied.records.unwrap_or_default(),
+                    applied.unchanged,
+                    applied.recall,
+                )
+            }
+            Err(e) => {
+                tracing::warn!(strategy = name, error = %e, "guard refused a plan");
+                tier_run.refused = Some(Refusal::Plan(e));
+                return None;
+            }
+        };
     let settled = guard::settle(run.format, &mut output);
     tier_run
         .notes
@@ -252,6 +254,7 @@ fn build(
     Some(Built {
         output,
         records,
+        recall,
         per: out_per,
         tokens,
     })
@@ -259,12 +262,12 @@ fn build(
 
 /// Judges a tier's built output (now, or later when it is passed on to the next tier
 /// unjudged, [`Pending`]) and takes it as the best output when the guard accepts it and it is
-/// smaller; the originals it names by recall id (`entries`) are then kept.
+/// smaller; the originals it names by recall id ([`Built::recall`]) are then kept.
 fn take(
     run: &Run<'_>,
     (name, more): (&str, bool),
     built: Built,
-    (degraded, entries): (Option<String>, Vec<crate::recall::Entry>),
+    degraded: Option<String>,
     best: &mut Best,
     report: &mut Report,
     tier_run: &mut TierRun,
@@ -272,6 +275,7 @@ fn take(
     let Built {
         output,
         records,
+        recall: entries,
         per: out_per,
         tokens,
     } = built;

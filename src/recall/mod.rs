@@ -1,12 +1,16 @@
 //! Restorable compaction: what `microcompact` clears and `truncate` drops stays recoverable by
 //! a recall id (the rule for context compression: drop the content, keep what restores it).
 //!
-//! A strategy that replaces content names a [`RecallId`] in what it writes (the placeholder of
-//! a cleared tool_result, the marker of a dropped span) and hands the original to the
-//! compaction's [`Sink`]; the pipeline puts the originals of the outputs it takes into the
-//! [`RecallStore`] (bounded by bytes, evictions recorded) and lists them in the report
-//! ([`RecallRef`]). [`crate::Compactor::recall`] gives an original back, byte-identical to the
-//! input's JSON of that block or those messages.
+//! The guard's writers ([`crate::guard::write`]) name a [`RecallId`] in what they write (the
+//! placeholder of a cleared tool_result, the mark of a capped block, the marker of a dropped
+//! span) and keep the original with it, as an [`Entry`] of the sealed value; a strategy only
+//! says whether ids are named ([`crate::strategy::Context::recall`]).
+//! [`crate::guard::apply`] returns the entries of the edits it applied, in plan order
+//! ([`crate::guard::Applied::recall`]), so what the report lists ([`RecallRef`]) is what the
+//! output names. The pipeline puts the entries of the outputs it takes into the
+//! [`RecallStore`] (bounded by bytes, evictions recorded) and lists them in the report.
+//! [`crate::Compactor::recall`] gives an original back, byte-identical to the input's JSON of
+//! that block or those messages.
 //!
 //! Ids are keyed MACs of the content (`id`): the same history compacts to the same bytes
 //! under one key (prompt caching and the proxy's prefix reuse depend on it), and nobody
@@ -26,7 +30,7 @@ pub use store::{RecallStats, RecallStore};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 /// What a recall id stands for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -75,8 +79,9 @@ pub struct RecallRef {
     pub path: String,
 }
 
-/// An original handed to the sink: its reference and the JSON it stands for.
-#[derive(Debug, Clone, PartialEq)]
+/// A recallable original as a guard writer named it: its reference and the JSON it stands
+/// for.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {
     /// Its reference.
     pub reference: RecallRef,
@@ -134,27 +139,5 @@ impl RecallError {
             RecallError::Unknown(_) => "unknown",
             RecallError::Disabled => "disabled",
         }
-    }
-}
-
-/// Where the strategies of one compaction put the originals they replace (one tier at a
-/// time: the pipeline takes them after each tier).
-#[derive(Debug, Default)]
-pub struct Sink {
-    entries: Mutex<Vec<Entry>>,
-}
-
-impl Sink {
-    /// Adds an original.
-    pub fn push(&self, entry: Entry) {
-        self.entries
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(entry);
-    }
-
-    /// Takes every original added so far.
-    pub fn take(&self) -> Vec<Entry> {
-        std::mem::take(&mut *self.entries.lock().unwrap_or_else(PoisonError::into_inner))
     }
 }

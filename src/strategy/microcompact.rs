@@ -157,18 +157,11 @@ impl Microcompact {
                 if before <= c.min_result_tokens {
                     continue;
                 }
-                let entry = cx
-                    .recall
-                    .and_then(|_| crate::recall::wire::block(cx.format, input, i, j));
-                let rc = entry.as_ref().map(|e| e.reference.id.as_str());
                 let Some(cleared) =
-                    write::clear(input, (i, j), (tool, before), rc, counter, cx.format)
+                    write::clear(input, (i, j), (tool, before), cx.recall, counter, cx.format)
                 else {
                     continue;
                 };
-                if let (Some(sink), Some(e)) = (cx.recall, entry) {
-                    sink.push(e);
-                }
                 let freed = before.saturating_sub(cleared.tokens_after());
                 saved += freed;
                 total = total.saturating_sub(freed);
@@ -273,7 +266,7 @@ mod tests {
             instructions: None,
             layout: &layout,
             tokens: &tokens,
-            recall: None,
+            recall: false,
         };
         let m = Microcompact {
             config: MicrocompactConfig {
@@ -324,14 +317,13 @@ mod tests {
         let counter = counter_for(Tokenizer::default());
         let layout = crate::guard::Layout::of(&input, crate::format::Format::OpenAiChat);
         let tokens = crate::guard::MessageTokens::of(&input, counter.as_ref());
-        let sink = crate::recall::Sink::default();
         let cx = Context {
             format: Format::OpenAiChat,
             counter: counter.as_ref(),
             instructions: None,
             layout: &layout,
             tokens: &tokens,
-            recall: Some(&sink),
+            recall: true,
         };
         let m = Microcompact {
             config: MicrocompactConfig {
@@ -347,9 +339,16 @@ mod tests {
             },
             &cx,
         );
-        let entries = sink.take();
+        let entries: Vec<&crate::recall::Entry> = out
+            .plan
+            .iter()
+            .filter_map(|e| match e {
+                UnitEdit::Clear(c) => c.recall(),
+                _ => None,
+            })
+            .collect();
         assert_eq!(entries.len(), 1);
-        let e = &entries[0];
+        let e = entries[0];
         // OpenAI Chat: a tool message is one element, the original is that message.
         assert_eq!(e.original.to_string(), body["messages"][2].to_string());
         assert_eq!(e.reference.path, "messages[2]");

@@ -16,7 +16,9 @@
 //!
 //! The text of a cap, a clear or a drop's marker is written by the guard
 //! ([`crate::guard::write`]: a strategy asks for it, prices it, and puts the sealed result in
-//! its plan); a summary message is written by the guard from its parts (`Summarize`: the
+//! its plan), recall ids included (with [`Context::recall`], the sealed value keeps the
+//! original its id names, and [`crate::guard::Applied::recall`] lists those applied); a
+//! summary message is written by the guard from its parts (`Summarize`: the
 //! model's narrative, a head line, the guard's ledger); the guard checks the failures a marker
 //! records against the span it drops. A plan that breaks a rule is refused with a
 //! [`crate::guard::PlanError`] naming the edit, and the report shows it; the pipeline then
@@ -62,10 +64,13 @@ pub struct Context<'a> {
     /// `counter`; system prompt and tool definitions not included), counted once by the
     /// pipeline: a strategy reads them here instead of counting every message again.
     pub tokens: &'a MessageTokens,
-    /// Where a strategy puts the originals it replaces, named by the recall ids it writes
-    /// ([`crate::recall`]); `None` when recall is off (`[recall] enabled = false`): then no
-    /// id is written.
-    pub recall: Option<&'a crate::recall::Sink>,
+    /// Whether strategies name recall ids in what they replace ([`crate::recall`]): the
+    /// guard's writers then write the id and keep the original with the sealed value
+    /// ([`crate::guard::write::Capped::name_recall`], the `recall` flag of
+    /// [`crate::guard::write::clear`], [`crate::guard::Marker::name_recall`]), and
+    /// [`crate::guard::apply`] returns the originals of what it applied. `false` when recall
+    /// is off (`[recall] enabled = false`): then no id is written.
+    pub recall: bool,
 }
 
 /// A strategy's result.

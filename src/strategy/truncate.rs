@@ -184,10 +184,12 @@ impl Truncate {
         let raw = MessageTokens::from_counts(raw);
         // Room for the marker's recall line (`write::recall_line`), priced with an id whose
         // hex digits tokenize badly and the largest count, plus a little slack.
-        let reserve = cx.recall.map_or(0, |_| {
+        let reserve = if cx.recall {
             let sample = write::recall_line(n, &format!("rc_{}", "7e3a9f0c".repeat(4)));
             cx.counter.count_text_cached(&sample) + 4
-        });
+        } else {
+            0
+        };
         drop_oldest(
             input,
             cx.layout,
@@ -295,8 +297,9 @@ fn cap_keepable(
     }
 }
 
-/// The plan of a run: the caps in block order, then the drop; each capped block and the
-/// marker name the recall ids of their originals, which go to the recall sink.
+/// The plan of a run: the caps in block order, then the drop; with `cx.recall`, each capped
+/// block and the marker name the recall ids of their originals (the guard's writers keep the
+/// originals with them).
 fn plan_of(
     input: &Conversation,
     capped: BTreeMap<(usize, usize), Capped>,
@@ -305,26 +308,17 @@ fn plan_of(
     cx: &Context<'_>,
 ) -> Compaction {
     let mut plan: Vec<UnitEdit> = Vec::new();
-    for ((message, block), mut cap) in capped {
+    for mut cap in capped.into_values() {
         // A capped block names the recall id of its original, like a cleared result.
-        if let Some(sink) = cx.recall
-            && let Some(entry) = crate::recall::wire::block(cx.format, input, message, block)
-            && cap.written.name_recall(&entry.reference.id)
-        {
-            sink.push(entry);
+        if cx.recall {
+            cap.written.name_recall(input, cx.format);
         }
         plan.push(UnitEdit::Cap(cap.written));
     }
     if let Some(mut d) = dropped {
         // The marker names the recall id of the span it stands for.
-        if let Some(sink) = cx.recall
-            && let Some(entry) = crate::recall::wire::span(cx.format, input, d.from, d.to)
-        {
-            d.marker.name_recall(
-                entry.reference.end - entry.reference.message,
-                &entry.reference.id,
-            );
-            sink.push(entry);
+        if cx.recall {
+            d.marker.name_recall(input, cx.format, d.from..d.to);
         }
         let words = d.marker.user_words();
         if !words.is_verbatim() {
@@ -390,10 +384,12 @@ fn cap_blocks(
                 continue;
             };
             // Priced with the recall id it will name (`Truncate::run`).
-            let named = cx.recall.map_or(0, |_| {
+            let named = if cx.recall {
                 cx.counter
                     .count_text_cached(" · recall rc_7e3a9f0c7e3a9f0c7e3a9f0c7e3a9f0c")
-            });
+            } else {
+                0
+            };
             let saved = block_tokens.saturating_sub(cx.counter.count_block(written.with()) + named);
             out.insert((i, j), Capped { written, saved });
         }

@@ -321,7 +321,7 @@ fn every_strategys_plan_is_accepted_by_apply_and_its_output_passes_the_guard() {
                     instructions: None,
                     layout: &layout,
                     tokens: &tokens,
-                    recall: None,
+                    recall: false,
                 };
                 let c = runtime()
                     .block_on(strategy.compact(&input, budget, &cx))

@@ -135,6 +135,20 @@ pub enum PlanError {
         /// Message index.
         message: usize,
     },
+    /// A drop's marker names the recall id of other messages than the span it drops
+    /// ([`crate::guard::Marker::name_recall`] with another span), so the id would give back
+    /// what the output still holds, or not all it lost.
+    #[error(
+        "edit {edit}: the marker names the recall id of messages {from}..{end}, not of the dropped span"
+    )]
+    RecallElsewhere {
+        /// Edit index.
+        edit: usize,
+        /// First message the named original holds.
+        from: usize,
+        /// One past its last message.
+        end: usize,
+    },
     /// A summary's narrative holds its ledger's header line, so model text would read as the
     /// code-made ledger.
     #[error("edit {edit}: the summary's narrative holds the ledger's header line")]

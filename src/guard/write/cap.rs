@@ -3,6 +3,8 @@
 
 use super::text_cut::{TRUNCATION_MARK, cut_middle, cut_middle_known};
 use crate::conversation::{Block, Conversation, ToolInput, ToolResultContent};
+use crate::format::Format;
+use crate::recall::{Entry, wire};
 use crate::tokens::TokenCounter;
 use serde_json::Value;
 
@@ -20,6 +22,8 @@ pub struct Capped {
     tokens_after: usize,
     /// Whether the report lists it (a call input cleared along with its result is not).
     pub(in crate::guard) reported: bool,
+    /// The original its text names by recall id ([`Capped::name_recall`]).
+    pub(in crate::guard) recall: Option<Entry>,
 }
 
 impl Capped {
@@ -37,6 +41,7 @@ impl Capped {
             tokens_before,
             tokens_after,
             reported: true,
+            recall: None,
         }
     }
 
@@ -87,11 +92,33 @@ impl Capped {
         self.tokens_after
     }
 
-    /// Names recall id `id` right after the first truncation mark of the block
-    /// (`[… N tokens truncated …] · recall rc_…`); the mark stays whole, so the block still
-    /// reads as capped and is never cut twice. `false` when no text of it holds a mark.
-    pub fn name_recall(&mut self, id: &str) -> bool {
-        name_after_mark(&mut self.with, TRUNCATION_MARK, id)
+    /// The original the block names by recall id, if it names one: what
+    /// [`crate::guard::apply`] returns for it ([`crate::guard::Applied::recall`]).
+    pub fn recall(&self) -> Option<&Entry> {
+        self.recall.as_ref()
+    }
+
+    /// Names the recall id of the original block right after the first truncation mark of the
+    /// block (`[… N tokens truncated …] · recall rc_…`) and keeps the original with it; the
+    /// mark stays whole, so the block still reads as capped and is never cut twice. `input`
+    /// and `format`: the conversation the block was written from ([`cap`]) and its wire
+    /// format, whose JSON of the block is the original.
+    ///
+    /// `false` (nothing named) when no text of the block holds a mark, when the running
+    /// compaction has no recall key ([`crate::recall::scope`]), or when the block names an id
+    /// already.
+    pub fn name_recall(&mut self, input: &Conversation, format: Format) -> bool {
+        if self.recall.is_some() {
+            return false;
+        }
+        let Some(entry) = wire::block(format, input, self.message, self.block) else {
+            return false;
+        };
+        let named = name_after_mark(&mut self.with, TRUNCATION_MARK, &entry.reference.id);
+        if named {
+            self.recall = Some(entry);
+        }
+        named
     }
 }
 

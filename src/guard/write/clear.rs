@@ -9,6 +9,7 @@ use crate::conversation::{
 use crate::facts::CLEARED_PREFIX;
 use crate::format::Format;
 use crate::outcome::exit_marker;
+use crate::recall::{Entry, wire};
 use crate::render::clip;
 use crate::tokens::TokenCounter;
 use serde_json::Value;
@@ -31,6 +32,8 @@ pub struct Cleared {
     tool: String,
     tokens_before: usize,
     tokens_after: usize,
+    /// The original its placeholder names by recall id.
+    pub(in crate::guard) recall: Option<Entry>,
 }
 
 impl Cleared {
@@ -45,6 +48,7 @@ impl Cleared {
             tool: String::new(),
             tokens_before: 0,
             tokens_after: 0,
+            recall: None,
         }
     }
 
@@ -82,14 +86,24 @@ impl Cleared {
     pub fn tokens_after(&self) -> usize {
         self.tokens_after
     }
+
+    /// The original the placeholder names by recall id, if it names one: what
+    /// [`crate::guard::apply`] returns for it ([`crate::guard::Applied::recall`]).
+    pub fn recall(&self) -> Option<&Entry> {
+        self.recall.as_ref()
+    }
 }
 
 /// Clears the tool result at `at` = (message, block) of `input`: its content becomes one
 /// placeholder line, `[compactor: cleared result of TOOL call ID (N tokens) to save context;
-/// re-run the tool if it is needed · recall rc_…]` (the recall part when `recall` names the
-/// original's id; `failed (error) ` before `result` for a failure, followed by its exit-code
-/// line and first and last informative lines, each at most 200 chars). A result of blocks
-/// keeps one text block. `tool`: the call's tool name; `before`: the block's counter tokens.
+/// re-run the tool if it is needed · recall rc_…]` (`failed (error) ` before `result` for a
+/// failure, followed by its exit-code line and first and last informative lines, each at
+/// most 200 chars). A result of blocks keeps one text block. `tool`: the call's tool name;
+/// `before`: the block's counter tokens.
+///
+/// With `recall`, the placeholder names the recall id of the original block (`format`'s JSON
+/// of it, [`crate::recall`]) and the [`Cleared`] keeps that original
+/// ([`Cleared::recall`]); no id is named when the running compaction has no recall key.
 ///
 /// `None` when the block is not a tool result with content, or when clearing would not save
 /// bytes and tokens, or would make a failure read as a success under `format`'s outcome
@@ -98,7 +112,7 @@ pub fn clear(
     input: &Conversation,
     at: (usize, usize),
     (tool, before): (&str, usize),
-    recall: Option<&str>,
+    recall: bool,
     counter: &dyn TokenCounter,
     format: Format,
 ) -> Option<Cleared> {
@@ -106,14 +120,18 @@ pub fn clear(
         return None;
     };
     let failed = r.outcome == Outcome::Error;
+    let entry = recall
+        .then(|| wire::block(format, input, at.0, at.1))
+        .flatten();
     let text = r.text_ref();
     let head = format!(
         "{CLEARED_PREFIX} {}result of {tool} call {} ({} tokens) to save context; re-run the tool if it is needed{}]",
         if failed { "failed (error) " } else { "" },
         r.tool_use_id,
         thousands(before),
-        recall
-            .map(|id| format!(" · recall {id}"))
+        entry
+            .as_ref()
+            .map(|e| format!(" · recall {}", e.reference.id))
             .unwrap_or_default()
     );
     let placeholder = if failed {
@@ -158,6 +176,7 @@ pub fn clear(
         tool: tool.to_string(),
         tokens_before: before,
         tokens_after: after,
+        recall: entry,
     })
 }
 

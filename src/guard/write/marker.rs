@@ -4,7 +4,9 @@
 
 use crate::conversation::Conversation;
 use crate::facts::{Facts, SessionState, UserWords};
+use crate::format::Format;
 use crate::guard::MessageTokens;
+use crate::recall::{Entry, wire};
 use crate::tokens::TokenCounter;
 use std::ops::Range;
 
@@ -25,6 +27,8 @@ pub struct Marker {
     /// Counter tokens of the messages the marker stands for, as its first line states them
     /// (0 for a ledger).
     pub(in crate::guard) removed_tokens: usize,
+    /// The original its last line names by recall id ([`Marker::name_recall`]).
+    pub(in crate::guard) recall: Option<Entry>,
 }
 
 impl Marker {
@@ -44,10 +48,35 @@ impl Marker {
         &self.user_words
     }
 
-    /// Ends the text with the line naming the recall id of the `messages` dropped messages
-    /// ([`recall_line`]).
-    pub fn name_recall(&mut self, messages: usize, id: &str) {
-        self.text.push_str(&recall_line(messages, id));
+    /// The original the text names by recall id, if it names one: what
+    /// [`crate::guard::apply`] returns for it ([`crate::guard::Applied::recall`]).
+    pub fn recall(&self) -> Option<&Entry> {
+        self.recall.as_ref()
+    }
+
+    /// Ends the text with the line naming the recall id of the dropped messages `span` of
+    /// `input` ([`recall_line`]) and keeps them as the original (`format`'s JSON of those
+    /// messages, [`crate::recall`]). `span` is the span the marker stands for: the drop's
+    /// pinned prefix up to its cut.
+    ///
+    /// `false` (nothing named) for an empty or out-of-range span, when the running compaction
+    /// has no recall key ([`crate::recall::scope`]), or when the marker names an id already.
+    pub fn name_recall(
+        &mut self,
+        input: &Conversation,
+        format: Format,
+        span: Range<usize>,
+    ) -> bool {
+        if self.recall.is_some() {
+            return false;
+        }
+        let Some(entry) = wire::span(format, input, span.start, span.end) else {
+            return false;
+        };
+        self.text
+            .push_str(&recall_line(span.len(), &entry.reference.id));
+        self.recall = Some(entry);
+        true
     }
 }
 
@@ -74,6 +103,7 @@ pub(crate) fn marker(
             failures: rendered.failures,
             user_words: rendered.user_words,
             removed_tokens: removed.1,
+            recall: None,
         },
         rendered.tokens,
     )
@@ -134,5 +164,6 @@ pub(crate) fn ledger(state: &SessionState, room: usize, counter: &dyn TokenCount
         failures: rendered.failures,
         user_words: rendered.user_words,
         removed_tokens: 0,
+        recall: None,
     }
 }

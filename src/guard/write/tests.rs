@@ -81,7 +81,7 @@ proptest! {
             prop_assert!(c.tokens_after() < c.tokens_before());
             prop_assert_eq!((c.message(), c.block(), c.what()), (2, 0, "tool_result"));
         }
-        if let Some(c) = clear(&conv, (2, 0), ("Bash", before), Some("rc_9"), counter, Format::Anthropic) {
+        if let Some(c) = clear(&conv, (2, 0), ("Bash", before), true, counter, Format::Anthropic) {
             let r = c.with();
             prop_assert_eq!(&r.tool_use_id, &original.tool_use_id);
             prop_assert_eq!(r.is_error, original.is_error);
@@ -91,7 +91,8 @@ proptest! {
                 failed
             );
             prop_assert!(r.text().contains("call toolu_1"));
-            prop_assert!(r.text().contains("recall rc_9"));
+            let named = c.recall().map(|e| format!("recall {}", e.reference.id));
+            prop_assert!(r.text().contains(named.as_deref().unwrap_or("(none)")));
             prop_assert!(c.tokens_after() < before);
         }
         let call_tokens = counter.count_block(&conv.messages[1].content[0]);
@@ -106,6 +107,6 @@ proptest! {
         }
         // Nothing is written for a block that is not there, nor a clear of a call.
         prop_assert!(cap(&conv, (9, 0), cap_tokens, 1, counter).is_none());
-        prop_assert!(clear(&conv, (1, 0), ("Bash", before), None, counter, Format::Anthropic).is_none());
+        prop_assert!(clear(&conv, (1, 0), ("Bash", before), false, counter, Format::Anthropic).is_none());
     }
 }
