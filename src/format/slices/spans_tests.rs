@@ -3,13 +3,15 @@
 //! spans whose read gives up (the whole read then answers with the exact error). Bodies: every
 //! corpus transcript written as a request body of each format (compact and pretty), every case
 //! file and its request (../shared/cases, ../shared/cases/next, tests/cases), the nesting limit
-//! level by level, unusual bodies, and random ones (strings with escapes, `\u` escapes and
-//! non-ASCII text, nested arrays and objects, whitespace between every token, escaped keys, the
-//! message key twice, a byte changed or the body cut short).
+//! level by level, unusual bodies, and random ones (`props_tests.rs`'s values: strings with
+//! escapes, `\u` escapes and non-ASCII text, nested arrays and objects, whitespace between
+//! tokens; here also random and escaped keys, the message key twice, a byte changed or the
+//! body cut short).
 
 use super::{Spans, oracle, read, scan};
 use crate::format::Format;
 use crate::format::detect::ImportOptions;
+use crate::format::props_tests::{quote, text, value, ws};
 use proptest::prelude::*;
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -34,6 +36,11 @@ fn agree(body: &[u8]) -> Vec<Format> {
             oracle::spans(body, format.messages_key()).map(|(array, items)| Spans { array, items });
         if valid {
             assert_eq!(old, new, "{format:?}: {}", text());
+            if let Some(spans) = &new {
+                // The bench's one-pass reader finds the same items.
+                let items = oracle::items(body, format.messages_key());
+                assert_eq!(items.as_ref(), Some(&spans.items), "{format:?}: {}", text());
+            }
         } else {
             assert_eq!(new, None, "serde_json read a body it refuses: {}", text());
             if let Some(spans) = old.clone() {
@@ -191,89 +198,6 @@ fn unusual_bodies_scan_as_serde_json_reads_them() {
     }
 }
 
-/// Text with what a scanner can trip on: quotes, backslashes, brackets, control characters,
-/// non-ASCII (2-, 3- and 4-byte UTF-8).
-fn text() -> impl Strategy<Value = String> {
-    prop::collection::vec(
-        prop_oneof![
-            Just("\"".to_string()),
-            Just("\\".to_string()),
-            Just("\\\"".to_string()),
-            Just("]}".to_string()),
-            Just("[{,:".to_string()),
-            Just("\n\t\r".to_string()),
-            Just("\u{1}\u{1f}\u{7f}".to_string()),
-            Just("é漢🙂\u{2028}".to_string()),
-            "[a-z /]{0,8}",
-        ],
-        0..5,
-    )
-    .prop_map(|parts| parts.concat())
-}
-
-/// A JSON string literal of `t`: serde_json's escaping, or every quote, backslash, slash,
-/// control and non-ASCII character as an escape (`\u` with surrogate pairs past U+FFFF).
-fn quote(t: &str, escape_all: bool) -> String {
-    if !escape_all {
-        return serde_json::to_string(t).unwrap();
-    }
-    let mut out = String::from("\"");
-    for c in t.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '/' => out.push_str("\\/"),
-            ' '..='~' => out.push(c),
-            _ => {
-                let mut units = [0u16; 2];
-                for unit in c.encode_utf16(&mut units) {
-                    out.push_str(&format!("\\u{unit:04x}"));
-                }
-            }
-        }
-    }
-    out.push('"');
-    out
-}
-
-fn string() -> impl Strategy<Value = String> {
-    (text(), any::<bool>()).prop_map(|(t, all)| quote(&t, all))
-}
-
-/// JSON whitespace, none to some.
-fn ws() -> impl Strategy<Value = &'static str> {
-    prop_oneof![Just(""), Just(" "), Just("\n  "), Just("\t"), Just("\r\n ")]
-}
-
-/// A JSON value as text, whitespace between its tokens.
-fn json() -> impl Strategy<Value = String> {
-    let leaf = prop_oneof![
-        Just("null".to_string()),
-        Just("true".to_string()),
-        Just("-0.0e+1".to_string()),
-        Just("123456789012345678901234567890".to_string()),
-        Just("1E-7".to_string()),
-        string(),
-    ];
-    leaf.prop_recursive(5, 48, 5, |inner| {
-        let member = (ws(), string(), ws(), ws(), inner.clone(), ws());
-        prop_oneof![
-            prop::collection::vec((ws(), inner, ws()), 0..5).prop_map(|items| {
-                let items: Vec<String> =
-                    items.iter().map(|(a, v, b)| format!("{a}{v}{b}")).collect();
-                format!("[{}]", items.join(","))
-            }),
-            prop::collection::vec(member, 0..5).prop_map(|members| {
-                let members: Vec<String> = members
-                    .iter()
-                    .map(|(a, k, b, c, v, d)| format!("{a}{k}{b}:{c}{v}{d}"))
-                    .collect();
-                format!("{{{}}}", members.join(","))
-            }),
-        ]
-    })
-}
-
 /// A message key as written: plain, or with its first letter as a `\u` escape.
 fn key_text(key: &str, escaped: bool) -> String {
     match key.char_indices().nth(1) {
@@ -324,8 +248,8 @@ proptest! {
     /// Random bodies, and the same bodies with a byte changed or cut short.
     #[test]
     fn random_bodies_scan_as_serde_json_reads_them(
-        items in prop::collection::vec(json(), 0..5),
-        fields in prop::collection::vec((string(), json()), 0..4),
+        items in prop::collection::vec(value(), 0..5),
+        fields in prop::collection::vec((text().prop_map(|t| quote(&t)), value()), 0..4),
         key in prop::sample::select(vec!["messages", "input", "contents", "system"]),
         (escaped, twice, bare) in (any::<bool>(), prop::bool::weighted(0.1), prop::bool::weighted(0.15)),
         at in 0usize..5,
