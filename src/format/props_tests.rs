@@ -28,7 +28,7 @@ fn scalar() -> impl Strategy<Value = String> {
 
 /// Text with the characters a scanner can trip on: quotes, backslashes, brackets, newlines,
 /// non-ASCII and control characters.
-fn text() -> impl Strategy<Value = String> {
+pub(super) fn text() -> impl Strategy<Value = String> {
     prop::collection::vec(
         prop_oneof![
             Just("a".to_string()),
@@ -49,7 +49,7 @@ fn text() -> impl Strategy<Value = String> {
 
 /// A JSON string literal for `t`, escaped one of two ways (serde's, or every non-ASCII
 /// character as `\u` escapes), so that equal strings can have different bytes.
-fn quote(t: &str) -> String {
+pub(super) fn quote(t: &str) -> String {
     if t.len().is_multiple_of(2) {
         serde_json::to_string(t).unwrap_or_default()
     } else {
@@ -73,12 +73,12 @@ fn quote(t: &str) -> String {
 }
 
 /// JSON whitespace between tokens.
-fn ws() -> impl Strategy<Value = &'static str> {
+pub(super) fn ws() -> impl Strategy<Value = &'static str> {
     prop_oneof![Just(""), Just(" "), Just("\n  "), Just("\t\r\n")]
 }
 
 /// A random JSON value's text, nested a few levels.
-fn value() -> impl Strategy<Value = String> {
+pub(super) fn value() -> impl Strategy<Value = String> {
     scalar().prop_recursive(3, 24, 4, |inner| {
         prop_oneof![
             (prop::collection::vec(inner.clone(), 0..4), ws())
