@@ -7,9 +7,10 @@
 //!          and is the output even under the trigger
 //!       -> guard::Layout::of (once) and count (cached)
 //!       -> policy: under the trigger? -> unchanged (borrowed, no copy)
-//!       -> policy: remembered prefix?  -> continue from it (verified by the guard from the
-//!                                         prefix's junction: only the new messages are
-//!                                         validated, checked and counted)
+//!       -> policy: remembered prefix?  -> continue from it (built and verified by the guard,
+//!                                         guard::continue_prefix, from the prefix's junction:
+//!                                         only the new messages are validated, checked and
+//!                                         counted)
 //!       -> tier 1 .. tier n            strategy plan -> guard::apply -> settle -> verify
 //!                                      -> taken when smaller
 //!       -> verify the output taken last, if it was passed on unjudged (refused: the
@@ -551,12 +552,6 @@ fn check_input(
         None => (None, OnceLock::new(), Vec::new()),
         Some(r) => (Some(r.conversation), OnceLock::from(r.layout), r.repairs),
     };
-    if let Some(r) = recalled.as_mut()
-        && let Some(work) = &repaired
-        && repairs.iter().any(|x| x.message >= r.len)
-    {
-        r.extend_from(work);
-    }
     Ok(CheckedInput {
         repaired,
         layout,

@@ -144,15 +144,18 @@ impl Targets {
     }
 }
 
-/// A remembered compaction of the input's prefix, extended by the input's new messages.
+/// A remembered compaction of the input's prefix, taken out of the memory to be continued:
+/// the guard builds and checks its continuation by the input's new messages
+/// ([`crate::guard::continue_prefix`]).
 #[derive(Debug)]
 pub struct Recalled {
     /// Input messages the remembered compaction covers.
     pub len: usize,
-    /// Messages of the remembered output (the first ones of `conversation`).
+    /// Messages of the remembered output.
     pub output_messages: usize,
-    /// The remembered output followed by `input.messages[len..]`.
-    pub conversation: Conversation,
+    /// The remembered output (its `output_messages` messages; empty while the guard's
+    /// continuation of it holds them).
+    pub output: Conversation,
     /// Why the remembered output was degraded (made by a fallback), when it was.
     pub degraded: Option<String>,
     /// The remembered output's failure records (indices stay valid: messages are appended).
@@ -171,16 +174,6 @@ pub struct Recalled {
 }
 
 impl Recalled {
-    /// Its new messages taken again from `input`: the input it was recalled for, or a copy of
-    /// it with the same messages, some repaired ([`crate::guard::plan_repairs`]), so that the
-    /// continuation carries the repaired ones. The remembered output followed by
-    /// `input.messages[len..]`.
-    pub fn extend_from(&mut self, input: &Conversation) {
-        self.conversation.messages.truncate(self.output_messages);
-        let new = input.messages.get(self.len..).unwrap_or_default();
-        self.conversation.messages.extend_from_slice(new);
-    }
-
     /// What the memory remembers of it again as the predecessor of its continuation.
     pub fn predecessor(&self) -> Predecessor {
         Predecessor {
@@ -193,18 +186,17 @@ impl Recalled {
         }
     }
 
-    /// Puts the remembered compaction back into `memory` when it was taken out (its new
-    /// messages cut off again); nothing when it stayed there.
-    pub fn put_back(mut self, memory: &Memory, hashes: &PrefixHashes) {
+    /// Puts the remembered compaction back into `memory` when it was taken out; nothing when
+    /// it stayed there.
+    pub fn put_back(self, memory: &Memory, hashes: &PrefixHashes) {
         if !self.removed {
             return;
         }
-        self.conversation.messages.truncate(self.output_messages);
         memory.put_back(
             hashes,
             self.len,
             Remembered {
-                output: self.conversation,
+                output: self.output,
                 degraded: self.degraded,
                 failures: self.failures,
                 continuation: self.continuation,
@@ -213,26 +205,25 @@ impl Recalled {
     }
 }
 
-/// Hysteresis: the remembered compaction of the longest remembered prefix of `input`, extended
-/// with the new messages; taken out of the memory ([`Memory::take`], moved rather than
-/// copied). The caller verifies it (guard) before using it, and puts it back or remembers it
-/// as the predecessor of what it made.
+/// Hysteresis: the remembered compaction of the longest remembered prefix of `input`, taken
+/// out of the memory ([`Memory::take`], moved rather than copied). The guard builds and checks
+/// its continuation by the input's new messages ([`crate::guard::continue_prefix`]); the
+/// caller then puts it back or remembers it as the predecessor of what it made.
 pub fn recall(memory: &Memory, hashes: &PrefixHashes, input: &Conversation) -> Option<Recalled> {
     let taken = memory.take(hashes)?;
     let remembered = taken.remembered;
-    let Some(new) = input.messages.get(taken.len..) else {
+    if taken.len > input.messages.len() {
         if taken.removed {
             memory.put_back(hashes, taken.len, remembered);
         }
         return None;
-    };
-    let mut conversation = remembered.output;
-    let output_messages = conversation.messages.len();
-    conversation.messages.extend_from_slice(new);
+    }
+    let output = remembered.output;
+    let output_messages = output.messages.len();
     Some(Recalled {
         len: taken.len,
         output_messages,
-        conversation,
+        output,
         degraded: remembered.degraded,
         failures: remembered.failures,
         continuation: remembered.continuation,

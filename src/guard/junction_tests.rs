@@ -3,6 +3,7 @@
 //! `count_conversation`), the subject the same verdict reached from a remembered prefix's
 //! [`Junction`] and the new messages only.
 
+use super::preserve::check_continuation;
 use super::*;
 use crate::conversation::Conversation;
 use crate::format::Format;

@@ -43,6 +43,7 @@
 pub(crate) mod cache;
 mod carry;
 mod context;
+mod continuation;
 mod edit;
 mod envelope;
 mod fields;
@@ -59,6 +60,7 @@ pub use crate::facts::UserWords;
 pub use crate::tokens::image::ImageFault;
 pub(crate) use carry::{Carried, CarryError, Kept};
 pub(crate) use context::ContextRules;
+pub(crate) use continuation::{Prefix, continue_prefix};
 pub use edit::{
     Applied, Edit, FailureRecord, IMAGE_REMOVED_PREFIX, ImageRepair, PlanError, SummaryParts,
     UnitEdit, apply,
@@ -66,13 +68,11 @@ pub use edit::{
 pub use write::Marker;
 // `settle`, `check_envelope` and `check_compaction_with` are public only while
 // tests/all/strategy_props.rs judges strategy outputs with them (issue 38 item 5 rewrites it).
-pub(crate) use envelope::take_client_envelope;
 pub use envelope::{check_envelope, settle};
 #[cfg(feature = "server")]
 pub(crate) use fields::Count;
 pub use fields::check_token_limits;
 pub use layout::{Layout, MessageTokens};
-pub(crate) use preserve::check_continuation;
 pub use preserve::{check_compaction, check_compaction_with};
 pub(crate) use repair::plan_repairs;
 #[cfg(feature = "ab")]

@@ -155,11 +155,12 @@ fn open_loop_kept(open: &[Message], after: &Conversation) -> bool {
         .all(|m| after.messages.contains(m))
 }
 
-/// [`check_compaction_with`] of a continuation, in proportion to the new messages: `after` is
+/// [`check_compaction_with`] of a continuation, in proportion to the new messages, for
+/// [`super::continue_prefix`] (which builds the continuation): `after` is
 /// a remembered output `R` followed by `before.messages[from..]` (the new messages, verbatim),
 /// where `R` passed [`check_compaction_with`] against `before.messages[..from]` (the input's
 /// remembered prefix `P`, whose [`Junction`] is `junction`) with the failure records `R` keeps,
-/// and `before` passed [`validate`](super::validate).
+/// and `before` passed [`validate`](super::validate()).
 ///
 /// What `R` kept of `P` stays kept: the system prompt and the pinned prefix (the leading
 /// system / developer messages, within `P`), the thinking blocks (the new ones are verbatim),
@@ -173,7 +174,7 @@ fn open_loop_kept(open: &[Message], after: &Conversation) -> bool {
 /// / result pairs or a provider compaction item in `P` or the new messages (units then span
 /// turns, and the pinned prefix moves), a `P` that is all system / developer messages, or an
 /// `after` shorter than the new messages.
-pub fn check_continuation(
+pub(super) fn check_continuation(
     before: &Conversation,
     from: usize,
     junction: &Junction,

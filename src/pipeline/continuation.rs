@@ -52,82 +52,66 @@ pub(super) fn remember_output(
     );
 }
 
-/// Takes the remembered compaction when the guard accepts it and it is smaller than the input;
-/// returns what it continues when taken, and gives it back when not. With what continuing needs (`known`, of the same counting
-/// basis) only the junction and the new messages are validated, checked and counted
-/// ([`guard::validate_continuation`], [`guard::check_continuation`]), and `continued` is set to
-/// the output's new junction; else the continuation is validated, checked and counted whole.
+/// Takes the remembered compaction when the guard accepts its continuation and it is smaller
+/// than the input; returns what it continues when taken, and gives it back when not. The guard
+/// builds and checks the continuation ([`guard::continue_prefix`]: from the junctions when
+/// `known`, of the same counting basis, serves, in proportion to the new messages, and
+/// `continued` is set to the output's new junction; else whole) and finishes the one taken
+/// (its breakpoints settled, the client's envelope); here it is counted (from the remembered
+/// count when checked from the junctions) and taken.
 pub(super) fn continue_from(
     run: &Run<'_>,
-    recalled: policy::Recalled,
+    mut recalled: policy::Recalled,
     known: Option<&Continuation>,
     best: &mut Best,
     continued: &mut Option<Junction>,
     report: &mut Report,
-) -> Result<Continued, Box<policy::Recalled>> {
+) -> Result<Start, Box<policy::Recalled>> {
     let len = recalled.len;
-    let conversation = &recalled.conversation;
     let t0 = Instant::now();
-    let incremental = known.and_then(|c| {
-        let (mut v, junction) =
-            guard::validate_continuation(conversation, &c.output, run.format, run.options)?;
-        v.extend(guard::check_continuation(
-            run.input,
-            len,
-            &c.input,
-            conversation,
-        )?);
-        Some((v, junction, c.output_tokens))
+    let prefix = guard::Prefix {
+        // Moved into the continuation; back in `recalled` when it is not taken.
+        output: std::mem::take(&mut recalled.output),
+        covered: len,
+        records: &recalled.failures,
+        junctions: known.map(|c| (&c.input, &c.output)),
+    };
+    let continuation = guard::continue_prefix(prefix, run.input, (run.format, run.options), || {
+        run.layout()
     });
-    let (violations, tokens) = match incremental {
-        Some((violations, junction, output_tokens)) => {
-            let tokens = output_tokens
-                + run.input.messages[len..]
-                    .iter()
-                    .map(|m| run.counter.count_message(m))
-                    .sum::<usize>();
-            *continued = Some(junction);
-            (violations, tokens)
+    let new_tokens = || -> usize {
+        run.input.messages[len..]
+            .iter()
+            .map(|m| run.counter.count_message(m))
+            .sum()
+    };
+    let (tokens, counted_new) = match (continuation.junction(), known) {
+        (Some(_), Some(c)) => {
+            let new = new_tokens();
+            (c.output_tokens + new, Some(new))
         }
-        None => {
-            let mut v = guard::validate(conversation, run.format, run.options);
-            v.extend(guard::check_compaction_with(
-                run.input,
-                run.layout(),
-                conversation,
-                run.format,
-                Some(recalled.failures.as_slice()),
-            ));
-            (v, run.counter.count_conversation(conversation))
-        }
+        _ => (
+            run.counter.count_conversation(continuation.conversation()),
+            None,
+        ),
     };
     report.timings.guard_ms += ms(t0);
-    // A surplus of `cache_control` breakpoints is the remembered prefix's own: each turn the
-    // client marks its newest block, and the block it marked last turn stays marked in the
-    // remembered output. The oldest go ([`guard::settle`]: history before the newest message
-    // first, oldest first), never the client's newest; the breakpoints are not part of the
-    // prefix the provider caches, so the prefix stays the one sent last turn.
-    let surplus = !violations.is_empty() && violations.iter().all(|v| v.kind.is_repairable());
-    if (!violations.is_empty() && !surplus) || !run.targets.takes(tokens, best.tokens) {
+    if !continuation.passes() || !run.targets.takes(tokens, best.tokens) {
         *continued = None;
+        recalled.output = continuation.into_remembered();
         return Err(Box::new(recalled));
     }
-    let mut recalled = recalled;
-    let mut moved = false;
-    if surplus {
-        let removed = guard::settle(run.format, &mut recalled.conversation);
-        moved = removed.iter().any(|r| match r.site {
-            guard::cache::Site::Block { message, .. } => message < recalled.output_messages,
-            _ => true,
-        });
-        report.notes.extend(removed.iter().map(ToString::to_string));
-    }
+    let output_messages = continuation.output_messages();
+    let (conversation, removed, junction) = continuation.finish(run.input, run.format);
+    *continued = junction;
+    // Bytes written for the remembered messages are stale when a breakpoint moved off them.
+    let moved = removed.iter().any(|r| match r.site {
+        guard::cache::Site::Block { message, .. } => message < output_messages,
+        _ => true,
+    });
+    report.notes.extend(removed.iter().map(ToString::to_string));
     let predecessor = recalled.predecessor();
-    let new_tokens: usize = run.input.messages[len..]
-        .iter()
-        .map(|m| run.counter.count_message(m))
-        .sum();
-    let output_messages = recalled.output_messages;
+    let new_tokens = counted_new.unwrap_or_else(new_tokens);
     report.notes.push(format!(
         "continued from the remembered compaction of the first {len} messages ({} new)",
         run.input.messages.len() - len
@@ -146,10 +130,8 @@ pub(super) fn continue_from(
     best.layout = None;
     // Its messages are counted by the first tier that runs on it.
     best.per = None;
-    // The remembered envelope is this request's by value: sent in the client's bytes.
-    guard::take_client_envelope(&mut recalled.conversation, run.input);
-    best.conversation = Some(recalled.conversation);
-    Ok(Continued {
+    best.conversation = Some(conversation);
+    Ok(Start {
         predecessor,
         rewritten: moved,
         new_tokens,
@@ -158,7 +140,7 @@ pub(super) fn continue_from(
 }
 
 /// A remembered compaction taken as the start of this output.
-pub(super) struct Continued {
+pub(super) struct Start {
     /// What it continues, remembered again as a view of the output's first messages.
     pub predecessor: Predecessor,
     /// Whether a breakpoint was moved off its messages (their written bytes are stale).
@@ -383,15 +365,15 @@ pub(super) fn continue_remembered(
         &mut continuing.continued,
         report,
     ) {
-        Ok(c) => {
+        Ok(start) => {
             // The client's previous body and the previous forwarded one: this turn's
             // input and output less the new messages.
-            continuing.known_input = Some(shared.tokens_before.saturating_sub(c.new_tokens));
-            continuing.sent = best.tokens.saturating_sub(c.new_tokens);
-            continuing.prefix_messages = c.output_messages;
-            continuing.predecessor = Some(c.predecessor);
+            continuing.known_input = Some(shared.tokens_before.saturating_sub(start.new_tokens));
+            continuing.sent = best.tokens.saturating_sub(start.new_tokens);
+            continuing.prefix_messages = start.output_messages;
+            continuing.predecessor = Some(start.predecessor);
             // Bytes written for messages whose breakpoint moved are stale.
-            continuing.written = items.filter(|_| !c.rewritten);
+            continuing.written = items.filter(|_| !start.rewritten);
         }
         Err(recalled) => {
             if let Some(h) = shared.hashes {
