@@ -177,7 +177,7 @@ fn check_plan(
     // Repaired images (message, block, nested) -> edit.
     let mut repaired: BTreeMap<(usize, usize, Option<usize>), usize> = BTreeMap::new();
     for (edit, e) in plan.into_iter().enumerate() {
-        let (to, marker, record) = match e {
+        let (to, marker, (record, named)) = match e {
             UnitEdit::Drop { to, mut marker } => {
                 let record = Edit::dropped(input, pinned..to, &marker);
                 let named = marker.recall.take();
@@ -254,8 +254,8 @@ fn check_plan(
             return Err(PlanError::IllegalCut { edit, to });
         }
         checked.drop = Some((edit, to, marker));
-        checked.edits.push(record.0);
-        checked.recall.extend(record.1);
+        checked.edits.push(record);
+        checked.recall.extend(named);
     }
     Ok(checked)
 }

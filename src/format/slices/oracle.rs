@@ -4,7 +4,7 @@
 //! from where the borrowed text lies in the body. `spans_tests.rs` holds the scanner to it on
 //! the corpus, the cases and random bodies; `benches/slices.rs` times both. Not the service's
 //! reader: it is several times slower than the scanner (figures in `super`'s module docs).
-//! Needs serde_json's `raw_value` feature, which only the dev-dependencies turn on.
+//! Needs serde_json's `raw_value` feature (on in Cargo.toml; only this oracle and its bench use it).
 
 use serde::Deserialize;
 use serde::Deserializer as _;
